@@ -1,0 +1,48 @@
+package bus
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrClosed is returned by a Transport used after Close.
+var ErrClosed = errors.New("bus: closed")
+
+// Handler receives one message. It runs on the transport's delivery
+// goroutine for that subscription: it must not block for long and must not
+// keep data after it returns (copy it).
+type Handler func(subject string, data []byte)
+
+// Subscription is an active subscription.
+type Subscription interface {
+	// Unsubscribe stops delivery. It is safe to call more than once.
+	Unsubscribe() error
+}
+
+// Transport carries opaque messages between agents. Delivery is at most
+// once and unordered across subjects; callers must tolerate loss,
+// duplication and reordering (the protocol uses versions and timeouts).
+// Implementations are safe for concurrent use.
+type Transport interface {
+	// Publish sends data to every subscriber of subject. It returns once
+	// the message is handed to the transport, not when it is delivered.
+	Publish(ctx context.Context, subject string, data []byte) error
+	// Subscribe delivers messages published on subject (NATS wildcards
+	// "*" and ">" allowed) to h, in order of arrival, one at a time.
+	Subscribe(subject string, h Handler) (Subscription, error)
+	// Close releases the transport; pending messages may be dropped.
+	Close() error
+}
+
+// AgentSubject is the subject an agent listens on.
+func AgentSubject(region, host string) string { return "dvms." + region + ".agent." + host }
+
+// HeartbeatSubject is where agents of a region publish heartbeats.
+func HeartbeatSubject(region string) string { return "dvms." + region + ".heartbeat" }
+
+// EventsSubject is where agents of a region publish event records
+// (`dvms events --follow`).
+func EventsSubject(region string) string { return "dvms." + region + ".events" }
+
+// StatusSubject is where agents answer `dvms status` requests.
+func StatusSubject(region string) string { return "dvms." + region + ".status" }

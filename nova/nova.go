@@ -1,0 +1,239 @@
+package nova
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Implementations translate their transport errors to
+// these at the package boundary and wrap them with context (%w).
+var (
+	// ErrNotFound: the server, host, service or migration does not exist (HTTP 404).
+	ErrNotFound = errors.New("nova: not found")
+	// ErrConflict: the request conflicts with the resource state, typically a
+	// server with a task state or in the wrong status (HTTP 409).
+	ErrConflict = errors.New("nova: conflict")
+	// ErrUnavailable: a transient failure (HTTP 5xx, connection error,
+	// timeout). The caller may retry with backoff; the outcome of a
+	// non-idempotent action that failed this way is unknown: re-read first.
+	ErrUnavailable = errors.New("nova: unavailable")
+	// ErrBadRequest: Nova refused the request as invalid (HTTP 400), e.g. a
+	// destination host that does not exist or is the source.
+	ErrBadRequest = errors.New("nova: bad request")
+	// ErrTimeout: a followed migration did not end in time.
+	ErrTimeout = errors.New("nova: migration timed out")
+)
+
+// Service states, as the os-services API reports them.
+const (
+	ServiceEnabled  = "enabled"
+	ServiceDisabled = "disabled"
+	ServiceUp       = "up"
+	ServiceDown     = "down"
+)
+
+// Server statuses used by dvms (Nova has more; others are passed through).
+const (
+	StatusActive           = "ACTIVE"
+	StatusMigrating        = "MIGRATING"
+	StatusShelved          = "SHELVED"
+	StatusShelvedOffloaded = "SHELVED_OFFLOADED"
+	StatusError            = "ERROR"
+)
+
+// Migration statuses, as os-migrations reports them. Terminal ones are
+// completed, error, failed and cancelled.
+const (
+	MigrationAccepted      = "accepted"
+	MigrationQueued        = "queued"
+	MigrationPreparing     = "preparing"
+	MigrationRunning       = "running"
+	MigrationPostMigrating = "post-migrating"
+	MigrationCompleted     = "completed"
+	MigrationError         = "error"
+	MigrationFailed        = "failed"
+	MigrationCancelled     = "cancelled"
+)
+
+// Server group policies.
+const (
+	PolicyAffinity         = "affinity"
+	PolicyAntiAffinity     = "anti-affinity"
+	PolicySoftAffinity     = "soft-affinity"
+	PolicySoftAntiAffinity = "soft-anti-affinity"
+)
+
+// Metadata keys dvms reads on servers.
+const (
+	// MetaPriority: integer, higher is more important; the lowest priority
+	// servers are shelved first when preemption is enabled. Default 0.
+	MetaPriority = "dvms:priority"
+	// MetaPin: "true" means dvms never moves this server.
+	MetaPin = "dvms:pin"
+)
+
+// Service is the nova-compute service of a host.
+type Service struct {
+	ID             string // os-services id (a UUID from microversion 2.53)
+	Host           string
+	Status         string // enabled | disabled
+	State          string // up | down
+	DisabledReason string
+	ForcedDown     bool
+	UpdatedAt      time.Time
+}
+
+// Disabled reports whether the operator disabled the service.
+func (s Service) Disabled() bool { return s.Status == ServiceDisabled }
+
+// Host is a compute host with its capacity and the usage placement
+// accounts for it. Capacities follow placement: what the scheduler
+// accepts is (Total - Reserved) * AllocationRatio.
+type Host struct {
+	Name string
+	Zone string // availability zone, "" when unknown
+	// Physical capacity (placement inventory totals).
+	VCPUs int
+	RAMMB int
+	// Placement inventory details.
+	ReservedVCPUs  int
+	ReservedRAMMB  int
+	CPUAllocRatio  float64
+	RAMAllocRatio  float64
+	// Current placement usage (allocations of servers on the host,
+	// including servers migrating to or from it).
+	VCPUsUsed int
+	RAMMBUsed int
+	Service   Service
+}
+
+// AllocatableVCPUs is the VCPU amount placement accepts on the host.
+func (h Host) AllocatableVCPUs() float64 {
+	r := h.CPUAllocRatio
+	if r == 0 {
+		r = 1
+	}
+	return float64(h.VCPUs-h.ReservedVCPUs) * r
+}
+
+// AllocatableRAMMB is the MEMORY_MB amount placement accepts on the host.
+func (h Host) AllocatableRAMMB() float64 {
+	r := h.RAMAllocRatio
+	if r == 0 {
+		r = 1
+	}
+	return float64(h.RAMMB-h.ReservedRAMMB) * r
+}
+
+// ServerGroup is the server group a server belongs to, if any.
+type ServerGroup struct {
+	ID     string
+	Name   string
+	Policy string
+}
+
+// Server is a Nova server as dvms needs it.
+type Server struct {
+	ID        string
+	Name      string
+	Host      string // compute host (OS-EXT-SRV-ATTR:host); "" when offloaded
+	Zone      string
+	Status    string
+	TaskState string // OS-EXT-STS:task_state, "" when none
+	Flavor    string
+	VCPUs     int
+	RAMMB     int
+	Group     *ServerGroup
+	Metadata  map[string]string
+}
+
+// Migration is one os-migrations record.
+type Migration struct {
+	ID        string
+	ServerID  string
+	Source    string
+	Dest      string
+	Type      string // live-migration, migration, ...
+	Status    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Terminal reports whether the migration ended.
+func (m Migration) Terminal() bool {
+	switch m.Status {
+	case MigrationCompleted, MigrationError, MigrationFailed, MigrationCancelled:
+		return true
+	}
+	return false
+}
+
+// Succeeded reports whether the migration completed.
+func (m Migration) Succeeded() bool { return m.Status == MigrationCompleted }
+
+// Receipt identifies an action Nova accepted: the global request id dvms
+// sent (X-OpenStack-Request-ID, derived from the dvms event) and the local
+// request id Nova answered with. The local id is what
+// `openstack server event list` shows.
+type Receipt struct {
+	GlobalRequestID string
+	LocalRequestID  string
+}
+
+// Client is what a dvms agent needs from Nova. Every method takes ctx
+// first and is safe for concurrent use. Errors wrap the sentinels above.
+// Actions are asynchronous in Nova: a nil error means Nova accepted the
+// request (202), not that it finished; follow migrations with
+// Migrations, and server status with GetServer.
+type Client interface {
+	// Hosts lists compute hosts with capacity, usage and service state.
+	Hosts(ctx context.Context) ([]Host, error)
+	// Host returns one compute host.
+	Host(ctx context.Context, name string) (Host, error)
+	// Servers lists the servers on a compute host (all projects).
+	Servers(ctx context.Context, host string) ([]Server, error)
+	// Server returns one server.
+	Server(ctx context.Context, id string) (Server, error)
+	// LiveMigrate asks Nova to live-migrate a server to dest
+	// (block_migration auto). dest "" lets Nova's scheduler choose.
+	LiveMigrate(ctx context.Context, serverID, dest string) (Receipt, error)
+	// Migrations lists the migrations of a server, newest first.
+	Migrations(ctx context.Context, serverID string) ([]Migration, error)
+	// Shelve shelves a server; ShelveOffload frees its host.
+	Shelve(ctx context.Context, serverID string) (Receipt, error)
+	ShelveOffload(ctx context.Context, serverID string) (Receipt, error)
+	// Unshelve unshelves an offloaded server, on host if not "".
+	Unshelve(ctx context.Context, serverID, host string) (Receipt, error)
+	// SetServiceStatus disables (with reason) or enables the
+	// nova-compute service of host.
+	SetServiceStatus(ctx context.Context, host string, disabled bool, reason string) error
+}
+
+// Demand is what a server really uses, as a metrics source measures it.
+type Demand struct {
+	CPU   float64 // cores
+	RAMMB float64
+}
+
+// DemandSource measures per-server demand on a host. A source that fails
+// returns an error; callers raise no event from missing data.
+type DemandSource interface {
+	// Demand returns the demand of each server on host, keyed by server ID.
+	// Servers missing from the map have unknown demand.
+	Demand(ctx context.Context, host string) (map[string]Demand, error)
+}
+
+type requestIDKey struct{}
+
+// WithRequestID returns a context whose Nova requests carry id as
+// X-OpenStack-Request-ID (it must look like "req-<uuid>").
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID returns the request id set with WithRequestID, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
