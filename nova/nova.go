@@ -97,10 +97,10 @@ type Host struct {
 	VCPUs int
 	RAMMB int
 	// Placement inventory details.
-	ReservedVCPUs  int
-	ReservedRAMMB  int
-	CPUAllocRatio  float64
-	RAMAllocRatio  float64
+	ReservedVCPUs int
+	ReservedRAMMB int
+	CPUAllocRatio float64
+	RAMAllocRatio float64
 	// Current placement usage (allocations of servers on the host,
 	// including servers migrating to or from it).
 	VCPUsUsed int
