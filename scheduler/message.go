@@ -1,0 +1,220 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// PartState is the state of a partition (DESIGN §5.1).
+type PartState uint8
+
+const (
+	Growing PartState = iota + 1
+	Blocked
+	Finishing
+)
+
+func (s PartState) String() string {
+	switch s {
+	case Growing:
+		return "growing"
+	case Blocked:
+		return "blocked"
+	case Finishing:
+		return "finishing"
+	}
+	return "unknown"
+}
+
+// Partition is the partition record every member holds. Each update
+// increases Version; receivers ignore versions older than theirs.
+type Partition struct {
+	ID        string
+	Version   uint64
+	Initiator string
+	Leader    string
+	// Nodes in join order; the initiator first.
+	Nodes []string
+	State PartState
+	// Events: the initiator's event first, then absorbed partitions'.
+	Events []Event
+	// Tours counts the times the partition's request came back to it
+	// without finding a free node (1: Blocked, 2: dissolved).
+	Tours int
+}
+
+func (p *Partition) clone() *Partition {
+	c := *p
+	c.Nodes = slices.Clone(p.Nodes)
+	c.Events = slices.Clone(p.Events)
+	return &c
+}
+
+func (p *Partition) has(node string) bool { return slices.Contains(p.Nodes, node) }
+
+// MsgType is the kind of an agent message.
+type MsgType uint8
+
+const (
+	// MsgGrow carries a partition looking for a free node (the DVMS
+	// iterative scheduling request).
+	MsgGrow MsgType = iota + 1
+	// MsgUpdate tells members a new version of their partition; members
+	// answer a Growing update with their snapshot.
+	MsgUpdate
+	// MsgHeartbeat is the leader's keep-alive to members.
+	MsgHeartbeat
+	// MsgSnapshot is a member's host snapshot for the leader.
+	MsgSnapshot
+	// MsgDissolve frees the members of a partition.
+	MsgDissolve
+	// MsgMergeOffer tells a Blocked partition's leader that another
+	// Blocked partition (Other) may be absorbed into it.
+	MsgMergeOffer
+	// MsgAbsorbed tells the members of an absorbed partition (Other)
+	// that they now belong to Part.
+	MsgAbsorbed
+	// MsgNack tells a leader that the sender is not (or no longer) a
+	// member of its partition.
+	MsgNack
+)
+
+var msgNames = map[MsgType]string{
+	MsgGrow: "grow", MsgUpdate: "update", MsgHeartbeat: "heartbeat", MsgSnapshot: "snapshot",
+	MsgDissolve: "dissolve", MsgMergeOffer: "merge-offer", MsgAbsorbed: "absorbed", MsgNack: "nack",
+}
+
+func (t MsgType) String() string {
+	if n, ok := msgNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// Outcome ends a partition or an event.
+type Outcome uint8
+
+const (
+	// Solved: the plan was executed without a failure (or nothing was
+	// left to do).
+	Solved Outcome = iota + 1
+	// Unsolvable: no solution after the second full tour.
+	Unsolvable
+	// Failed: an action of the plan failed.
+	Failed
+	// Aborted: timeout, crash of a member, or a conflict.
+	Aborted
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Solved:
+		return "solved"
+	case Unsolvable:
+		return "unsolvable"
+	case Failed:
+		return "failed"
+	case Aborted:
+		return "aborted"
+	}
+	return "none"
+}
+
+// Message is what agents exchange. Which fields are set depends on Type.
+type Message struct {
+	Type MsgType
+	From string
+	// PartID and Version name the partition version the message is about.
+	PartID  string
+	Version uint64
+	// Part is the partition (Grow, Update, Absorbed).
+	Part *Partition `json:",omitempty"`
+	// Other is the partition to absorb (MergeOffer) or the absorbed one
+	// (Absorbed).
+	Other *Partition `json:",omitempty"`
+	// Host is the sender's snapshot (Snapshot).
+	Host *Host `json:",omitempty"`
+	// Hops counts forwards of a Grow request.
+	Hops    int     `json:",omitempty"`
+	Outcome Outcome `json:",omitempty"`
+	Reason  string  `json:",omitempty"`
+}
+
+// WireVersion is the encoding version of messages on the bus.
+const WireVersion = 1
+
+// ErrMalformed is returned for a message that cannot be decoded.
+var ErrMalformed = errors.New("scheduler: malformed message")
+
+type wire struct {
+	V   int             `json:"v"`
+	Msg json.RawMessage `json:"m"`
+}
+
+// Encode returns the wire form of m.
+func Encode(m Message) ([]byte, error) {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", m.Type, err)
+	}
+	return json.Marshal(wire{V: WireVersion, Msg: body})
+}
+
+// Decode parses and validates a message. It never panics; every problem
+// comes back as an error wrapping ErrMalformed with the reason.
+func Decode(data []byte) (Message, error) {
+	var w wire
+	if err := json.Unmarshal(data, &w); err != nil {
+		return Message{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if w.V != WireVersion {
+		return Message{}, fmt.Errorf("%w: wire version %d, want %d", ErrMalformed, w.V, WireVersion)
+	}
+	var m Message
+	if err := json.Unmarshal(w.Msg, &m); err != nil {
+		return Message{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := m.validate(); err != nil {
+		return Message{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return m, nil
+}
+
+func (m *Message) validate() error {
+	if _, ok := msgNames[m.Type]; !ok {
+		return fmt.Errorf("unknown type %d", m.Type)
+	}
+	if m.From == "" {
+		return errors.New("no sender")
+	}
+	if m.PartID == "" {
+		return errors.New("no partition id")
+	}
+	needPart := m.Type == MsgGrow || m.Type == MsgUpdate || m.Type == MsgAbsorbed
+	if needPart && m.Part == nil {
+		return fmt.Errorf("%s without partition", m.Type)
+	}
+	if (m.Type == MsgMergeOffer || m.Type == MsgAbsorbed) && m.Other == nil {
+		return fmt.Errorf("%s without the other partition", m.Type)
+	}
+	if m.Type == MsgSnapshot && m.Host == nil {
+		return errors.New("snapshot without host")
+	}
+	for _, p := range []*Partition{m.Part, m.Other} {
+		if p == nil {
+			continue
+		}
+		if p.ID == "" || p.Initiator == "" || p.Leader == "" || len(p.Nodes) == 0 {
+			return errors.New("partition without id, initiator, leader or nodes")
+		}
+		if p.State < Growing || p.State > Finishing {
+			return fmt.Errorf("partition state %d", p.State)
+		}
+	}
+	if m.Hops < 0 {
+		return errors.New("negative hops")
+	}
+	return nil
+}

@@ -1,0 +1,511 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Problem is what a partition leader solves: the event and the snapshots
+// of the partition's hosts.
+type Problem struct {
+	// Events are the events the partition carries: its initiator's first,
+	// then those of partitions it absorbed. Overloaded hosts are always
+	// fixed; hosts with a Maintenance or Underload event are emptied.
+	Events     []Event
+	Hosts      []Host
+	Thresholds Thresholds
+	// Preempt allows shelving the lowest-priority servers when no viable
+	// placement exists (DESIGN §6, opt-in).
+	Preempt bool
+}
+
+// SolveOptions bound the search. The solver never reads a clock itself.
+type SolveOptions struct {
+	// Now and Deadline give a hard time limit; with Now nil there is none.
+	Now      func() time.Time
+	Deadline time.Time
+	// Rand drives the randomized restarts; nil means no restarts.
+	Rand *rand.Rand
+	// Restarts is the number of randomized attempts after the
+	// deterministic strategies (default 32).
+	Restarts int
+	// ExactLimit: when an overloaded host has at most this many movable
+	// servers, every eviction subset is tried (default 12).
+	ExactLimit int
+}
+
+// DefaultSolveOptions returns options with the defaults filled in.
+func DefaultSolveOptions() SolveOptions { return SolveOptions{Restarts: 32, ExactLimit: 12} }
+
+// Solution is the solver's answer.
+type Solution struct {
+	OK bool
+	// Reason says why there is no solution (OK false) or what was left
+	// undone (servers that cannot move during a drain).
+	Reason string
+	// Moves are LiveMigrate (and, with preemption, Shelve) actions from
+	// the current placement to the target one, each server at most once.
+	Moves []Action
+	// MovedMB is the RAM of the migrated servers (the cost minimized).
+	MovedMB int
+	// Unmovable lists servers that had to move but cannot ("id: reason").
+	Unmovable []string
+	// TimedOut reports that the time limit cut the search (best so far).
+	TimedOut bool
+}
+
+// model is the mutable capacity view of the partition during a search.
+type model struct {
+	hosts []mhost
+	thr   Thresholds
+}
+
+type mhost struct {
+	h              *Host
+	cpuCap, ramCap float64 // demand limits
+	cpu, ram       float64 // demand
+	usedV, usedR   float64 // allocation
+	dest           bool    // may receive servers
+	anti           map[string]int
+}
+
+func newModel(p *Problem) *model {
+	m := &model{hosts: make([]mhost, len(p.Hosts)), thr: p.Thresholds}
+	for i := range p.Hosts {
+		h := &p.Hosts[i]
+		cpu, ram := h.Demand()
+		mh := mhost{
+			h: h, cpuCap: h.CPUs * p.Thresholds.CPUOverload, ramCap: h.RAMMB * p.Thresholds.RAMOverload,
+			cpu: cpu, ram: ram, usedV: h.UsedVCPUs, usedR: h.UsedRAMMB,
+			dest: !h.Disabled && !h.Draining,
+		}
+		for _, s := range h.Servers {
+			if s.Group != "" && s.Policy == "anti-affinity" {
+				if mh.anti == nil {
+					mh.anti = map[string]int{}
+				}
+				mh.anti[s.Group]++
+			}
+		}
+		m.hosts[i] = mh
+	}
+	return m
+}
+
+func (m *model) clone() *model {
+	c := &model{hosts: slices.Clone(m.hosts), thr: m.thr}
+	for i := range c.hosts {
+		if c.hosts[i].anti != nil {
+			c.hosts[i].anti = maps(c.hosts[i].anti)
+		}
+	}
+	return c
+}
+
+func maps(in map[string]int) map[string]int {
+	out := make(map[string]int, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// fits reports whether s can be added to host i.
+func (m *model) fits(i int, s *Server) bool {
+	h := &m.hosts[i]
+	if !h.dest {
+		return false
+	}
+	if overCap(h.cpu+s.CPU, h.cpuCap) || overCap(h.ram+s.RAM, h.ramCap) {
+		return false
+	}
+	if overCap(h.usedV+float64(s.VCPUs), h.h.AllocVCPUs) || overCap(h.usedR+float64(s.RAMMB), h.h.AllocRAMMB) {
+		return false
+	}
+	if s.Policy == "anti-affinity" && h.anti[s.Group] > 0 {
+		return false
+	}
+	return true
+}
+
+func (m *model) add(i int, s *Server) {
+	h := &m.hosts[i]
+	h.cpu += s.CPU
+	h.ram += s.RAM
+	h.usedV += float64(s.VCPUs)
+	h.usedR += float64(s.RAMMB)
+	if s.Policy == "anti-affinity" {
+		if h.anti == nil {
+			h.anti = map[string]int{}
+		}
+		h.anti[s.Group]++
+	}
+}
+
+func (m *model) remove(i int, s *Server) {
+	h := &m.hosts[i]
+	h.cpu -= s.CPU
+	h.ram -= s.RAM
+	h.usedV -= float64(s.VCPUs)
+	h.usedR -= float64(s.RAMMB)
+	if s.Policy == "anti-affinity" && h.anti != nil {
+		h.anti[s.Group]--
+	}
+}
+
+func (m *model) over(i int) bool {
+	h := &m.hosts[i]
+	return overCap(h.cpu, h.cpuCap) || overCap(h.ram, h.ramCap)
+}
+
+// headroom is the normalized spare demand capacity of host i.
+func (m *model) headroom(i int) float64 {
+	h := &m.hosts[i]
+	c, r := 1.0, 1.0
+	if h.cpuCap > 0 {
+		c = (h.cpuCap - h.cpu) / h.cpuCap
+	}
+	if h.ramCap > 0 {
+		r = (h.ramCap - h.ram) / h.ramCap
+	}
+	return min(c, r)
+}
+
+// evict is a server chosen to leave host src.
+type evict struct {
+	src int
+	s   *Server
+}
+
+// Solve computes a target placement for the partition (DESIGN §6): every
+// host named by a Maintenance event emptied of its movable servers, every
+// host named by an Underload event emptied (or left alone when it cannot
+// be), and every overloaded host back under its thresholds, moving as few
+// bytes as it can find within the time limit. Destinations respect demand
+// and allocation capacity and anti-affinity, and never include disabled,
+// draining or emptied hosts.
+func Solve(p Problem, opt SolveOptions) Solution {
+	if opt.Restarts == 0 {
+		opt.Restarts = DefaultSolveOptions().Restarts
+	}
+	if opt.ExactLimit == 0 {
+		opt.ExactLimit = DefaultSolveOptions().ExactLimit
+	}
+	base := newModel(&p)
+	s := &search{p: &p, opt: opt, base: base, best: Solution{Reason: "no viable placement in the partition"}}
+	idx := make(map[string]int, len(p.Hosts))
+	for i := range p.Hosts {
+		idx[p.Hosts[i].Name] = i
+	}
+	empty := map[int]bool{}
+	var notes []string
+	for _, e := range p.Events {
+		i, ok := idx[e.Host]
+		if !ok || (e.Kind != Maintenance && e.Kind != Underload) {
+			continue
+		}
+		h := &p.Hosts[i]
+		var fixed []string
+		for _, sv := range h.Servers {
+			if sv.Fixed {
+				fixed = append(fixed, sv.ID+": "+sv.FixedReason)
+			}
+		}
+		if e.Kind == Underload && len(fixed) > 0 {
+			notes = append(notes, fmt.Sprintf("underloaded %s cannot be emptied (%s)", h.Name, fixed[0]))
+			continue
+		}
+		s.unmovable = append(s.unmovable, fixed...)
+		empty[i] = true
+		base.hosts[i].dest = false
+		for j := range h.Servers {
+			if !h.Servers[j].Fixed {
+				s.ev0 = append(s.ev0, evict{i, &h.Servers[j]})
+			}
+		}
+	}
+	if len(s.unmovable) > 0 {
+		notes = append(notes, fmt.Sprintf("%d server(s) cannot move", len(s.unmovable)))
+	}
+	s.note = strings.Join(notes, "; ")
+	for i := range base.hosts {
+		if !empty[i] && base.over(i) {
+			s.over = append(s.over, i)
+		}
+	}
+	if len(s.ev0) == 0 && len(s.over) == 0 {
+		return Solution{OK: true, Reason: join("nothing to do", s.note), Unmovable: s.unmovable}
+	}
+	s.solve()
+	if !s.found {
+		s.best.Reason = join(s.best.Reason, s.note)
+		s.best.Unmovable = s.unmovable
+	}
+	return s.best
+}
+
+func join(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
+}
+
+type search struct {
+	p         *Problem
+	opt       SolveOptions
+	base      *model
+	ev0       []evict // servers that must leave emptied hosts
+	over      []int   // overloaded hosts to fix
+	unmovable []string
+	note      string
+	best      Solution
+	bestMB    int
+	found     bool
+}
+
+func (s *search) expired() bool {
+	return s.opt.Now != nil && !s.opt.Now().Before(s.opt.Deadline)
+}
+
+// place puts the evicted servers on destinations, largest demand first,
+// each on the host left with the most headroom; it returns the actions or
+// false when one server fits nowhere.
+func (s *search) place(m *model, ev []evict) ([]Action, bool) {
+	order := slices.Clone(ev)
+	slices.SortStableFunc(order, func(a, b evict) int {
+		if c := cmp.Compare(b.s.CPU, a.s.CPU); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.s.RAMMB, a.s.RAMMB)
+	})
+	return s.placeInOrder(m, order)
+}
+
+// placeInOrder places the servers in the given order.
+func (s *search) placeInOrder(m *model, ev []evict) ([]Action, bool) {
+	for _, e := range ev {
+		m.remove(e.src, e.s)
+	}
+	acts := make([]Action, 0, len(ev))
+	for _, e := range ev {
+		bi := s.bestDest(m, e)
+		if bi < 0 {
+			return nil, false
+		}
+		m.add(bi, e.s)
+		acts = append(acts, moveAction(e.s, m.hosts[e.src].h.Name, m.hosts[bi].h.Name))
+	}
+	return acts, true
+}
+
+// bestDest is the destination with the most headroom left once the server
+// is there, or -1.
+func (s *search) bestDest(m *model, e evict) int {
+	bi, bh := -1, math.Inf(-1)
+	for i := range m.hosts {
+		if i == e.src || !m.fits(i, e.s) {
+			continue
+		}
+		m.add(i, e.s)
+		h := m.headroom(i)
+		m.remove(i, e.s)
+		if h > bh {
+			bi, bh = i, h
+		}
+	}
+	return bi
+}
+
+func moveAction(s *Server, from, to string) Action {
+	return Action{Kind: LiveMigrate, Server: s.ID, From: from, To: to, Group: s.Group, Policy: s.Policy, VCPUs: s.VCPUs, RAMMB: s.RAMMB, CPU: s.CPU, RAM: s.RAM}
+}
+
+func shelveAction(s *Server, from string) Action {
+	return Action{Kind: Shelve, Server: s.ID, From: from, Group: s.Group, Policy: s.Policy, VCPUs: s.VCPUs, RAMMB: s.RAMMB, CPU: s.CPU, RAM: s.RAM}
+}
+
+func (s *search) offer(acts []Action) {
+	mb := 0
+	for _, a := range acts {
+		if a.Kind == LiveMigrate {
+			mb += a.RAMMB
+		}
+	}
+	if s.found && mb >= s.bestMB {
+		return
+	}
+	s.found, s.bestMB = true, mb
+	s.best = Solution{OK: true, Moves: acts, MovedMB: mb, Reason: s.note, Unmovable: s.unmovable, TimedOut: s.best.TimedOut}
+}
+
+func (s *search) candidates() [][]*Server {
+	cands := make([][]*Server, len(s.over))
+	for k, i := range s.over {
+		h := s.base.hosts[i].h
+		for j := range h.Servers {
+			if !h.Servers[j].Fixed {
+				cands[k] = append(cands[k], &h.Servers[j])
+			}
+		}
+	}
+	return cands
+}
+
+func (s *search) solve() {
+	cands := s.candidates()
+	// Deterministic strategies: the order in which each overloaded host
+	// gives up servers until it is back under its thresholds.
+	strategies := []func(a, b *Server) int{
+		func(a, b *Server) int {
+			return cmp.Compare(b.CPU/float64(max(1, b.RAMMB)), a.CPU/float64(max(1, a.RAMMB)))
+		}, // most CPU per byte moved
+		func(a, b *Server) int { return cmp.Compare(a.RAMMB, b.RAMMB) }, // smallest first
+		func(a, b *Server) int { return cmp.Compare(b.CPU, a.CPU) },     // biggest demand first
+	}
+	for _, less := range strategies {
+		if ev, ok := s.evictions(cands, func(c []*Server) { slices.SortStableFunc(c, less) }); ok {
+			if acts, ok := s.place(s.base.clone(), ev); ok {
+				s.offer(acts)
+			}
+		}
+	}
+	// Every eviction subset when one small host is overloaded.
+	if len(s.over) == 1 && len(cands[0]) <= s.opt.ExactLimit && !s.expired() {
+		s.exact(s.over[0], cands[0])
+	}
+	for r := 0; s.opt.Rand != nil && r < s.opt.Restarts; r++ {
+		if s.expired() {
+			s.best.TimedOut = true
+			break
+		}
+		rnd := s.opt.Rand
+		shuffle := func(c []*Server) { rnd.Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] }) }
+		if ev, ok := s.evictions(cands, shuffle); ok {
+			rnd.Shuffle(len(ev), func(i, j int) { ev[i], ev[j] = ev[j], ev[i] })
+			if acts, ok := s.placeInOrder(s.base.clone(), ev); ok {
+				s.offer(acts)
+			}
+		}
+	}
+	if !s.found && s.p.Preempt {
+		s.preempt(cands)
+	}
+}
+
+// evictions picks, from each overloaded host, servers in the given order
+// until the host fits, then puts back those that turn out unnecessary
+// (largest RAM first, so fewer bytes move). ev0 comes first.
+func (s *search) evictions(cands [][]*Server, order func([]*Server)) ([]evict, bool) {
+	m := s.base.clone()
+	ev := slices.Clone(s.ev0)
+	for k, i := range s.over {
+		c := slices.Clone(cands[k])
+		order(c)
+		var mine []*Server
+		for _, sv := range c {
+			if !m.over(i) {
+				break
+			}
+			m.remove(i, sv)
+			mine = append(mine, sv)
+		}
+		if m.over(i) {
+			return nil, false // even all movable servers do not fix this host
+		}
+		slices.SortStableFunc(mine, func(a, b *Server) int { return cmp.Compare(b.RAMMB, a.RAMMB) })
+		for _, sv := range mine {
+			m.add(i, sv)
+			if m.over(i) {
+				m.remove(i, sv)
+				ev = append(ev, evict{i, sv})
+			}
+		}
+	}
+	return ev, true
+}
+
+// exact tries every eviction subset of one overloaded host, cheapest
+// first, and keeps the first that fixes the host and can be placed.
+func (s *search) exact(src int, cands []*Server) {
+	type subset struct {
+		mask uint32
+		mb   int
+	}
+	n := len(cands)
+	subs := make([]subset, 0, 1<<n)
+	for mask := uint32(1); mask < 1<<n; mask++ {
+		mb := 0
+		for j := 0; j < n; j++ {
+			if mask&(1<<j) != 0 {
+				mb += cands[j].RAMMB
+			}
+		}
+		subs = append(subs, subset{mask, mb})
+	}
+	slices.SortStableFunc(subs, func(a, b subset) int { return cmp.Compare(a.mb, b.mb) })
+	base0 := 0
+	for _, e := range s.ev0 {
+		base0 += e.s.RAMMB
+	}
+	for k, sub := range subs {
+		if k%64 == 0 && s.expired() {
+			s.best.TimedOut = true
+			return
+		}
+		if s.found && base0+sub.mb >= s.bestMB {
+			return
+		}
+		m := s.base.clone()
+		ev := slices.Clone(s.ev0)
+		for j := 0; j < n; j++ {
+			if sub.mask&(1<<j) != 0 {
+				m.remove(src, cands[j])
+				ev = append(ev, evict{src, cands[j]})
+			}
+		}
+		if m.over(src) {
+			continue
+		}
+		if acts, ok := s.place(s.base.clone(), ev); ok {
+			s.offer(acts)
+			return
+		}
+	}
+}
+
+// preempt evicts the lowest-priority servers first, places the most
+// important ones first and shelves (offloads) what fits nowhere.
+func (s *search) preempt(cands [][]*Server) {
+	byPrio := func(a, b *Server) int {
+		if a.Priority != b.Priority {
+			return cmp.Compare(a.Priority, b.Priority)
+		}
+		return cmp.Compare(b.CPU, a.CPU)
+	}
+	ev, ok := s.evictions(cands, func(c []*Server) { slices.SortStableFunc(c, byPrio) })
+	if !ok {
+		return
+	}
+	slices.SortStableFunc(ev, func(a, b evict) int { return cmp.Compare(b.s.Priority, a.s.Priority) })
+	m := s.base.clone()
+	for _, e := range ev {
+		m.remove(e.src, e.s)
+	}
+	acts := make([]Action, 0, len(ev))
+	for _, e := range ev {
+		if bi := s.bestDest(m, e); bi >= 0 {
+			m.add(bi, e.s)
+			acts = append(acts, moveAction(e.s, m.hosts[e.src].h.Name, m.hosts[bi].h.Name))
+			continue
+		}
+		acts = append(acts, shelveAction(e.s, m.hosts[e.src].h.Name))
+	}
+	s.offer(acts)
+	s.best.Reason = join("preempted: lowest-priority servers shelved", s.note)
+}

@@ -1,0 +1,189 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// EventKind is what an agent reacts to (DESIGN §4).
+type EventKind uint8
+
+const (
+	NoEvent EventKind = iota
+	Overload
+	Underload
+	Maintenance
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case Overload:
+		return "overload"
+	case Underload:
+		return "underload"
+	case Maintenance:
+		return "maintenance"
+	}
+	return "none"
+}
+
+// Event is a problem on one host, named end to end by ID.
+type Event struct {
+	ID   string
+	Kind EventKind
+	Host string
+	// Detected is when the event fired (agent time).
+	Detected time.Time
+}
+
+// Server is a server as the solver sees it.
+type Server struct {
+	ID    string
+	VCPUs int     // flavor vCPUs (placement allocation)
+	RAMMB int     // flavor RAM (placement allocation)
+	CPU   float64 // measured CPU demand, in cores
+	RAM   float64 // measured RAM demand, in MB
+	// Group and Policy are the server group and its policy, if any.
+	Group  string `json:",omitempty"`
+	Policy string `json:",omitempty"`
+	// Priority orders preemption (lowest shelved first).
+	Priority int `json:",omitempty"`
+	// Fixed servers are never moved: pinned by the operator, not ACTIVE,
+	// or with a task state. FixedReason says why.
+	Fixed       bool   `json:",omitempty"`
+	FixedReason string `json:",omitempty"`
+}
+
+// Host is one host's snapshot: capacity, state and servers.
+type Host struct {
+	Name string
+	Zone string `json:",omitempty"`
+	// Physical capacity, against which demand is measured.
+	CPUs  float64
+	RAMMB float64
+	// Placement capacity (inventory × ratio − reserved) and usage.
+	AllocVCPUs float64
+	AllocRAMMB float64
+	UsedVCPUs  float64
+	UsedRAMMB  float64
+	// Disabled hosts are never destinations; Draining ones must be emptied.
+	Disabled bool `json:",omitempty"`
+	Draining bool `json:",omitempty"`
+	Servers  []Server
+}
+
+// Demand sums the measured demand of the host's servers.
+func (h *Host) Demand() (cpu, ram float64) {
+	for i := range h.Servers {
+		cpu += h.Servers[i].CPU
+		ram += h.Servers[i].RAM
+	}
+	return cpu, ram
+}
+
+// Thresholds say when a host is overloaded or underloaded, as fractions
+// of its physical capacity.
+type Thresholds struct {
+	CPUOverload  float64 // default 1.0
+	RAMOverload  float64 // default 1.0
+	CPUUnderload float64 // default 0.2
+	RAMUnderload float64 // default 0.2
+}
+
+// DefaultThresholds are DESIGN §4's defaults.
+func DefaultThresholds() Thresholds {
+	return Thresholds{CPUOverload: 1.0, RAMOverload: 1.0, CPUUnderload: 0.2, RAMUnderload: 0.2}
+}
+
+// Validate lists every problem.
+func (t Thresholds) Validate() error {
+	var errs []error
+	if t.CPUOverload <= 0 || t.RAMOverload <= 0 {
+		errs = append(errs, errors.New("cpu_overload and ram_overload must be > 0"))
+	}
+	if t.CPUUnderload < 0 || t.CPUUnderload >= t.CPUOverload {
+		errs = append(errs, fmt.Errorf("cpu_underload %.2f must be in [0, cpu_overload)", t.CPUUnderload))
+	}
+	if t.RAMUnderload < 0 || t.RAMUnderload >= t.RAMOverload {
+		errs = append(errs, fmt.Errorf("ram_underload %.2f must be in [0, ram_overload)", t.RAMUnderload))
+	}
+	return errors.Join(errs...)
+}
+
+// Overloaded reports whether the host's demand exceeds a threshold.
+func (t Thresholds) Overloaded(h *Host) bool {
+	cpu, ram := h.Demand()
+	return overCap(cpu, h.CPUs*t.CPUOverload) || overCap(ram, h.RAMMB*t.RAMOverload)
+}
+
+// Underloaded reports whether a non-empty host's demand is below both
+// underload thresholds.
+func (t Thresholds) Underloaded(h *Host) bool {
+	if len(h.Servers) == 0 {
+		return false
+	}
+	cpu, ram := h.Demand()
+	return cpu < h.CPUs*t.CPUUnderload && ram < h.RAMMB*t.RAMUnderload
+}
+
+// eps absorbs float rounding in capacity comparisons.
+const eps = 1e-9
+
+func overCap(v, limit float64) bool { return v > limit+eps }
+
+// ActionKind is a Nova action in a plan.
+type ActionKind uint8
+
+const (
+	LiveMigrate ActionKind = iota + 1
+	Shelve                 // shelve and offload
+	Unshelve
+)
+
+func (k ActionKind) String() string {
+	switch k {
+	case LiveMigrate:
+		return "live-migrate"
+	case Shelve:
+		return "shelve-offload"
+	case Unshelve:
+		return "unshelve"
+	}
+	return "unknown"
+}
+
+// Action is one step of a plan on one server.
+type Action struct {
+	Kind   ActionKind
+	Server string
+	From   string `json:",omitempty"`
+	To     string `json:",omitempty"`
+	// Group and Policy: the server's group, for anti-affinity re-checks.
+	Group  string `json:",omitempty"`
+	Policy string `json:",omitempty"`
+	// The server's size, for re-checks and accounting.
+	VCPUs int
+	RAMMB int
+	CPU   float64
+	RAM   float64
+}
+
+func (a Action) String() string {
+	return fmt.Sprintf("%s %s %s->%s", a.Kind, a.Server, a.From, a.To)
+}
+
+// Plan is an ordered list of steps; the actions of one step run in
+// parallel, a step starts when the previous one ended.
+type Plan struct {
+	Steps [][]Action
+}
+
+// Len is the number of actions.
+func (p Plan) Len() int {
+	n := 0
+	for _, s := range p.Steps {
+		n += len(s)
+	}
+	return n
+}
