@@ -123,6 +123,8 @@ type ArbiterRequest struct {
 	Op     ArbiterOp
 	Part   Partition
 	Absorb *Partition
+	// Lease of a registration (ArbRegister).
+	Lease time.Duration
 }
 
 // ArbiterResult is what the arbiter answered.
@@ -690,7 +692,7 @@ func (a *Agent) tourDone() {
 	p.Version++
 	a.broadcast(a.update())
 	a.record(Record{Kind: RecBlocked})
-	a.rd.Arbiter = append(a.rd.Arbiter, ArbiterRequest{Op: ArbRegister, Part: *p.clone()})
+	a.rd.Arbiter = append(a.rd.Arbiter, ArbiterRequest{Op: ArbRegister, Part: *p.clone(), Lease: a.cfg.Lease})
 	a.forward()
 }
 

@@ -1,0 +1,474 @@
+// Package detsim is a deterministic simulator of many DVMS agents: one
+// goroutine, a virtual clock, an in-memory message queue with loss, delay
+// and crash hooks, the single-process merge arbiter, a ground-truth cloud
+// that plans are applied to, and safety checks after every step (DESIGN
+// §8). A failure replays from its seed. It is for tests and for
+// exploring the protocol; `dvms simulate` runs the real runtime over NATS.
+package detsim
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/scheduler"
+)
+
+// Options tune a cluster.
+type Options struct {
+	Seed int64
+	// Step is the virtual time advanced by one Step (default 50 ms).
+	Step time.Duration
+	// Latency of a message (default 1 ms); Jitter adds up to that much.
+	Latency, Jitter time.Duration
+	// Drop is the probability a message is lost; Dup that it is delivered twice.
+	Drop, Dup float64
+	// MigrationTime is how long one action of a plan takes (default 2 s).
+	MigrationTime time.Duration
+	// Recheck skips actions that no longer fit when they start, like the
+	// real executor. Without it, any stale plan shows up as a violation.
+	Recheck bool
+	// Agent configures every agent (ID is filled in).
+	Agent scheduler.Config
+}
+
+// Rec is a record an agent emitted, with its host and time.
+type Rec struct {
+	Host string
+	At   time.Time
+	scheduler.Record
+}
+
+type delivery struct {
+	at  time.Time
+	seq int
+	to  string
+	msg scheduler.Message
+}
+
+type exec struct {
+	host  string
+	req   scheduler.ExecRequest
+	step  int
+	until time.Time
+	moves []scheduler.Action // in flight in the current step
+	fail  int
+}
+
+// Cluster is a deterministic cloud of agents.
+type Cluster struct {
+	opt     Options
+	rng     *rand.Rand
+	Now     time.Time
+	Agents  map[string]*scheduler.Agent
+	names   []string
+	Hosts   map[string]*scheduler.Host // ground truth
+	Crashed map[string]bool
+	Arbiter *consensus.Local
+	queue   []delivery
+	seq     int
+	execs   []*exec
+	servers int
+
+	Records    []Rec
+	Violations []string
+	Messages   int
+	// Filter, if set, can drop a message (returns false) — partitions, targeted loss.
+	Filter func(from, to string, m scheduler.Message) bool
+}
+
+// New builds a cluster over hosts (servers with their demand).
+func New(opt Options, hosts []scheduler.Host) *Cluster {
+	if opt.Step == 0 {
+		opt.Step = 50 * time.Millisecond
+	}
+	if opt.Latency == 0 {
+		opt.Latency = time.Millisecond
+	}
+	if opt.MigrationTime == 0 {
+		opt.MigrationTime = 2 * time.Second
+	}
+	c := &Cluster{
+		opt: opt, rng: rand.New(rand.NewSource(opt.Seed)), Now: time.Unix(1_700_000_000, 0).UTC(),
+		Agents: map[string]*scheduler.Agent{}, Hosts: map[string]*scheduler.Host{}, Crashed: map[string]bool{},
+	}
+	c.Arbiter = consensus.NewLocal(func() time.Time { return c.Now })
+	for i := range hosts {
+		h := hosts[i]
+		h.Servers = slices.Clone(h.Servers)
+		c.Hosts[h.Name] = &h
+		c.names = append(c.names, h.Name)
+		c.servers += len(h.Servers)
+	}
+	sort.Strings(c.names)
+	for _, n := range c.names {
+		c.start(n)
+	}
+	return c
+}
+
+func (c *Cluster) start(n string) {
+	cfg := c.opt.Agent
+	if cfg.K == 0 {
+		cfg = scheduler.DefaultConfig(n)
+	}
+	cfg.ID = n
+	cfg.Incarnation = fmt.Sprint(c.rng.Intn(1 << 30))
+	a, err := scheduler.NewAgent(cfg, c.names)
+	if err != nil {
+		panic(err) // options are the test's own
+	}
+	c.Agents[n] = a
+}
+
+// Crash stops an agent (its messages are lost); Restart brings it back free.
+func (c *Cluster) Crash(n string) { c.Crashed[n] = true }
+
+// Restart starts a fresh agent on n.
+func (c *Cluster) Restart(n string) {
+	delete(c.Crashed, n)
+	c.start(n)
+}
+
+// MemberDown tells every live agent that n is dead (failure detection).
+func (c *Cluster) MemberDown(n string) {
+	for _, m := range c.names {
+		if !c.Crashed[m] {
+			c.Agents[m].MemberDown(n)
+			c.flush(m)
+		}
+	}
+}
+
+// Run advances d of virtual time.
+func (c *Cluster) Run(d time.Duration) {
+	end := c.Now.Add(d)
+	for c.Now.Before(end) {
+		c.Step()
+	}
+}
+
+// RunUntil steps until cond holds or d passes; it reports whether cond held.
+func (c *Cluster) RunUntil(d time.Duration, cond func() bool) bool {
+	end := c.Now.Add(d)
+	for c.Now.Before(end) {
+		if cond() {
+			return true
+		}
+		c.Step()
+	}
+	return cond()
+}
+
+// Step advances one step: deliveries, plan progress, ticks and samples.
+func (c *Cluster) Step() {
+	prev := c.Now
+	c.Now = c.Now.Add(c.opt.Step)
+	// Deliver what is due, in (time, seq) order.
+	sort.Slice(c.queue, func(i, j int) bool {
+		if !c.queue[i].at.Equal(c.queue[j].at) {
+			return c.queue[i].at.Before(c.queue[j].at)
+		}
+		return c.queue[i].seq < c.queue[j].seq
+	})
+	for len(c.queue) > 0 && !c.queue[0].at.After(c.Now) {
+		d := c.queue[0]
+		c.queue = c.queue[1:]
+		if c.Crashed[d.to] {
+			continue
+		}
+		c.Agents[d.to].Step(d.msg)
+		c.flush(d.to)
+	}
+	c.progress()
+	tick := crossed(prev, c.Now, 500*time.Millisecond)
+	sample := crossed(prev, c.Now, time.Second)
+	for _, n := range c.names {
+		if c.Crashed[n] {
+			continue
+		}
+		a := c.Agents[n]
+		if sample {
+			a.Observe(c.Now, c.snapshot(n))
+		}
+		if tick {
+			a.Tick(c.Now)
+		}
+		c.flush(n)
+	}
+	c.check()
+}
+
+func crossed(prev, now time.Time, every time.Duration) bool {
+	return prev.UnixNano()/int64(every) != now.UnixNano()/int64(every)
+}
+
+// snapshot is host n as its monitor sees it (servers in flight stay on
+// their source until the move ends, as in Nova).
+func (c *Cluster) snapshot(n string) scheduler.Host {
+	h := *c.Hosts[n]
+	h.Servers = slices.Clone(h.Servers)
+	h.UsedVCPUs, h.UsedRAMMB = 0, 0
+	for _, s := range h.Servers {
+		h.UsedVCPUs += float64(s.VCPUs)
+		h.UsedRAMMB += float64(s.RAMMB)
+	}
+	for _, e := range c.execs {
+		for _, m := range e.moves {
+			if m.To == n {
+				h.UsedVCPUs += float64(m.VCPUs)
+				h.UsedRAMMB += float64(m.RAMMB)
+			}
+		}
+	}
+	return h
+}
+
+func (c *Cluster) flush(n string) {
+	rd := c.Agents[n].Ready()
+	for _, env := range rd.Messages {
+		c.Messages++
+		if c.Filter != nil && !c.Filter(n, env.To, env.Msg) {
+			continue
+		}
+		if c.rng.Float64() < c.opt.Drop {
+			continue
+		}
+		copies := 1
+		if c.rng.Float64() < c.opt.Dup {
+			copies = 2
+		}
+		for k := 0; k < copies; k++ {
+			lat := c.opt.Latency
+			if c.opt.Jitter > 0 {
+				lat += time.Duration(c.rng.Int63n(int64(c.opt.Jitter)))
+			}
+			// Round-trip through the wire encoding, as on the bus.
+			data, err := scheduler.Encode(env.Msg)
+			if err != nil {
+				c.Violations = append(c.Violations, "encode: "+err.Error())
+				continue
+			}
+			m, err := scheduler.Decode(data)
+			if err != nil {
+				c.Violations = append(c.Violations, "decode: "+err.Error())
+				continue
+			}
+			c.seq++
+			c.queue = append(c.queue, delivery{at: c.Now.Add(lat), seq: c.seq, to: env.To, msg: m})
+		}
+	}
+	for _, req := range rd.Solve {
+		opt := scheduler.DefaultSolveOptions()
+		opt.Rand = rand.New(rand.NewSource(c.rng.Int63()))
+		sol := scheduler.Solve(req.Problem, opt)
+		var plan scheduler.Plan
+		var err error
+		if sol.OK {
+			plan, err = scheduler.BuildPlan(req.Problem.Hosts, sol.Moves, req.Problem.Thresholds, req.Limits)
+		}
+		c.Agents[n].SolveDone(req.PartID, req.Version, sol, plan, err)
+		c.flush(n)
+	}
+	for _, req := range rd.Execute {
+		c.execs = append(c.execs, &exec{host: n, req: req, step: -1})
+	}
+	for _, req := range rd.Arbiter {
+		res := c.arbiter(req)
+		if c.Crashed[n] {
+			continue
+		}
+		c.Agents[n].ArbiterDone(req, res)
+		c.flush(n)
+	}
+	for _, r := range rd.Records {
+		c.Records = append(c.Records, Rec{Host: n, At: c.Now, Record: r})
+	}
+}
+
+func (c *Cluster) arbiter(req scheduler.ArbiterRequest) scheduler.ArbiterResult {
+	ctx := context.Background()
+	p := req.Part
+	var d consensus.Decision
+	switch req.Op {
+	case scheduler.ArbRegister:
+		d, _ = c.Arbiter.Register(ctx, consensus.Registration{ID: p.ID, Version: p.Version, Initiator: p.Initiator, Leader: p.Leader, Nodes: p.Nodes, Lease: req.Lease})
+	case scheduler.ArbMerge:
+		d, _ = c.Arbiter.Merge(ctx, consensus.Ref{ID: req.Absorb.ID, Version: req.Absorb.Version}, consensus.Ref{ID: p.ID, Version: p.Version})
+	case scheduler.ArbDissolve:
+		d, _ = c.Arbiter.Dissolve(ctx, consensus.Ref{ID: p.ID, Version: p.Version})
+	case scheduler.ArbRead:
+		r, ok, _ := c.Arbiter.Get(ctx, p.ID)
+		return scheduler.ArbiterResult{Committed: ok && !r.Absorbed, Version: r.Version, Nodes: r.Nodes}
+	}
+	return scheduler.ArbiterResult{Committed: d.Committed, Reason: d.Reason, Version: d.Version, Nodes: d.Nodes}
+}
+
+// progress moves plans forward: a step's moves start together (counted
+// on both ends) and end MigrationTime later.
+func (c *Cluster) progress() {
+	keep := c.execs[:0]
+	for _, e := range c.execs {
+		if c.Now.Before(e.until) {
+			keep = append(keep, e)
+			continue
+		}
+		for _, m := range e.moves { // finish the current step
+			c.finish(m)
+		}
+		e.moves = nil
+		e.step++
+		if e.step >= len(e.req.Plan.Steps) || c.Crashed[e.host] {
+			if !c.Crashed[e.host] {
+				c.Agents[e.host].PlanDone(e.req.PartID, e.req.Version, e.fail, "executed")
+				c.flush(e.host)
+			}
+			continue
+		}
+		for _, a := range e.req.Plan.Steps[e.step] {
+			if c.begin(e.req.Event, a) {
+				e.moves = append(e.moves, a)
+			}
+		}
+		e.until = c.Now.Add(c.opt.MigrationTime)
+		keep = append(keep, e)
+	}
+	c.execs = keep
+}
+
+func (c *Cluster) find(host, id string) int {
+	return slices.IndexFunc(c.Hosts[host].Servers, func(s scheduler.Server) bool { return s.ID == id })
+}
+
+// begin starts one action; it checks the destination (counting servers
+// in flight to it) and records a violation when the plan overloads it.
+func (c *Cluster) begin(ev scheduler.Event, a scheduler.Action) bool {
+	src := c.Hosts[a.From]
+	i := c.find(a.From, a.Server)
+	if i < 0 {
+		if !c.opt.Recheck {
+			c.Violations = append(c.Violations, fmt.Sprintf("%s: server %s not on %s", ev.ID, a.Server, a.From))
+		}
+		return false
+	}
+	if a.Kind != scheduler.LiveMigrate {
+		src.Servers = slices.Delete(src.Servers, i, i+1) // shelved: leaves the host
+		c.servers--
+		return false
+	}
+	snap := c.snapshot(a.To)
+	cpu, ram := snap.Demand()
+	for _, e := range c.execs {
+		for _, m := range e.moves {
+			if m.To == a.To {
+				cpu += m.CPU
+				ram += m.RAM
+			}
+		}
+	}
+	s := src.Servers[i]
+	thr := c.opt.Agent.Thresholds
+	if thr.CPUOverload == 0 {
+		thr = scheduler.DefaultThresholds()
+	}
+	over := cpu+s.CPU > snap.CPUs*thr.CPUOverload+1e-9 || ram+s.RAM > snap.RAMMB*thr.RAMOverload+1e-9 ||
+		snap.UsedVCPUs+float64(s.VCPUs) > snap.AllocVCPUs+1e-9 || snap.UsedRAMMB+float64(s.RAMMB) > snap.AllocRAMMB+1e-9 ||
+		c.Hosts[a.To].Disabled || c.Hosts[a.To].Draining
+	if over {
+		if c.opt.Recheck {
+			return false
+		}
+		c.Violations = append(c.Violations, fmt.Sprintf("%s: moving %s to %s overloads it", ev.ID, a.Server, a.To))
+	}
+	return true
+}
+
+func (c *Cluster) finish(a scheduler.Action) {
+	i := c.find(a.From, a.Server)
+	if i < 0 {
+		c.Violations = append(c.Violations, "server vanished in flight: "+a.Server)
+		return
+	}
+	s := c.Hosts[a.From].Servers[i]
+	c.Hosts[a.From].Servers = slices.Delete(c.Hosts[a.From].Servers, i, i+1)
+	c.Hosts[a.To].Servers = append(c.Hosts[a.To].Servers, s)
+}
+
+// check verifies DESIGN §8 on the whole cluster.
+func (c *Cluster) check() {
+	seen := map[string]string{}
+	n := 0
+	for _, h := range c.names {
+		for _, s := range c.Hosts[h].Servers {
+			if prev, dup := seen[s.ID]; dup {
+				c.Violations = append(c.Violations, fmt.Sprintf("server %s on %s and %s", s.ID, prev, h))
+			}
+			seen[s.ID] = h
+			n++
+		}
+	}
+	if n != c.servers {
+		c.Violations = append(c.Violations, fmt.Sprintf("servers: %d, want %d", n, c.servers))
+		c.servers = n
+	}
+	// Partitions executing plans never share a node.
+	owner := map[string]string{}
+	for _, name := range c.names {
+		if c.Crashed[name] {
+			continue
+		}
+		p := c.Agents[name].Partition()
+		if p == nil || p.Leader != name || p.State != scheduler.Finishing {
+			continue
+		}
+		for _, node := range p.Nodes {
+			if o, ok := owner[node]; ok && o != p.ID {
+				c.Violations = append(c.Violations, fmt.Sprintf("node %s in executing partitions %s and %s", node, o, p.ID))
+			}
+			owner[node] = p.ID
+		}
+	}
+}
+
+// Count returns how many records of kind were emitted (with outcome o when o != 0).
+func (c *Cluster) Count(kind scheduler.RecordKind, o scheduler.Outcome) int {
+	n := 0
+	for _, r := range c.Records {
+		if r.Kind == kind && (o == 0 || r.Outcome == o) {
+			n++
+		}
+	}
+	return n
+}
+
+// Overloaded lists overloaded hosts of the ground truth.
+func (c *Cluster) Overloaded() []string {
+	thr := c.opt.Agent.Thresholds
+	if thr.CPUOverload == 0 {
+		thr = scheduler.DefaultThresholds()
+	}
+	var out []string
+	for _, n := range c.names {
+		if thr.Overloaded(c.Hosts[n]) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Idle reports whether no partition exists and nothing is in flight.
+func (c *Cluster) Idle() bool {
+	if len(c.execs) > 0 {
+		return false
+	}
+	for _, n := range c.names {
+		if !c.Crashed[n] && c.Agents[n].Partition() != nil {
+			return false
+		}
+	}
+	return true
+}

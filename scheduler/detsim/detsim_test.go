@@ -1,0 +1,83 @@
+package detsim
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dvms-project/dvms/scheduler"
+)
+
+// host builds a host with cpus cores, 64 GiB RAM, 4x CPU allocation.
+func host(name string, cpus float64, servers ...scheduler.Server) scheduler.Host {
+	return scheduler.Host{Name: name, CPUs: cpus, RAMMB: 65536, AllocVCPUs: cpus * 4, AllocRAMMB: 65536, Servers: servers}
+}
+
+func server(id string, cpu float64) scheduler.Server {
+	return scheduler.Server{ID: id, VCPUs: 2, RAMMB: 2048, CPU: cpu, RAM: 1024}
+}
+
+func TestOverloadSolvedByNeighbour(t *testing.T) {
+	c := New(Options{Seed: 1}, []scheduler.Host{
+		host("h1", 4, server("a", 2), server("b", 2), server("c", 1)),
+		host("h2", 4, server("d", 1)),
+		host("h3", 4),
+	})
+	if !c.RunUntil(30*time.Second, func() bool { return len(c.Overloaded()) == 0 && c.Idle() }) {
+		t.Fatalf("overload not solved; overloaded=%v records=%d", c.Overloaded(), len(c.Records))
+	}
+	if got := c.Count(scheduler.RecEventEnded, scheduler.Solved); got != 1 {
+		t.Errorf("solved events = %d, want 1", got)
+	}
+	if len(c.Violations) > 0 {
+		t.Fatalf("violations: %v", c.Violations)
+	}
+}
+
+func TestManySeedsSafetyAndLiveness(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			var hosts []scheduler.Host
+			id := 0
+			for i := 0; i < 12; i++ {
+				h := host(fmt.Sprintf("h%02d", i), 8)
+				for j := 0; j < 3; j++ {
+					id++
+					h.Servers = append(h.Servers, server(fmt.Sprintf("s%d", id), float64(rng.Intn(5))))
+				}
+				hosts = append(hosts, h)
+			}
+			c := New(Options{Seed: seed, Jitter: 3 * time.Millisecond}, hosts)
+			ok := c.RunUntil(2*time.Minute, func() bool { return len(c.Overloaded()) == 0 && c.Idle() })
+			if len(c.Violations) > 0 {
+				t.Fatalf("violations: %s", strings.Join(c.Violations, "\n"))
+			}
+			if !ok {
+				t.Fatalf("still overloaded after 2 min: %v", c.Overloaded())
+			}
+		})
+	}
+}
+
+func TestSummary(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	var hosts []scheduler.Host
+	for i := 0; i < 12; i++ {
+		h := host(fmt.Sprintf("h%02d", i), 8)
+		for j := 0; j < 3; j++ {
+			h.Servers = append(h.Servers, server(fmt.Sprintf("s%d-%d", i, j), float64(rng.Intn(5))))
+		}
+		hosts = append(hosts, h)
+	}
+	c := New(Options{Seed: 5}, hosts)
+	before := len(c.Overloaded())
+	c.RunUntil(2*time.Minute, func() bool { return len(c.Overloaded()) == 0 && c.Idle() })
+	t.Logf("overloaded before %d after %d; raised %d solved %d msgs %d", before, len(c.Overloaded()),
+		c.Count(scheduler.RecEventRaised, 0), c.Count(scheduler.RecEventEnded, scheduler.Solved), c.Messages)
+	if before == 0 {
+		t.Fatal("fixture has no overload")
+	}
+}

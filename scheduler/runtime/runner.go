@@ -1,0 +1,432 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/scheduler"
+)
+
+// Config configures the runtime around one agent.
+type Config struct {
+	Region string
+	// Tick is the agent's tick (timeouts are checked at this period).
+	Tick time.Duration
+	// Monitor is the sampling interval of the host.
+	Monitor time.Duration
+	// DrainReason: a disabled nova-compute service whose reason matches
+	// is being drained (MAINTENANCE).
+	DrainReason *regexp.Regexp
+	// Inbox is the number of received messages buffered; beyond it
+	// messages are dropped (counted and logged).
+	Inbox int
+	Exec  ExecConfig
+}
+
+// DefaultConfig returns DESIGN's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Region: "RegionOne", Tick: 500 * time.Millisecond, Monitor: time.Second,
+		DrainReason: regexp.MustCompile(`^dvms:maintenance|^maintenance`), Inbox: 4096, Exec: DefaultExecConfig(),
+	}
+}
+
+// Validate lists every problem.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Region == "" {
+		errs = append(errs, errors.New("region is required"))
+	}
+	if c.Tick <= 0 || c.Monitor <= 0 {
+		errs = append(errs, errors.New("tick and monitor_interval must be > 0"))
+	}
+	if c.DrainReason == nil {
+		errs = append(errs, errors.New("drain_reason_pattern is required"))
+	}
+	if c.Inbox < 1 {
+		errs = append(errs, errors.New("inbox must be >= 1"))
+	}
+	if err := c.Exec.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Hooks let a harness observe the runtime (metrics, simulation). They are
+// called from the runtime's goroutines and must be cheap and thread-safe.
+type Hooks struct {
+	OnRecord func(host string, r scheduler.Record)
+	OnSend   func(host string, m scheduler.Message)
+	OnExec   func(host string, ev scheduler.Event, r ExecResult)
+	OnSolve  func(host string, req scheduler.SolveRequest, sol scheduler.Solution, took time.Duration)
+}
+
+// Deps are the runtime's collaborators.
+type Deps struct {
+	Bus     bus.Transport
+	Nova    nova.Client
+	Demand  nova.DemandSource
+	Arbiter consensus.Arbiter
+	Clock   Clock
+	Log     zerolog.Logger
+	Hooks   Hooks
+	// Seed for the solver's randomized restarts.
+	Seed int64
+}
+
+// Runner owns one agent and its goroutines.
+type Runner struct {
+	cfg   Config
+	agent *scheduler.Agent
+	d     Deps
+	exec  *Executor
+	log   zerolog.Logger
+	rng   *rand.Rand
+
+	inbox   chan scheduler.Message
+	samples chan scheduler.Host
+	results chan func(*scheduler.Agent)
+	wg      sync.WaitGroup
+
+	dropped atomic.Int64
+	// state is a copy of the agent's partition for Status (read by other
+	// goroutines).
+	mu    sync.Mutex
+	state *scheduler.Partition
+}
+
+// New returns a runner for agent configuration ac over members.
+func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("runtime config: %w", err)
+	}
+	if d.Bus == nil || d.Nova == nil || d.Arbiter == nil || d.Clock == nil {
+		return nil, errors.New("runtime: bus, nova, arbiter and clock are required")
+	}
+	a, err := scheduler.NewAgent(ac, members)
+	if err != nil {
+		return nil, err
+	}
+	log := d.Log.With().Str("host", ac.ID).Logger()
+	r := &Runner{
+		cfg: cfg, agent: a, d: d, log: log, rng: rand.New(rand.NewSource(d.Seed)),
+		exec:    NewExecutor(cfg.Exec, d.Nova, d.Demand, ac.Thresholds, d.Clock, log),
+		inbox:   make(chan scheduler.Message, cfg.Inbox),
+		samples: make(chan scheduler.Host, 1),
+		results: make(chan func(*scheduler.Agent), 64),
+	}
+	return r, nil
+}
+
+// Host is the agent's host.
+func (r *Runner) Host() string { return r.agent.ID() }
+
+// Partition returns the agent's partition as of its last step, or nil.
+func (r *Runner) Partition() *scheduler.Partition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state
+}
+
+// Dropped is the number of received messages dropped (malformed or inbox full).
+func (r *Runner) Dropped() int64 { return r.dropped.Load() }
+
+// Run drives the agent until ctx is done, then waits for every goroutine
+// it started. A plan being executed when ctx ends is abandoned between
+// actions; actions already sent to Nova are followed to their end by
+// Nova itself and stay recorded in Nova's migration list.
+func (r *Runner) Run(ctx context.Context) error {
+	subj := bus.AgentSubject(r.cfg.Region, r.agent.ID())
+	sub, err := r.d.Bus.Subscribe(subj, r.receive)
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", subj, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer r.wg.Wait()
+	defer cancel()
+
+	r.wg.Add(1)
+	go r.monitor(ctx)
+	tick := r.d.Clock.NewTicker(r.cfg.Tick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			r.agent.Tick(r.d.Clock.Now())
+		case m := <-r.inbox:
+			r.agent.Step(m)
+		case h := <-r.samples:
+			r.agent.Observe(r.d.Clock.Now(), h)
+		case f := <-r.results:
+			f(r.agent)
+		}
+		r.flush(ctx)
+	}
+}
+
+// receive is the bus handler: decode and queue, never block.
+func (r *Runner) receive(_ string, data []byte) {
+	m, err := scheduler.Decode(data)
+	if err != nil {
+		r.dropped.Add(1)
+		r.log.Warn().Err(err).Int("bytes", len(data)).Msg("malformed message rejected")
+		return
+	}
+	select {
+	case r.inbox <- m:
+	default:
+		r.dropped.Add(1)
+		r.log.Warn().Str("type", m.Type.String()).Str("partition", m.PartID).Msg("inbox full: message dropped")
+	}
+}
+
+// post hands a result back to the agent goroutine unless ctx ended.
+func (r *Runner) post(ctx context.Context, f func(*scheduler.Agent)) {
+	select {
+	case r.results <- f:
+	case <-ctx.Done():
+	}
+}
+
+func (r *Runner) flush(ctx context.Context) {
+	rd := r.agent.Ready()
+	if rd.Empty() {
+		return
+	}
+	for _, env := range rd.Messages {
+		data, err := scheduler.Encode(env.Msg)
+		if err == nil {
+			err = r.d.Bus.Publish(ctx, bus.AgentSubject(r.cfg.Region, env.To), data)
+		}
+		if err != nil {
+			r.log.Warn().Err(err).Str("to", env.To).Str("type", env.Msg.Type.String()).Msg("send failed")
+			continue
+		}
+		if r.d.Hooks.OnSend != nil {
+			r.d.Hooks.OnSend(r.agent.ID(), env.Msg)
+		}
+	}
+	for _, req := range rd.Solve {
+		r.startSolve(ctx, req)
+	}
+	for _, req := range rd.Execute {
+		r.startExec(ctx, req)
+	}
+	for _, req := range rd.Arbiter {
+		r.startArbiter(ctx, req)
+	}
+	for _, rec := range rd.Records {
+		r.logRecord(rec)
+		if r.d.Hooks.OnRecord != nil {
+			r.d.Hooks.OnRecord(r.agent.ID(), rec)
+		}
+	}
+	p := r.agent.Partition()
+	r.mu.Lock()
+	r.state = p
+	r.mu.Unlock()
+}
+
+func (r *Runner) logRecord(rec scheduler.Record) {
+	lvl := zerolog.DebugLevel
+	switch rec.Kind {
+	case scheduler.RecEventRaised, scheduler.RecEventEnded, scheduler.RecPlanned, scheduler.RecMergeCommitted:
+		lvl = zerolog.InfoLevel
+	}
+	e := r.log.WithLevel(lvl).Str("record", rec.Kind.String()).Str("partition", rec.Partition).Uint64("version", rec.Version).Int("size", rec.Size)
+	if rec.Event.ID != "" {
+		e = e.Str("event", rec.Event.ID).Str("kind", rec.Event.Kind.String())
+	}
+	if rec.Outcome != 0 {
+		e = e.Str("outcome", rec.Outcome.String())
+	}
+	if rec.Moves > 0 {
+		e = e.Int("moves", rec.Moves)
+	}
+	e.Str("reason", rec.Reason).Send()
+}
+
+func (r *Runner) startSolve(ctx context.Context, req scheduler.SolveRequest) {
+	seed := r.rng.Int63()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		start := time.Now()
+		opt := scheduler.DefaultSolveOptions()
+		opt.Rand = rand.New(rand.NewSource(seed))
+		opt.Now, opt.Deadline = time.Now, start.Add(r.wallDur(req.Timeout))
+		sol := scheduler.Solve(req.Problem, opt)
+		var plan scheduler.Plan
+		var perr error
+		if sol.OK {
+			plan, perr = scheduler.BuildPlan(req.Problem.Hosts, sol.Moves, req.Problem.Thresholds, req.Limits)
+		}
+		if r.d.Hooks.OnSolve != nil {
+			r.d.Hooks.OnSolve(r.agent.ID(), req, sol, time.Since(start))
+		}
+		r.post(ctx, func(a *scheduler.Agent) { a.SolveDone(req.PartID, req.Version, sol, plan, perr) })
+	}()
+}
+
+func (r *Runner) wallDur(d time.Duration) time.Duration {
+	if s, ok := r.d.Clock.(*Scaled); ok {
+		return s.Wall(d)
+	}
+	return d
+}
+
+func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		res := r.exec.Execute(ctx, req.Event, req.Plan)
+		if r.d.Hooks.OnExec != nil {
+			r.d.Hooks.OnExec(r.agent.ID(), req.Event, res)
+		}
+		reason := fmt.Sprintf("%d done, %d skipped, %d failed", res.Done, res.Skipped, res.Failed)
+		bad := res.Failed
+		if res.Skipped > 0 && res.Done == 0 {
+			bad = res.Skipped // nothing of the plan happened: the event is not solved
+		}
+		r.post(ctx, func(a *scheduler.Agent) { a.PlanDone(req.PartID, req.Version, bad, reason) })
+	}()
+}
+
+func (r *Runner) startArbiter(ctx context.Context, req scheduler.ArbiterRequest) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		res := r.callArbiter(ctx, req)
+		r.post(ctx, func(a *scheduler.Agent) { a.ArbiterDone(req, res) })
+	}()
+}
+
+func (r *Runner) callArbiter(ctx context.Context, req scheduler.ArbiterRequest) scheduler.ArbiterResult {
+	p := req.Part
+	var d consensus.Decision
+	var err error
+	switch req.Op {
+	case scheduler.ArbRegister:
+		d, err = r.d.Arbiter.Register(ctx, consensus.Registration{
+			ID: p.ID, Version: p.Version, Initiator: p.Initiator, Leader: p.Leader, Nodes: p.Nodes,
+			Lease: req.Lease,
+		})
+	case scheduler.ArbMerge:
+		d, err = r.d.Arbiter.Merge(ctx, consensus.Ref{ID: req.Absorb.ID, Version: req.Absorb.Version}, consensus.Ref{ID: p.ID, Version: p.Version})
+	case scheduler.ArbDissolve:
+		d, err = r.d.Arbiter.Dissolve(ctx, consensus.Ref{ID: p.ID, Version: p.Version})
+	case scheduler.ArbRead:
+		rec, ok, gerr := r.d.Arbiter.Get(ctx, p.ID)
+		if gerr != nil {
+			return scheduler.ArbiterResult{Err: gerr}
+		}
+		return scheduler.ArbiterResult{Committed: ok && !rec.Absorbed, Version: rec.Version, Nodes: rec.Nodes}
+	}
+	if err != nil {
+		if errors.Is(err, consensus.ErrUnknownOutcome) {
+			return scheduler.ArbiterResult{Unknown: true, Err: err}
+		}
+		r.log.Warn().Err(err).Str("partition", p.ID).Str("op", strconv.Itoa(int(req.Op))).Msg("arbiter request failed")
+		return scheduler.ArbiterResult{Err: err}
+	}
+	return scheduler.ArbiterResult{Committed: d.Committed, Reason: d.Reason, Version: d.Version, Nodes: d.Nodes}
+}
+
+// monitor samples the host and hands samples to the agent goroutine.
+func (r *Runner) monitor(ctx context.Context) {
+	defer r.wg.Done()
+	t := r.d.Clock.NewTicker(r.cfg.Monitor)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h, err := Sample(ctx, r.d.Nova, r.d.Demand, r.agent.ID(), r.cfg.DrainReason)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn().Err(err).Msg("monitor: no sample, no event from missing data")
+			}
+			continue
+		}
+		select {
+		case r.samples <- h:
+		case <-ctx.Done():
+			return
+		default: // the agent has not taken the previous sample yet: skip
+		}
+	}
+}
+
+// Sample reads one host's snapshot from Nova and the demand source.
+func Sample(ctx context.Context, c nova.Client, d nova.DemandSource, host string, drain *regexp.Regexp) (scheduler.Host, error) {
+	h, err := c.Host(ctx, host)
+	if err != nil {
+		return scheduler.Host{}, fmt.Errorf("sample %s: %w", host, err)
+	}
+	servers, err := c.Servers(ctx, host)
+	if err != nil {
+		return scheduler.Host{}, fmt.Errorf("sample %s servers: %w", host, err)
+	}
+	var demand map[string]nova.Demand
+	if d != nil {
+		if demand, err = d.Demand(ctx, host); err != nil {
+			return scheduler.Host{}, fmt.Errorf("sample %s demand: %w", host, err)
+		}
+	}
+	return ToHost(h, servers, demand, drain), nil
+}
+
+// ToHost converts Nova's view of a host into the solver's.
+func ToHost(h nova.Host, servers []nova.Server, demand map[string]nova.Demand, drain *regexp.Regexp) scheduler.Host {
+	out := scheduler.Host{
+		Name: h.Name, Zone: h.Zone, CPUs: float64(h.VCPUs), RAMMB: float64(h.RAMMB),
+		AllocVCPUs: h.AllocatableVCPUs(), AllocRAMMB: h.AllocatableRAMMB(),
+		UsedVCPUs: float64(h.VCPUsUsed), UsedRAMMB: float64(h.RAMMBUsed),
+		Disabled: h.Service.Disabled() || h.Service.State == nova.ServiceDown || h.Service.ForcedDown,
+	}
+	out.Draining = h.Service.Disabled() && drain != nil && drain.MatchString(h.Service.DisabledReason)
+	for _, s := range servers {
+		sv := scheduler.Server{ID: s.ID, VCPUs: s.VCPUs, RAMMB: s.RAMMB}
+		if dm, ok := demand[s.ID]; ok {
+			sv.CPU, sv.RAM = dm.CPU, dm.RAMMB
+		} else {
+			sv.RAM = float64(s.RAMMB) // unknown demand: assume the flavor's RAM, no CPU
+		}
+		if s.Group != nil {
+			sv.Group, sv.Policy = s.Group.ID, s.Group.Policy
+		}
+		if p, err := strconv.Atoi(s.Metadata[nova.MetaPriority]); err == nil {
+			sv.Priority = p
+		}
+		switch {
+		case s.Metadata[nova.MetaPin] == "true":
+			sv.Fixed, sv.FixedReason = true, "pinned by dvms:pin"
+		case s.Status != nova.StatusActive:
+			sv.Fixed, sv.FixedReason = true, "status "+s.Status
+		case s.TaskState != "":
+			sv.Fixed, sv.FixedReason = true, "task state "+s.TaskState
+		case sv.Policy == nova.PolicyAffinity:
+			sv.Fixed, sv.FixedReason = true, "in affinity group "+s.Group.Name
+		}
+		out.Servers = append(out.Servers, sv)
+	}
+	return out
+}
