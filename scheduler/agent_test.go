@@ -1,0 +1,371 @@
+package scheduler
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Scenario tests for the protocol rules of DESIGN §5. Each drives agents
+// by hand: messages in, Ready out.
+
+var t0 = time.Unix(1_700_000_000, 0).UTC()
+
+var ring5 = []string{"h1", "h2", "h3", "h4", "h5"}
+
+func newAgent(t *testing.T, id string) *Agent {
+	t.Helper()
+	a, err := NewAgent(DefaultConfig(id), ring5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.now = t0
+	return a
+}
+
+func hostWith(name string, cpu float64) Host {
+	return Host{Name: name, CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192,
+		Servers: []Server{{ID: name + "-s", VCPUs: 2, RAMMB: 1024, CPU: cpu, RAM: 512}}}
+}
+
+// overload makes a raise its OVERLOAD event (K of N samples).
+func overload(t *testing.T, a *Agent) Ready {
+	t.Helper()
+	for i := 0; i < a.cfg.K; i++ {
+		a.Observe(t0, hostWith(a.ID(), 6))
+	}
+	rd := a.Ready()
+	if a.Partition() == nil {
+		t.Fatalf("%s raised no event", a.ID())
+	}
+	return rd
+}
+
+func sent(rd Ready, typ MsgType) []Envelope {
+	var out []Envelope
+	for _, e := range rd.Messages {
+		if e.Msg.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func only(t *testing.T, rd Ready, typ MsgType) Envelope {
+	t.Helper()
+	m := sent(rd, typ)
+	if len(m) != 1 {
+		t.Fatalf("want one %s, got %d in %+v", typ, len(m), rd.Messages)
+	}
+	return m[0]
+}
+
+func records(rd Ready, k RecordKind) []Record {
+	var out []Record
+	for _, r := range rd.Records {
+		if r.Kind == k {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// §4: K of N samples before an event fires.
+func TestDebounceKOfN(t *testing.T) {
+	a := newAgent(t, "h1")
+	a.Observe(t0, hostWith("h1", 6))
+	a.Observe(t0, hostWith("h1", 1))
+	a.Observe(t0, hostWith("h1", 6))
+	if a.Partition() != nil {
+		t.Fatal("event after 2 of 3 overloaded samples")
+	}
+	a.Observe(t0, hostWith("h1", 6))
+	if a.Partition() == nil {
+		t.Fatal("no event after 3 of 4 overloaded samples")
+	}
+	if got := records(a.Ready(), RecEventRaised); len(got) != 1 || got[0].Event.Kind != Overload {
+		t.Fatalf("records %+v", got)
+	}
+}
+
+// §5.2.1: a free node with an event sends its partition to its ring successor.
+func TestGrowGoesToSuccessor(t *testing.T) {
+	a := newAgent(t, "h3")
+	g := only(t, overload(t, a), MsgGrow)
+	if g.To != "h4" || g.Msg.Part.Initiator != "h3" || g.Msg.Part.Version != 1 {
+		t.Fatalf("grow %+v", g)
+	}
+}
+
+// §5.2.2: a free node joins, becomes leader, bumps the version, tells the
+// members, and solves once every snapshot is in.
+func TestJoinMovesLeadership(t *testing.T) {
+	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	g := only(t, overload(t, h1), MsgGrow)
+	h2.Step(g.Msg)
+	rd := h2.Ready()
+	p := h2.Partition()
+	if p.Leader != "h2" || p.Initiator != "h1" || p.Version != 2 || !slices.Equal(p.Nodes, []string{"h1", "h2"}) {
+		t.Fatalf("partition after join %+v", p)
+	}
+	up := only(t, rd, MsgUpdate)
+	h1.Step(up.Msg)
+	snap := only(t, h1.Ready(), MsgSnapshot)
+	if snap.To != "h2" || snap.Msg.Version != 2 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	h2.Step(snap.Msg)
+	rd = h2.Ready()
+	if len(rd.Solve) != 1 || len(rd.Solve[0].Problem.Hosts) != 2 {
+		t.Fatalf("solve requests %+v", rd.Solve)
+	}
+}
+
+// §5.2.4: a busy node forwards to the first node outside its own
+// partition, in one hop.
+func TestFirstOutSkipsBusyPartition(t *testing.T) {
+	h2 := newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	// h3 starts Q and h2 joins it: Q = {h3, h2}.
+	h3 := newAgent(t, "h3")
+	q := only(t, overload(t, h3), MsgGrow).Msg
+	q.Part.Nodes = []string{"h3"}
+	h2.Step(q)
+	h2.Ready()
+	// h1's partition P reaches h2: it must skip h3 (in Q) and go to h4.
+	h1 := newAgent(t, "h1")
+	p := only(t, overload(t, h1), MsgGrow)
+	if p.To != "h2" {
+		t.Fatalf("P went to %s", p.To)
+	}
+	h2.Step(p.Msg)
+	fw := only(t, h2.Ready(), MsgGrow)
+	if fw.To != "h4" || fw.Msg.Part.ID != p.Msg.Part.ID || fw.Msg.Hops != 1 {
+		t.Fatalf("forward %+v", fw)
+	}
+}
+
+// §5.2.5: back to its own partition after a full tour → Blocked and
+// registered; a second time → dissolved, event unsolvable, retried later.
+func TestFullTourBlocksThenDissolves(t *testing.T) {
+	h1 := newAgent(t, "h1")
+	g := only(t, overload(t, h1), MsgGrow)
+	h1.Step(g.Msg) // came back: everyone else was busy
+	rd := h1.Ready()
+	p := h1.Partition()
+	if p.State != Blocked || p.Version != 2 || p.Tours != 1 {
+		t.Fatalf("after one tour %+v", p)
+	}
+	if len(rd.Arbiter) != 1 || rd.Arbiter[0].Op != ArbRegister {
+		t.Fatalf("arbiter requests %+v", rd.Arbiter)
+	}
+	g2 := only(t, rd, MsgGrow)
+	if g2.Msg.Part.State != Blocked {
+		t.Fatal("second tour request not marked blocked")
+	}
+	h1.Step(g2.Msg)
+	rd = h1.Ready()
+	if h1.Partition() != nil {
+		t.Fatal("still in a partition after the second tour")
+	}
+	ended := records(rd, RecEventEnded)
+	if len(ended) != 1 || ended[0].Outcome != Unsolvable {
+		t.Fatalf("event end %+v", ended)
+	}
+	if len(rd.Arbiter) != 1 || rd.Arbiter[0].Op != ArbDissolve {
+		t.Fatalf("dissolution not registered: %+v", rd.Arbiter)
+	}
+	// Backoff: the still-overloaded host does not raise again at once.
+	overloadSamples(h1, 5)
+	if h1.Partition() != nil {
+		t.Fatal("event retried without backoff")
+	}
+	h1.Tick(t0.Add(h1.cfg.RetryBackoff + time.Second))
+	overloadSamples(h1, 3)
+	if h1.Partition() == nil {
+		t.Fatal("event not retried after backoff")
+	}
+}
+
+func overloadSamples(a *Agent, n int) {
+	for i := 0; i < n; i++ {
+		a.Observe(a.now, hostWith(a.ID(), 6))
+	}
+}
+
+// §5.6: a member that hears nothing from its leader for
+// partition_timeout dissolves the partition.
+func TestPartitionTimeout(t *testing.T) {
+	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
+	h1.Step(only(t, h2.Ready(), MsgUpdate).Msg)
+	h1.Ready()
+	h1.Tick(t0.Add(3 * time.Second))
+	if h1.Partition() == nil {
+		t.Fatal("dissolved before the timeout")
+	}
+	h1.Tick(t0.Add(3600 * time.Millisecond))
+	rd := h1.Ready()
+	if h1.Partition() != nil {
+		t.Fatal("not dissolved after the timeout")
+	}
+	d := only(t, rd, MsgDissolve)
+	if d.To != "h2" {
+		t.Fatalf("dissolve sent to %s", d.To)
+	}
+	if e := records(rd, RecEventEnded); len(e) != 1 || e[0].Outcome != Aborted {
+		t.Fatalf("event end %+v", e)
+	}
+}
+
+// §5.6: a member that sends no snapshot is removed; the partition goes on.
+func TestSilentMemberRemoved(t *testing.T) {
+	h1, h2, h3 := newAgent(t, "h1"), newAgent(t, "h2"), newAgent(t, "h3")
+	h2.Observe(t0, hostWith("h2", 3))
+	h3.Observe(t0, hostWith("h3", 3))
+	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
+	up := sent(h2.Ready(), MsgUpdate)
+	h1.Step(up[0].Msg)
+	// h2 cannot solve (h1+h2 too full): it forwards to h3.
+	h2.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
+	rd := h2.Ready()
+	h2.SolveDone(rd.Solve[0].PartID, rd.Solve[0].Version, Solution{Reason: "none"}, Plan{}, nil)
+	h3.Step(only(t, h2.Ready(), MsgGrow).Msg)
+	for _, u := range sent(h3.Ready(), MsgUpdate) {
+		if u.To == "h1" {
+			h1.Step(u.Msg)
+		}
+	}
+	// h2 crashed: it never answers h3's update. h1 does.
+	h3.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
+	h3.Ready()
+	h3.Tick(t0.Add(2 * time.Second))
+	rd = h3.Ready()
+	p := h3.Partition()
+	if p.has("h2") || !p.has("h1") || p.Version != 4 {
+		t.Fatalf("after snapshot timeout %+v", p)
+	}
+	if len(sent(rd, MsgUpdate)) == 0 {
+		t.Fatal("members not told of the removal")
+	}
+}
+
+// §5.6: a crashed initiator dissolves the partition (the event was its).
+func TestInitiatorCrashDissolves(t *testing.T) {
+	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
+	h2.Ready()
+	h2.MemberDown("h1")
+	rd := h2.Ready()
+	if h2.Partition() != nil {
+		t.Fatal("partition survived its initiator")
+	}
+	if d := records(rd, RecDissolved); len(d) != 1 || !strings.Contains(d[0].Reason, "initiator") {
+		t.Fatalf("records %+v", rd.Records)
+	}
+}
+
+// §5.1: receivers ignore versions older than what they hold.
+func TestStaleVersionIgnored(t *testing.T) {
+	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	g := only(t, overload(t, h1), MsgGrow)
+	h2.Step(g.Msg)
+	up := only(t, h2.Ready(), MsgUpdate)
+	h1.Step(up.Msg)
+	h1.Ready()
+	old := up.Msg
+	old.Part = old.Part.clone()
+	old.Part.Version, old.Version = 1, 1
+	old.Part.Leader = "h5"
+	h1.Step(old)
+	rd := h1.Ready()
+	if h1.Partition().Leader != "h2" || h1.Partition().Version != 2 {
+		t.Fatalf("stale update applied: %+v", h1.Partition())
+	}
+	if len(records(rd, RecDropped)) != 1 {
+		t.Fatalf("stale update not reported: %+v", rd.Records)
+	}
+	// A stale grow of the same partition is dropped too.
+	h2.Step(g.Msg)
+	if len(records(h2.Ready(), RecDropped)) != 1 {
+		t.Fatal("stale grow not dropped")
+	}
+}
+
+// §5.4: two Blocked partitions meet: the one with the smaller initiator
+// absorbs the other, through the arbiter.
+func TestMergeOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		visitor, host string // initiators of the travelling and the visited partition
+		wantTo        string // leader that proposes the merge
+	}{
+		{"visitor larger: visited absorbs it", "h4", "h2", "h2"},
+		{"visitor smaller: it absorbs the visited", "h1", "h3", "h1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vis, home := newAgent(t, tc.visitor), newAgent(t, tc.host)
+			gv := only(t, overload(t, vis), MsgGrow)
+			vis.Step(gv.Msg) // visitor Blocked
+			gv = only(t, vis.Ready(), MsgGrow)
+			gh := only(t, overload(t, home), MsgGrow)
+			home.Step(gh.Msg) // home Blocked
+			home.Ready()
+			home.Step(gv.Msg)
+			rd := home.Ready()
+			offer := only(t, rd, MsgMergeOffer)
+			if offer.To != tc.wantTo {
+				t.Fatalf("offer to %s, want %s", offer.To, tc.wantTo)
+			}
+			if len(sent(rd, MsgGrow)) != 1 {
+				t.Fatal("request not forwarded on")
+			}
+			proposer := map[string]*Agent{tc.visitor: vis, tc.host: home}[tc.wantTo]
+			proposer.Step(offer.Msg)
+			rd = proposer.Ready()
+			if len(rd.Arbiter) != 1 || rd.Arbiter[0].Op != ArbMerge {
+				t.Fatalf("no merge proposal: %+v", rd.Arbiter)
+			}
+			req := rd.Arbiter[0]
+			if !(req.Absorb.Initiator > req.Part.Initiator) {
+				t.Fatalf("proposal breaks the initiator order: absorb %s into %s", req.Absorb.Initiator, req.Part.Initiator)
+			}
+			proposer.ArbiterDone(req, ArbiterResult{Committed: true, Version: req.Part.Version + 1, Nodes: append(slices.Clone(req.Part.Nodes), req.Absorb.Nodes...)})
+			rd = proposer.Ready()
+			p := proposer.Partition()
+			if p.State != Growing || len(p.Nodes) != 2 || len(p.Events) != 2 {
+				t.Fatalf("after merge %+v", p)
+			}
+			abs := only(t, rd, MsgAbsorbed)
+			other := map[string]*Agent{tc.visitor: vis, tc.host: home}
+			delete(other, tc.wantTo)
+			for _, o := range other {
+				o.Step(abs.Msg)
+				if got := o.Partition(); got == nil || got.ID != p.ID {
+					t.Fatalf("absorbed node in %+v", got)
+				}
+			}
+		})
+	}
+}
+
+// A refused merge leaves the partition as it was.
+func TestMergeRefused(t *testing.T) {
+	h1 := newAgent(t, "h1")
+	g := only(t, overload(t, h1), MsgGrow)
+	h1.Step(g.Msg)
+	h1.Ready()
+	other := &Partition{ID: "p-x", Version: 2, Initiator: "h4", Leader: "h4", Nodes: []string{"h4"}, State: Blocked}
+	h1.Step(Message{Type: MsgMergeOffer, From: "h4", PartID: h1.Partition().ID, Version: 2, Other: other})
+	req := h1.Ready().Arbiter[0]
+	h1.ArbiterDone(req, ArbiterResult{Reason: "partition p-x at version 3, not 2"})
+	rd := h1.Ready()
+	if len(records(rd, RecMergeRefused)) != 1 || len(h1.Partition().Nodes) != 1 {
+		t.Fatalf("refusal: %+v %+v", rd.Records, h1.Partition())
+	}
+}

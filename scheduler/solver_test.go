@@ -1,0 +1,329 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"testing"
+	"time"
+)
+
+// randomPartition builds n hosts with random servers; the first host is
+// overloaded.
+func randomPartition(rng *rand.Rand, n, perHost int) []Host {
+	hosts := make([]Host, n)
+	id := 0
+	for i := range hosts {
+		h := Host{Name: fmt.Sprintf("h%03d", i), CPUs: 16, RAMMB: 65536, AllocVCPUs: 64, AllocRAMMB: 65536}
+		for j := 0; j < perHost; j++ {
+			id++
+			v := 1 << rng.Intn(3)
+			s := Server{ID: fmt.Sprintf("s%d", id), VCPUs: v, RAMMB: 1024 * (1 + rng.Intn(8)), CPU: float64(v) * rng.Float64()}
+			s.RAM = float64(s.RAMMB) * 0.7
+			if rng.Intn(10) == 0 {
+				s.Group, s.Policy = fmt.Sprintf("g%d", rng.Intn(3)), "anti-affinity"
+			}
+			h.Servers = append(h.Servers, s)
+		}
+		for k := range h.Servers {
+			h.UsedVCPUs += float64(h.Servers[k].VCPUs)
+			h.UsedRAMMB += float64(h.Servers[k].RAMMB)
+		}
+		hosts[i] = h
+	}
+	for k := range hosts[0].Servers { // overload the first host
+		hosts[0].Servers[k].CPU = float64(hosts[0].Servers[k].VCPUs) * 1.5
+	}
+	return hosts
+}
+
+// applyPlan replays a plan step by step, counting each moving server on
+// both ends, and fails the test on any property violation.
+func applyPlan(t *testing.T, hosts []Host, plan Plan, thr Thresholds, lim Limits) {
+	t.Helper()
+	m := newModel(&Problem{Hosts: hosts, Thresholds: thr})
+	idx := map[string]int{}
+	where := map[string]string{}
+	for i := range hosts {
+		idx[hosts[i].Name] = i
+		for _, s := range hosts[i].Servers {
+			where[s.ID] = hosts[i].Name
+		}
+	}
+	moved := map[string]bool{}
+	for k, step := range plan.Steps {
+		if len(step) > lim.PerPartition {
+			t.Fatalf("step %d: %d actions > per-partition limit %d", k, len(step), lim.PerPartition)
+		}
+		out := map[string]int{}
+		for _, a := range step {
+			if moved[a.Server] {
+				t.Fatalf("server %s moved twice", a.Server)
+			}
+			moved[a.Server] = true
+			if where[a.Server] != a.From {
+				t.Fatalf("%s: server is on %s", a, where[a.Server])
+			}
+			if a.Kind != LiveMigrate {
+				continue
+			}
+			out[a.From]++
+			if out[a.From] > lim.PerHost {
+				t.Fatalf("step %d: %d outgoing from %s > %d", k, out[a.From], a.From, lim.PerHost)
+			}
+			s := a.asServer()
+			d := idx[a.To]
+			m.add(d, &s)
+			h := &m.hosts[d]
+			if overCap(h.cpu, h.cpuCap) || overCap(h.ram, h.ramCap) || overCap(h.usedV, h.h.AllocVCPUs) || overCap(h.usedR, h.h.AllocRAMMB) {
+				t.Fatalf("step %d: %s overcommits %s mid-way", k, a, a.To)
+			}
+			if !h.dest {
+				t.Fatalf("%s: destination is disabled or draining", a)
+			}
+		}
+		for _, a := range step {
+			s := a.asServer()
+			m.remove(idx[a.From], &s)
+			where[a.Server] = a.To
+		}
+	}
+	// Servers conserved: every server is somewhere exactly once.
+	n := 0
+	for i := range hosts {
+		n += len(hosts[i].Servers)
+	}
+	if len(where) != n {
+		t.Fatalf("servers: %d tracked, %d exist", len(where), n)
+	}
+}
+
+func TestSolvePropertiesRandom(t *testing.T) {
+	thr, lim := DefaultThresholds(), DefaultLimits()
+	solved := 0
+	for seed := int64(0); seed < 300; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		hosts := randomPartition(rng, 2+rng.Intn(8), 2+rng.Intn(10))
+		kind := []EventKind{Overload, Maintenance, Underload}[seed%3]
+		if kind == Maintenance {
+			hosts[0].Draining, hosts[0].Disabled = true, true
+		}
+		p := Problem{Events: []Event{{ID: "e", Kind: kind, Host: hosts[0].Name}}, Hosts: hosts, Thresholds: thr}
+		opt := DefaultSolveOptions()
+		opt.Rand = rng
+		sol := Solve(p, opt)
+		if !sol.OK {
+			continue
+		}
+		plan, err := BuildPlan(hosts, sol.Moves, thr, lim)
+		if errors.Is(err, ErrNoOrder) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		solved++
+		applyPlan(t, hosts, plan, thr, lim)
+		// The goal holds at the end.
+		final := finalHosts(hosts, plan)
+		switch kind {
+		case Overload:
+			for i := range final {
+				if thr.Overloaded(&final[i]) {
+					t.Fatalf("seed %d: %s still overloaded", seed, final[i].Name)
+				}
+			}
+		case Maintenance, Underload:
+			if len(final[0].Servers) != 0 {
+				t.Fatalf("seed %d: %s not emptied (%d left)", seed, final[0].Name, len(final[0].Servers))
+			}
+		}
+	}
+	if solved < 100 {
+		t.Fatalf("only %d of 300 random problems solved: the fixture or the solver is off", solved)
+	}
+}
+
+func finalHosts(hosts []Host, plan Plan) []Host {
+	out := make([]Host, len(hosts))
+	idx := map[string]int{}
+	for i := range hosts {
+		out[i] = hosts[i]
+		out[i].Servers = append([]Server(nil), hosts[i].Servers...)
+		idx[hosts[i].Name] = i
+	}
+	for _, step := range plan.Steps {
+		for _, a := range step {
+			src := &out[idx[a.From]]
+			for k, s := range src.Servers {
+				if s.ID == a.Server {
+					src.Servers = append(src.Servers[:k], src.Servers[k+1:]...)
+					if a.Kind == LiveMigrate {
+						out[idx[a.To]].Servers = append(out[idx[a.To]].Servers, s)
+					}
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestSolveRespectsConstraints(t *testing.T) {
+	thr := DefaultThresholds()
+	full := Host{Name: "over", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192, Servers: []Server{
+		{ID: "a", VCPUs: 2, RAMMB: 1024, CPU: 2, RAM: 512, Group: "g", Policy: "anti-affinity"},
+		{ID: "b", VCPUs: 2, RAMMB: 1024, CPU: 3, RAM: 512, Fixed: true, FixedReason: "pinned"},
+	}}
+	for _, tc := range []struct {
+		name string
+		dest Host
+		ok   bool
+	}{
+		{"room", Host{Name: "d", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192}, true},
+		{"disabled", Host{Name: "d", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192, Disabled: true}, false},
+		{"no placement room", Host{Name: "d", CPUs: 4, RAMMB: 8192, AllocVCPUs: 1, AllocRAMMB: 8192}, false},
+		{"anti-affinity", Host{Name: "d", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192,
+			Servers: []Server{{ID: "c", VCPUs: 1, RAMMB: 512, CPU: 0, RAM: 1, Group: "g", Policy: "anti-affinity"}}}, false},
+		{"demand full", Host{Name: "d", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192,
+			Servers: []Server{{ID: "c", VCPUs: 1, RAMMB: 512, CPU: 3, RAM: 1}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sol := Solve(Problem{Events: []Event{{Kind: Overload, Host: "over"}}, Hosts: []Host{full, tc.dest}, Thresholds: thr}, DefaultSolveOptions())
+			if sol.OK != tc.ok {
+				t.Fatalf("OK=%v want %v (%s)", sol.OK, tc.ok, sol.Reason)
+			}
+			if sol.OK && (len(sol.Moves) != 1 || sol.Moves[0].Server != "a") {
+				t.Fatalf("moves %+v: only the unpinned server may move", sol.Moves)
+			}
+		})
+	}
+}
+
+func TestSolveFewestBytes(t *testing.T) {
+	// Either the 8 GiB server or the two 1 GiB ones fix the host; the
+	// solver must move 2 GiB, not 8.
+	src := Host{Name: "src", CPUs: 4, RAMMB: 65536, AllocVCPUs: 16, AllocRAMMB: 65536, Servers: []Server{
+		{ID: "big", VCPUs: 2, RAMMB: 8192, CPU: 3, RAM: 100},
+		{ID: "s1", VCPUs: 1, RAMMB: 1024, CPU: 1, RAM: 100},
+		{ID: "s2", VCPUs: 1, RAMMB: 1024, CPU: 1, RAM: 100},
+		{ID: "s3", VCPUs: 1, RAMMB: 4096, CPU: 1, RAM: 100},
+	}}
+	dst := Host{Name: "dst", CPUs: 8, RAMMB: 65536, AllocVCPUs: 32, AllocRAMMB: 65536}
+	sol := Solve(Problem{Events: []Event{{Kind: Overload, Host: "src"}}, Hosts: []Host{src, dst}, Thresholds: DefaultThresholds()}, DefaultSolveOptions())
+	if !sol.OK || sol.MovedMB != 2048 {
+		t.Fatalf("moved %d MB (%+v), want 2048", sol.MovedMB, sol.Moves)
+	}
+}
+
+func TestSolveTimeLimitKeepsBestSoFar(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	hosts := randomPartition(rng, 8, 12)
+	now := time.Unix(0, 0)
+	calls := 0
+	opt := DefaultSolveOptions()
+	opt.Rand = rng
+	opt.Deadline = now.Add(time.Second)
+	opt.Now = func() time.Time { calls++; return now.Add(time.Duration(calls) * 100 * time.Millisecond) }
+	sol := Solve(Problem{Events: []Event{{Kind: Overload, Host: hosts[0].Name}}, Hosts: hosts, Thresholds: DefaultThresholds()}, opt)
+	if !sol.TimedOut {
+		t.Fatalf("time limit not reported (%d clock reads)", calls)
+	}
+	if calls > 40 {
+		t.Fatalf("solver kept going past its deadline: %d clock reads", calls)
+	}
+}
+
+func TestPlanBreaksSwapCycleWithPivot(t *testing.T) {
+	// a and b must swap hosts; both are full, so one goes through room
+	// on a pivot instead (one move per server).
+	mk := func(name string, s ...Server) Host {
+		return Host{Name: name, CPUs: 4, RAMMB: 8192, AllocVCPUs: 4, AllocRAMMB: 8192, UsedVCPUs: 4, UsedRAMMB: 2048, Servers: s}
+	}
+	h1 := mk("h1", Server{ID: "a", VCPUs: 4, RAMMB: 2048, CPU: 3, RAM: 1000})
+	h2 := mk("h2", Server{ID: "b", VCPUs: 4, RAMMB: 2048, CPU: 3, RAM: 1000})
+	pivot := Host{Name: "p", CPUs: 4, RAMMB: 8192, AllocVCPUs: 4, AllocRAMMB: 8192}
+	moves := []Action{
+		{Kind: LiveMigrate, Server: "a", From: "h1", To: "h2", VCPUs: 4, RAMMB: 2048, CPU: 3, RAM: 1000},
+		{Kind: LiveMigrate, Server: "b", From: "h2", To: "h1", VCPUs: 4, RAMMB: 2048, CPU: 3, RAM: 1000},
+	}
+	plan, err := BuildPlan([]Host{h1, h2, pivot}, moves, DefaultThresholds(), DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyPlan(t, []Host{h1, h2, pivot}, plan, DefaultThresholds(), DefaultLimits())
+	if plan.Len() != 2 || len(plan.Steps) != 2 {
+		t.Fatalf("plan %+v", plan.Steps)
+	}
+	// Without a pivot there is no safe order.
+	if _, err := BuildPlan([]Host{h1, h2}, moves, DefaultThresholds(), DefaultLimits()); !errors.Is(err, ErrNoOrder) {
+		t.Fatalf("err = %v, want ErrNoOrder", err)
+	}
+}
+
+func TestPreemptShelvesLowestPriority(t *testing.T) {
+	src := Host{Name: "src", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192, Servers: []Server{
+		{ID: "vip", VCPUs: 2, RAMMB: 1024, CPU: 3, Priority: 10},
+		{ID: "low", VCPUs: 2, RAMMB: 1024, CPU: 3, Priority: -1},
+	}}
+	full := Host{Name: "full", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192, Servers: []Server{{ID: "x", VCPUs: 4, RAMMB: 1024, CPU: 4}}}
+	p := Problem{Events: []Event{{Kind: Overload, Host: "src"}}, Hosts: []Host{src, full}, Thresholds: DefaultThresholds()}
+	if sol := Solve(p, DefaultSolveOptions()); sol.OK {
+		t.Fatalf("solved without room: %+v", sol)
+	}
+	p.Preempt = true
+	sol := Solve(p, DefaultSolveOptions())
+	if !sol.OK || len(sol.Moves) != 1 || sol.Moves[0].Kind != Shelve || sol.Moves[0].Server != "low" {
+		t.Fatalf("preemption %+v", sol)
+	}
+}
+
+func BenchmarkSolve(b *testing.B) {
+	for _, n := range []int{4, 16, 64} {
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			rng := rand.New(rand.NewSource(1))
+			hosts := randomPartition(rng, n, 10)
+			p := Problem{Events: []Event{{Kind: Overload, Host: hosts[0].Name}}, Hosts: hosts, Thresholds: DefaultThresholds()}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				opt := DefaultSolveOptions()
+				opt.Rand = rand.New(rand.NewSource(int64(i)))
+				Solve(p, opt)
+			}
+		})
+	}
+}
+
+func BenchmarkBuildPlan(b *testing.B) {
+	rng := rand.New(rand.NewSource(1))
+	hosts := randomPartition(rng, 16, 10)
+	hosts[0].Draining, hosts[0].Disabled = true, true
+	sol := Solve(Problem{Events: []Event{{Kind: Maintenance, Host: hosts[0].Name}}, Hosts: hosts, Thresholds: DefaultThresholds()}, DefaultSolveOptions())
+	if !sol.OK {
+		b.Fatal(sol.Reason)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := BuildPlan(hosts, sol.Moves, DefaultThresholds(), DefaultLimits()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAgentStep(b *testing.B) {
+	members := make([]string, 1000)
+	for i := range members {
+		members[i] = fmt.Sprintf("h%04d", i)
+	}
+	a, _ := NewAgent(DefaultConfig("h0500"), members)
+	// A busy agent forwarding a request: the common hot path.
+	busy := &Partition{ID: "p-q", Version: 3, Initiator: "h0499", Leader: "h0500", Nodes: []string{"h0499", "h0500"}, State: Growing}
+	a.part = busy
+	msg := Message{Type: MsgGrow, From: "h0400", PartID: "p-x", Version: 1,
+		Part: &Partition{ID: "p-x", Version: 1, Initiator: "h0400", Leader: "h0400", Nodes: []string{"h0400"}, State: Growing}}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a.Step(msg)
+		a.Ready()
+	}
+}
