@@ -279,6 +279,16 @@ func (a *Agent) SetMembers(members []string) {
 	a.ring = slices.Compact(r)
 }
 
+// MemberUp adds a (re)joined member to the ring.
+func (a *Agent) MemberUp(id string) {
+	if i, ok := slices.BinarySearch(a.ring, id); !ok {
+		a.ring = slices.Insert(a.ring, i, id)
+	}
+}
+
+// Members returns the ring.
+func (a *Agent) Members() []string { return slices.Clone(a.ring) }
+
 // MemberDown tells the agent a member is dead: it leaves the ring, and a
 // partition that counted on it reacts (DESIGN §5.6).
 func (a *Agent) MemberDown(id string) {

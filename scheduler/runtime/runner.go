@@ -100,6 +100,7 @@ type Runner struct {
 	results chan func(*scheduler.Agent)
 	wg      sync.WaitGroup
 
+	done    chan struct{} // closed when Run returns
 	dropped atomic.Int64
 	// state is a copy of the agent's partition for Status (read by other
 	// goroutines).
@@ -126,6 +127,7 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 		inbox:   make(chan scheduler.Message, cfg.Inbox),
 		samples: make(chan scheduler.Host, 1),
 		results: make(chan func(*scheduler.Agent), 64),
+		done:    make(chan struct{}),
 	}
 	return r, nil
 }
@@ -156,6 +158,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer func() { _ = sub.Unsubscribe() }()
 
 	ctx, cancel := context.WithCancel(ctx)
+	defer close(r.done)
 	defer r.wg.Wait()
 	defer cancel()
 
@@ -177,6 +180,20 @@ func (r *Runner) Run(ctx context.Context) error {
 			f(r.agent)
 		}
 		r.flush(ctx)
+	}
+}
+
+// MemberDown tells the agent that a member died (from failure detection).
+// It never blocks on a stopped runner.
+func (r *Runner) MemberDown(id string) { r.control(func(a *scheduler.Agent) { a.MemberDown(id) }) }
+
+// MemberUp tells the agent that a member (re)joined.
+func (r *Runner) MemberUp(id string) { r.control(func(a *scheduler.Agent) { a.MemberUp(id) }) }
+
+func (r *Runner) control(f func(*scheduler.Agent)) {
+	select {
+	case r.results <- f:
+	case <-r.done:
 	}
 }
 
