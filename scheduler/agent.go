@@ -219,6 +219,7 @@ type Agent struct {
 	snaps     map[string]Host
 	snapSince time.Time
 	merging   bool
+	solved    []string // events the plan being executed solves
 
 	// own host
 	host    Host
@@ -659,9 +660,11 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 	p := a.part
 	switch {
 	case sol.OK && planErr == nil && plan.Len() == 0:
+		a.solved = sol.Solved
 		a.record(Record{Kind: RecPlanned, Event: p.Events[0], Reason: sol.Reason})
 		a.dissolve(Solved, "nothing to do")
 	case sol.OK && planErr == nil:
+		a.solved = sol.Solved
 		p.State = Finishing
 		p.Version++
 		a.phase = phExecuting
@@ -802,26 +805,31 @@ func (a *Agent) onDissolve(m Message) {
 		a.drop(m, "stale dissolution")
 		return
 	}
-	a.end(m.Outcome, m.Reason)
+	a.end(m.Outcome, m.Reason, m.Solved)
 }
 
 // dissolve ends the partition for every member.
 func (a *Agent) dissolve(o Outcome, reason string) {
 	p := a.part
-	a.broadcast(Message{Type: MsgDissolve, PartID: p.ID, Version: p.Version, Outcome: o, Reason: reason})
+	var solved []string
+	if o == Solved {
+		solved = a.solved
+	}
+	a.broadcast(Message{Type: MsgDissolve, PartID: p.ID, Version: p.Version, Outcome: o, Reason: reason, Solved: solved})
 	if a.leader() && (p.State == Blocked || p.Tours > 0) {
 		a.rd.Arbiter = append(a.rd.Arbiter, ArbiterRequest{Op: ArbDissolve, Part: *p.clone()})
 	}
-	a.end(o, reason)
+	a.end(o, reason, solved)
 }
 
 // end frees this agent and settles its own event if the partition
-// carried it.
-func (a *Agent) end(o Outcome, reason string) {
+// carried it. A Solved partition solved only the events in solved (a
+// merged partition may solve its initiator's event but not all).
+func (a *Agent) end(o Outcome, reason string, solved []string) {
 	p := a.part
 	a.record(Record{Kind: RecDissolved, Outcome: o, Reason: reason})
 	a.ended[p.ID] = a.now
-	a.part, a.phase, a.merging, a.snaps = nil, phNone, false, nil
+	a.part, a.phase, a.merging, a.snaps, a.solved = nil, phNone, false, nil, nil
 	if a.active == nil {
 		return
 	}
@@ -829,6 +837,9 @@ func (a *Agent) end(o Outcome, reason string) {
 	carried := slices.ContainsFunc(p.Events, func(e Event) bool { return e.ID == ev.ID })
 	if !carried {
 		return // our event waits for us to be free
+	}
+	if o == Solved && !slices.Contains(solved, ev.ID) {
+		o, reason = Unsolvable, "the partition's plan did not cover this event"
 	}
 	a.active = nil
 	a.window = a.window[:0] // fresh samples before the next event
@@ -842,4 +853,4 @@ func (a *Agent) end(o Outcome, reason string) {
 }
 
 // leave frees this agent without telling anyone (it was removed).
-func (a *Agent) leave() { a.end(Aborted, "removed from the partition") }
+func (a *Agent) leave() { a.end(Aborted, "removed from the partition", nil) }

@@ -140,6 +140,8 @@ type Message struct {
 	Hops    int     `json:",omitempty"`
 	Outcome Outcome `json:",omitempty"`
 	Reason  string  `json:",omitempty"`
+	// Solved lists the events a Solved dissolution solved (Dissolve).
+	Solved []string `json:",omitempty"`
 }
 
 // WireVersion is the encoding version of messages on the bus.

@@ -57,6 +57,8 @@ type Solution struct {
 	Unmovable []string
 	// TimedOut reports that the time limit cut the search (best so far).
 	TimedOut bool
+	// Solved lists the ids of the events whose goal the solution meets.
+	Solved []string
 }
 
 // model is the mutable capacity view of the partition during a search.
@@ -196,6 +198,26 @@ func Solve(p Problem, opt SolveOptions) Solution {
 	if opt.ExactLimit == 0 {
 		opt.ExactLimit = DefaultSolveOptions().ExactLimit
 	}
+	// Tiers: everything; then only the events' hosts (other overloaded
+	// hosts are left as they are, never made worse); then only the
+	// partition's own event. A merged partition thus still solves its
+	// initiator's event when it cannot solve all it carries.
+	sol := solveTier(p, opt, p.Events, true)
+	if !sol.OK && len(p.Events) > 0 {
+		if s := solveTier(p, opt, p.Events, false); s.OK {
+			return s
+		}
+		if len(p.Events) > 1 {
+			if s := solveTier(p, opt, p.Events[:1], false); s.OK {
+				return s
+			}
+		}
+	}
+	return sol
+}
+
+// solveTier solves for events and, with others, every overloaded host.
+func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solution {
 	base := newModel(&p)
 	s := &search{p: &p, opt: opt, base: base, best: Solution{Reason: "no viable placement in the partition"}}
 	idx := make(map[string]int, len(p.Hosts))
@@ -204,9 +226,16 @@ func Solve(p Problem, opt SolveOptions) Solution {
 	}
 	empty := map[int]bool{}
 	var notes []string
-	for _, e := range p.Events {
+	goal := map[int]bool{}
+	var solved []string
+	for _, e := range events {
 		i, ok := idx[e.Host]
-		if !ok || (e.Kind != Maintenance && e.Kind != Underload) {
+		if !ok {
+			continue
+		}
+		if e.Kind == Overload {
+			goal[i] = true
+			solved = append(solved, e.ID)
 			continue
 		}
 		h := &p.Hosts[i]
@@ -220,6 +249,7 @@ func Solve(p Problem, opt SolveOptions) Solution {
 			notes = append(notes, fmt.Sprintf("underloaded %s cannot be emptied (%s)", h.Name, fixed[0]))
 			continue
 		}
+		solved = append(solved, e.ID)
 		s.unmovable = append(s.unmovable, fixed...)
 		empty[i] = true
 		base.hosts[i].dest = false
@@ -234,18 +264,20 @@ func Solve(p Problem, opt SolveOptions) Solution {
 	}
 	s.note = strings.Join(notes, "; ")
 	for i := range base.hosts {
-		if !empty[i] && base.over(i) {
+		if !empty[i] && base.over(i) && (others || goal[i]) {
 			s.over = append(s.over, i)
 		}
 	}
 	if len(s.ev0) == 0 && len(s.over) == 0 {
-		return Solution{OK: true, Reason: join("nothing to do", s.note), Unmovable: s.unmovable}
+		return Solution{OK: true, Reason: join("nothing to do", s.note), Unmovable: s.unmovable, Solved: solved}
 	}
 	s.solve()
 	if !s.found {
 		s.best.Reason = join(s.best.Reason, s.note)
 		s.best.Unmovable = s.unmovable
+		return s.best
 	}
+	s.best.Solved = solved
 	return s.best
 }
 

@@ -472,3 +472,30 @@ func (c *Cluster) Idle() bool {
 	}
 	return true
 }
+
+// Snapshot returns the ground truth as the solver sees it.
+func (c *Cluster) Snapshot() []scheduler.Host {
+	out := make([]scheduler.Host, 0, len(c.names))
+	for _, n := range c.names {
+		out = append(out, c.snapshot(n))
+	}
+	return out
+}
+
+// Solvable lists overloaded hosts for which the solver, run on the whole
+// cloud, finds a solution: events that a correct protocol must solve.
+func (c *Cluster) Solvable() []string {
+	thr := c.opt.Agent.Thresholds
+	if thr.CPUOverload == 0 {
+		thr = scheduler.DefaultThresholds()
+	}
+	all := c.Snapshot()
+	var out []string
+	for _, n := range c.Overloaded() {
+		sol := scheduler.Solve(scheduler.Problem{Events: []scheduler.Event{{Kind: scheduler.Overload, Host: n}}, Hosts: all, Thresholds: thr}, scheduler.DefaultSolveOptions())
+		if sol.OK {
+			out = append(out, n)
+		}
+	}
+	return out
+}

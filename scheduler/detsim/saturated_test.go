@@ -1,0 +1,139 @@
+package detsim
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dvms-project/dvms/scheduler"
+)
+
+// saturated builds a cloud where most hosts are full and a few are
+// overloaded, so partitions must grow large, block and merge.
+func saturated(rng *rand.Rand, n int) []scheduler.Host {
+	var hosts []scheduler.Host
+	id := 0
+	for i := 0; i < n; i++ {
+		h := host(fmt.Sprintf("h%03d", i), 8)
+		load := 7 + rng.Intn(2) // 7 or 8 cores used
+		if i%5 == 0 {
+			load = 9 // overloaded by one core
+		}
+		if i == n/2 {
+			load = 3 // the only room
+		}
+		for j := 0; j < load; j++ {
+			id++
+			h.Servers = append(h.Servers, scheduler.Server{ID: fmt.Sprintf("s%d", id), VCPUs: 1, RAMMB: 512, CPU: 1, RAM: 256})
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts
+}
+
+// DESIGN §5.4 and liveness: under saturation, Blocked partitions merge,
+// and every event with a solution in the whole cloud ends up solved.
+func TestSaturatedMergesAndLiveness(t *testing.T) {
+	merges := 0
+	for seed := int64(1); seed <= 10; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			c := New(Options{Seed: seed, Jitter: 2 * time.Millisecond}, saturated(rng, 20))
+			c.RunUntil(5*time.Minute, func() bool { return len(c.Solvable()) == 0 && c.Idle() })
+			if len(c.Violations) > 0 {
+				t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
+			}
+			if s := c.Solvable(); len(s) > 0 {
+				t.Fatalf("overloaded hosts with a solution left unsolved: %v (merges %d, unsolvable %d)", s,
+					c.Count(scheduler.RecMergeCommitted, 0), c.Count(scheduler.RecEventEnded, scheduler.Unsolvable))
+			}
+			merges += c.Count(scheduler.RecMergeCommitted, 0)
+		})
+	}
+	t.Logf("merges committed over 10 seeds: %d", merges)
+}
+
+// DESIGN §5.4: two overloaded hosts each need two cores; each half of
+// the ring has one free core. Both partitions fill their half, block, and
+// only a merge finds the two cores the smaller initiator's event needs.
+func TestMergeNeededToSolve(t *testing.T) {
+	load := func(i int) int {
+		switch i {
+		case 0, 10:
+			return 10 // overloaded by two cores
+		case 5, 15:
+			return 7 // one free core
+		}
+		return 8
+	}
+	var hosts []scheduler.Host
+	for i := 0; i < 20; i++ {
+		h := host(fmt.Sprintf("h%03d", i), 8)
+		for j := 0; j < load(i); j++ {
+			h.Servers = append(h.Servers, scheduler.Server{ID: fmt.Sprintf("s%d-%d", i, j), VCPUs: 1, RAMMB: 512, CPU: 1, RAM: 256})
+		}
+		hosts = append(hosts, h)
+	}
+	c := New(Options{Seed: 1}, hosts)
+	solved := func() bool { return len(c.Hosts["h000"].Servers) == 8 }
+	if !c.RunUntil(2*time.Minute, solved) {
+		t.Fatalf("h000 not solved: merges %d, records %d", c.Count(scheduler.RecMergeCommitted, 0), len(c.Records))
+	}
+	if c.Count(scheduler.RecMergeCommitted, 0) == 0 {
+		t.Fatal("solved without a merge: the scenario is wrong")
+	}
+	if len(c.Violations) > 0 {
+		t.Fatalf("violations: %v", c.Violations)
+	}
+	if len(c.Hosts["h010"].Servers) != 10 {
+		t.Fatalf("h010 changed: %d servers (nothing could be done for it)", len(c.Hosts["h010"].Servers))
+	}
+}
+
+// Faults of the network (issue: dropped, delayed, duplicated, reordered
+// messages) never break safety, and events are still solved.
+func TestMessageFaults(t *testing.T) {
+	for seed := int64(1); seed <= 10; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			c := New(Options{Seed: seed, Drop: 0.05, Dup: 0.05, Jitter: 40 * time.Millisecond}, saturated(rng, 15))
+			c.RunUntil(5*time.Minute, func() bool { return len(c.Solvable()) == 0 && c.Idle() })
+			if len(c.Violations) > 0 {
+				t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
+			}
+			if s := c.Solvable(); len(s) > 0 {
+				t.Fatalf("unsolved despite a solution: %v", s)
+			}
+		})
+	}
+}
+
+// Agents crash mid-partition and restart free: safety holds, the rest
+// of the cloud goes on.
+func TestAgentCrashes(t *testing.T) {
+	for seed := int64(1); seed <= 10; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			hosts := saturated(rng, 15)
+			c := New(Options{Seed: seed, Recheck: true}, hosts)
+			for k := 0; k < 6; k++ {
+				c.Run(time.Duration(1+rng.Intn(3)) * time.Second)
+				victim := hosts[rng.Intn(len(hosts))].Name
+				c.Crash(victim)
+				c.Run(2 * time.Second)
+				c.MemberDown(victim)
+				c.Run(time.Second)
+				c.Restart(victim)
+			}
+			c.RunUntil(5*time.Minute, func() bool { return len(c.Solvable()) == 0 && c.Idle() })
+			if len(c.Violations) > 0 {
+				t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
+			}
+			if s := c.Solvable(); len(s) > 0 {
+				t.Fatalf("unsolved despite a solution: %v", s)
+			}
+		})
+	}
+}
