@@ -1,0 +1,152 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Config connects to a NATS server or cluster.
+type Config struct {
+	// URL is one or more server URLs, comma separated.
+	URL string
+	// Name identifies the connection in the server's monitoring.
+	Name string
+	// CredsFile is a NATS credentials file (JWT + nkey seed), optional.
+	CredsFile string
+	// TLS: CA bundle, client certificate and key, optional.
+	TLSCA, TLSCert, TLSKey string
+	// ReconnectWait between reconnection attempts; MaxReconnects -1 is forever.
+	ReconnectWait time.Duration
+	MaxReconnects int
+	// OnStateChange, if set, is told of disconnections and reconnections
+	// (the package does not log).
+	OnStateChange func(event string, err error)
+}
+
+// DefaultConfig reconnects forever every 500 ms.
+func DefaultConfig() Config {
+	return Config{URL: nats.DefaultURL, Name: "dvms", ReconnectWait: 500 * time.Millisecond, MaxReconnects: -1}
+}
+
+// Validate lists every problem.
+func (c Config) Validate() error {
+	var errs []error
+	if c.URL == "" {
+		errs = append(errs, errors.New("nats: url is required"))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("nats: tls_cert and tls_key go together"))
+	}
+	if c.ReconnectWait < 0 {
+		errs = append(errs, errors.New("nats: reconnect wait must be >= 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// NATS is a Transport on a NATS connection. One connection can serve many
+// agents of one process (the simulator shares one).
+type NATS struct {
+	nc *nats.Conn
+}
+
+// ConnectNATS connects; it fails if the first connection fails.
+func ConnectNATS(ctx context.Context, c Config) (*NATS, error) {
+	if c.ReconnectWait == 0 && c.MaxReconnects == 0 {
+		d := DefaultConfig()
+		c.ReconnectWait, c.MaxReconnects = d.ReconnectWait, d.MaxReconnects
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	opts := []nats.Option{
+		nats.Name(c.Name),
+		nats.ReconnectWait(c.ReconnectWait),
+		nats.MaxReconnects(c.MaxReconnects),
+		nats.ReconnectBufSize(16 << 20),
+		// Slow consumers drop messages (the protocol tolerates loss)
+		// rather than stall the connection.
+		nats.SyncQueueLen(65536),
+	}
+	if c.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if c.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	if c.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	}
+	if cb := c.OnStateChange; cb != nil {
+		opts = append(opts,
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { cb("disconnected", err) }),
+			nats.ReconnectHandler(func(*nats.Conn) { cb("reconnected", nil) }),
+			nats.ClosedHandler(func(*nats.Conn) { cb("closed", nil) }),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { cb("error", err) }),
+		)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		opts = append(opts, nats.Timeout(time.Until(dl)))
+	}
+	nc, err := nats.Connect(c.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nats connect %s: %w", c.URL, err)
+	}
+	return &NATS{nc: nc}, nil
+}
+
+// Publish implements Transport. While reconnecting, messages are buffered
+// by the client (up to 16 MiB) and sent on reconnection.
+func (n *NATS) Publish(_ context.Context, subject string, data []byte) error {
+	if err := n.nc.Publish(subject, data); err != nil {
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("nats publish %s: %w", subject, err)
+	}
+	return nil
+}
+
+type natsSub struct{ s *nats.Subscription }
+
+func (s natsSub) Unsubscribe() error {
+	if err := s.s.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+		return err
+	}
+	return nil
+}
+
+// Subscribe implements Transport: one delivery goroutine per subscription
+// (nats.go's), messages in order of arrival.
+func (n *NATS) Subscribe(subject string, h Handler) (Subscription, error) {
+	s, err := n.nc.Subscribe(subject, func(m *nats.Msg) { h(m.Subject, m.Data) })
+	if err != nil {
+		return nil, fmt.Errorf("nats subscribe %s: %w", subject, err)
+	}
+	// Generous pending limits: a burst to a busy agent is buffered, beyond
+	// that dropped (and counted by the server as a slow consumer).
+	_ = s.SetPendingLimits(65536, 64<<20)
+	return natsSub{s}, nil
+}
+
+// Flush waits until the server has processed everything sent so far.
+func (n *NATS) Flush(ctx context.Context) error { return n.nc.FlushWithContext(ctx) }
+
+// Connected reports whether the connection is up.
+func (n *NATS) Connected() bool { return n.nc.IsConnected() }
+
+// Close drains subscriptions and closes the connection.
+func (n *NATS) Close() error {
+	if n.nc.IsClosed() {
+		return nil
+	}
+	if err := n.nc.Drain(); err != nil {
+		n.nc.Close()
+	}
+	return nil
+}
+
+var _ Transport = (*NATS)(nil)
