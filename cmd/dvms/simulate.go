@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/dvms-project/dvms/scheduler/sim"
+)
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:  "simulate",
+		Usage: "run DVMS agents over an embedded NATS server on a simulated cloud and report",
+		Description: "One process: an embedded NATS server, a simulated Nova (nova/fake), one agent per host\n" +
+			"and a workload. Safety figures come from the simulated cloud's own observer.",
+		Flags: append(simFlags(),
+			&cli.StringFlag{Name: "mode", Value: "dvms", Usage: "dvms (an agent per host) or central (the periodic whole-cloud baseline)"},
+			&cli.StringFlag{Name: "report", Usage: "write an SVG chart (overloaded hosts, events in flight) to this file"},
+		),
+		Action: runSimulate,
+	})
+}
+
+// simFlags are the flags shared by simulate and bench.
+func simFlags() []cli.Flag {
+	d := sim.DefaultConfig()
+	return []cli.Flag{
+		&cli.IntFlag{Name: "hosts", Value: d.Hosts, Usage: "compute hosts"},
+		&cli.IntFlag{Name: "servers", Value: d.Servers, Usage: "servers, placed first-fit at random"},
+		&cli.DurationFlag{Name: "duration", Value: d.Duration, Usage: "simulated time"},
+		&cli.Float64Flag{Name: "time-scale", Value: d.TimeScale, Usage: "simulated seconds per wall second"},
+		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed of the placement, workload and faults"},
+		&cli.StringFlag{Name: "workload", Value: d.Workload, Usage: "random | saturated | planetlab:FILE | FILE (CSV time_s,server,cpu,ram_mb)"},
+		&cli.DurationFlag{Name: "trace-step", Value: d.TraceStep, Usage: "simulated time each 300 s PlanetLab sample lasts"},
+		&cli.IntFlag{Name: "host-cpus", Value: d.HostCPUs, Usage: "cores per host"},
+		&cli.IntFlag{Name: "host-ram-mb", Value: d.HostRAMMB, Usage: "RAM per host, MB"},
+		&cli.Float64Flag{Name: "cpu-allocation-ratio", Value: d.CPUAllocRatio, Usage: "placement cpu_allocation_ratio"},
+		&cli.Float64Flag{Name: "bandwidth-mbps", Value: d.BandwidthMBps, Usage: "migration bandwidth, MB/s (duration = RAM / bandwidth + overhead)"},
+		&cli.StringFlag{Name: "kill-agents", Value: "0", Usage: "fraction of agents killed and restarted during the run (10% or 0.1)"},
+		&cli.Float64Flag{Name: "nova-faults", Value: 0, Usage: "rate of injected Nova faults (500, 409, timeouts, failed migrations)"},
+		&cli.BoolFlag{Name: "underload", Usage: "enable UNDERLOAD events (consolidation)"},
+		&cli.BoolFlag{Name: "preempt", Usage: "shelve the lowest-priority servers when nothing else works"},
+		&cli.DurationFlag{Name: "central-period", Value: d.CentralPeriod, Usage: "baseline: simulated time between two whole-cloud rounds"},
+		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+		&cli.StringFlag{Name: "log-level", Value: "error", Usage: "agent log level (logs go to stderr)"},
+	}
+}
+
+// parseFraction accepts "10%" or "0.1".
+func parseFraction(s string) (float64, error) {
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		f, err := strconv.ParseFloat(p, 64)
+		return f / 100, err
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+// simConfig reads the shared flags.
+func simConfig(c *cli.Context) (sim.Config, error) {
+	cfg := sim.DefaultConfig()
+	cfg.Hosts, cfg.Servers = c.Int("hosts"), c.Int("servers")
+	cfg.Duration, cfg.TimeScale, cfg.Seed = c.Duration("duration"), c.Float64("time-scale"), c.Int64("seed")
+	cfg.Workload, cfg.TraceStep = c.String("workload"), c.Duration("trace-step")
+	cfg.HostCPUs, cfg.HostRAMMB = c.Int("host-cpus"), c.Int("host-ram-mb")
+	cfg.CPUAllocRatio, cfg.BandwidthMBps = c.Float64("cpu-allocation-ratio"), c.Float64("bandwidth-mbps")
+	cfg.NovaFaults = c.Float64("nova-faults")
+	cfg.Agent.Underload, cfg.Agent.Preempt = c.Bool("underload"), c.Bool("preempt")
+	cfg.CentralPeriod = c.Duration("central-period")
+	k, err := parseFraction(c.String("kill-agents"))
+	if err != nil {
+		return cfg, fmt.Errorf("--kill-agents %q: %w", c.String("kill-agents"), err)
+	}
+	cfg.KillAgents = k
+	if _, err := parseLevel(c.String("log-level")); err != nil {
+		return cfg, fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.Log = newLogger(c.String("log-level"), "console")
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		cfg.Progress = os.Stderr
+	}
+	return cfg, nil
+}
+
+func runSimulate(c *cli.Context) error {
+	cfg, err := simConfig(c)
+	if err != nil {
+		return err
+	}
+	cfg.Mode = c.String("mode")
+	rep, err := sim.Run(c.Context, cfg)
+	if err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	if path := c.String("report"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		if err := rep.WriteSVG(f); err != nil {
+			f.Close()
+			return fmt.Errorf("report %s: %w", path, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("report %s: %w", path, err)
+		}
+	}
+	if c.Bool("json") {
+		return rep.WriteJSON(os.Stdout)
+	}
+	rep.WriteText(os.Stdout)
+	return nil
+}

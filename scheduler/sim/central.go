@@ -1,0 +1,124 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/nova/fake"
+	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/runtime"
+)
+
+// central is the baseline DESIGN §7 compares against: one optimizer
+// that periodically snapshots the whole cloud, runs the same solver over
+// it for every overloaded or draining host, and executes the plan with
+// the same executor — as Entropy or Watcher's continuous audits do.
+type central struct {
+	cloud  *fake.Cloud
+	hosts  []string
+	cfg    Config
+	clock  *runtime.Scaled
+	st     *stats
+	rng    *rand.Rand
+	exec   *runtime.Executor
+	rounds int
+}
+
+func newCentral(cloud *fake.Cloud, hosts []string, cfg Config, clock *runtime.Scaled, st *stats, seed int64) *central {
+	ex := runtime.NewExecutor(cfg.Runtime.Exec, cloud, cloud, cfg.Agent.Thresholds, clock, zerolog.Nop())
+	return &central{cloud: cloud, hosts: hosts, cfg: cfg, clock: clock, st: st, rng: rand.New(rand.NewSource(seed)), exec: ex}
+}
+
+// run loops until ctx ends: snapshot, solve, execute, wait for the period.
+func (c *central) run(ctx context.Context) {
+	for {
+		start := c.clock.Now()
+		c.round(ctx)
+		wait := c.cfg.CentralPeriod - c.clock.Now().Sub(start)
+		if wait < 0 {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.clock.After(wait):
+		}
+	}
+}
+
+func (c *central) round(ctx context.Context) {
+	c.rounds++
+	all := make([]scheduler.Host, 0, len(c.hosts))
+	for _, h := range c.hosts {
+		sh, err := runtime.Sample(ctx, c.cloud, c.cloud, h, c.cfg.Runtime.DrainReason)
+		if err != nil {
+			continue
+		}
+		all = append(all, sh)
+	}
+	var events []scheduler.Event
+	for i := range all {
+		h := &all[i]
+		var k scheduler.EventKind
+		switch {
+		case h.Draining && len(h.Servers) > 0:
+			k = scheduler.Maintenance
+		case c.cfg.Agent.Thresholds.Overloaded(h):
+			k = scheduler.Overload
+		default:
+			continue
+		}
+		ev := scheduler.Event{ID: fmt.Sprintf("central-%d-%s", c.rounds, h.Name), Kind: k, Host: h.Name, Detected: c.clock.Now()}
+		events = append(events, ev)
+		c.st.record("central", scheduler.Record{Kind: scheduler.RecEventRaised, Event: ev})
+	}
+	if len(events) == 0 {
+		return
+	}
+	opt := scheduler.DefaultSolveOptions()
+	opt.Rand = rand.New(rand.NewSource(c.rng.Int63()))
+	opt.Now, opt.Deadline = time.Now, time.Now().Add(c.cfg.CentralSolveLimit)
+	// One global problem: every overloaded host at once, falling back to
+	// each event alone when the global one has no solution.
+	sol := scheduler.Solve(scheduler.Problem{Events: events, Hosts: all, Thresholds: c.cfg.Agent.Thresholds, Preempt: c.cfg.Agent.Preempt}, opt)
+	lim := c.cfg.Agent.Limits
+	lim.PerPartition = max(lim.PerPartition, len(c.hosts)) // the whole cloud is one "partition"
+	var plan scheduler.Plan
+	var err error
+	if sol.OK {
+		plan, err = scheduler.BuildPlan(all, sol.Moves, c.cfg.Agent.Thresholds, lim)
+	}
+	for _, ev := range events {
+		if sol.OK && err == nil && contains(sol.Solved, ev.ID) {
+			c.st.record("central", scheduler.Record{Kind: scheduler.RecPlanned, Event: ev, Moves: plan.Len()})
+		}
+	}
+	var res runtime.ExecResult
+	if sol.OK && err == nil && plan.Len() > 0 {
+		res = c.exec.Execute(ctx, events[0], plan)
+	}
+	for _, ev := range events {
+		o := scheduler.Unsolvable
+		switch {
+		case !sol.OK || err != nil || !contains(sol.Solved, ev.ID):
+		case res.Failed > 0:
+			o = scheduler.Failed
+		default:
+			o = scheduler.Solved
+		}
+		c.st.record("central", scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Outcome: o, Size: len(all)})
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

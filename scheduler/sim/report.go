@@ -1,0 +1,182 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Report is the result of a simulation. JSON names are stable: scripts
+// and the issue tracker read them.
+type Report struct {
+	Mode     string  `json:"mode"`
+	Hosts    int     `json:"hosts"`
+	Servers  int     `json:"servers"`
+	Seed     int64   `json:"seed"`
+	Workload string  `json:"workload"`
+	Duration float64 `json:"duration_s"`
+	WallS    float64 `json:"wall_s"`
+
+	Events struct {
+		Total      int `json:"total"`
+		Solved     int `json:"solved"`
+		Unsolvable int `json:"unsolvable"`
+		Failed     int `json:"failed"`
+		Aborted    int `json:"aborted"`
+		InFlight   int `json:"in_flight"`
+		// UnsolvableWithGlobal counts unsolvable events for which the
+		// solver, run on the whole cloud when the event ended, found a
+		// solution (a liveness miss).
+		UnsolvableWithGlobal int `json:"unsolvable_with_global_solution"`
+	} `json:"events"`
+	SolveMS    Percentiles `json:"solve_ms"`
+	Migrations struct {
+		Total  int `json:"total"`
+		Failed int `json:"failed"`
+	} `json:"migrations"`
+	OverloadSeconds float64 `json:"overload_seconds"`
+	Partitions      struct {
+		MaxSize  int     `json:"max_size"`
+		MeanSize float64 `json:"mean_size"`
+	} `json:"partitions"`
+	Merges struct {
+		Committed int `json:"committed"`
+		Refused   int `json:"refused"`
+	} `json:"merges"`
+	Messages struct {
+		Total    int     `json:"total"`
+		PerEvent float64 `json:"per_event"`
+		Dropped  int64   `json:"dropped"`
+	} `json:"messages"`
+	Agents struct {
+		Killed int `json:"killed"`
+	} `json:"agents"`
+	Faults struct {
+		Injected int `json:"injected"`
+	} `json:"faults"`
+	Safety struct {
+		Violations   int      `json:"violations"`
+		ServersLost  int      `json:"servers_lost"`
+		Descriptions []string `json:"descriptions,omitempty"`
+	} `json:"safety"`
+
+	// Series sampled every simulated second, for the chart.
+	Series []Sample `json:"-"`
+}
+
+// Percentiles of a distribution in milliseconds.
+type Percentiles struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+func percentiles(v []float64) Percentiles {
+	if len(v) == 0 {
+		return Percentiles{}
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	at := func(q float64) float64 {
+		i := int(math.Ceil(q*float64(len(s)))) - 1
+		return round(s[max(0, min(i, len(s)-1))])
+	}
+	return Percentiles{Count: len(s), P50: at(0.50), P95: at(0.95), P99: at(0.99), Max: round(s[len(s)-1])}
+}
+
+func round(f float64) float64 { return math.Round(f*100) / 100 }
+
+// Sample is one point of the time series.
+type Sample struct {
+	T          float64 // simulated seconds
+	Overloaded int
+	InFlight   int // events in flight
+	Migrating  int
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes a short human summary.
+func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "dvms simulate (%s): %d hosts, %d servers, workload %s, seed %d, %.0fs simulated in %.1fs\n",
+		r.Mode, r.Hosts, r.Servers, r.Workload, r.Seed, r.Duration, r.WallS)
+	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution), %d failed, %d aborted, %d in flight\n",
+		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)
+	fmt.Fprintf(w, "  solve time  p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms (%d plans)\n",
+		r.SolveMS.P50, r.SolveMS.P95, r.SolveMS.P99, r.SolveMS.Max, r.SolveMS.Count)
+	fmt.Fprintf(w, "  migrations  %d (%d failed)   overload %.0f host-seconds\n", r.Migrations.Total, r.Migrations.Failed, r.OverloadSeconds)
+	fmt.Fprintf(w, "  partitions  max %d  mean %.2f   merges %d committed, %d refused\n",
+		r.Partitions.MaxSize, r.Partitions.MeanSize, r.Merges.Committed, r.Merges.Refused)
+	fmt.Fprintf(w, "  messages    %d (%.1f per event, %d dropped)   agents killed %d   faults injected %d\n",
+		r.Messages.Total, r.Messages.PerEvent, r.Messages.Dropped, r.Agents.Killed, r.Faults.Injected)
+	fmt.Fprintf(w, "  safety      %d violations, %d servers lost\n", r.Safety.Violations, r.Safety.ServersLost)
+	for _, d := range r.Safety.Descriptions {
+		fmt.Fprintf(w, "    - %s\n", d)
+	}
+}
+
+// WriteSVG draws overloaded hosts and events in flight over time.
+func (r *Report) WriteSVG(w io.Writer) error {
+	const W, H, L, B, T = 900, 360, 60, 40, 40
+	pw, ph := float64(W-L-20), float64(H-T-B)
+	maxT, maxY := 1.0, 1
+	for _, s := range r.Series {
+		maxT = math.Max(maxT, s.T)
+		maxY = max(maxY, s.Overloaded, s.InFlight, s.Migrating)
+	}
+	x := func(t float64) float64 { return float64(L) + t/maxT*pw }
+	y := func(v int) float64 { return float64(T) + ph - float64(v)/float64(maxY)*ph }
+	line := func(get func(Sample) int) string {
+		var b strings.Builder
+		for i, s := range r.Series {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%.1f,%.1f", x(s.T), y(get(s)))
+		}
+		return b.String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", W, H)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">dvms simulate: %d hosts, %d servers, %s, seed %d — overload %.0f host-s, solve p50 %.1f ms</text>`+"\n",
+		L, r.Hosts, r.Servers, xmlEscape(r.Workload), r.Seed, r.OverloadSeconds, r.SolveMS.P50)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", L, float64(T)+ph, float64(L)+pw, float64(T)+ph)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%.0f" stroke="black"/>`+"\n", L, T, L, float64(T)+ph)
+	for i := 0; i <= 4; i++ {
+		v := maxY * i / 4
+		fmt.Fprintf(&b, `<text x="%d" y="%.0f" text-anchor="end">%d</text>`+"\n", L-5, y(v)+4, v)
+		tt := maxT * float64(i) / 4
+		fmt.Fprintf(&b, `<text x="%.0f" y="%d" text-anchor="middle">%.0fs</text>`+"\n", x(tt), H-B+18, tt)
+	}
+	series := []struct {
+		name, color string
+		get         func(Sample) int
+	}{
+		{"overloaded hosts", "#d62728", func(s Sample) int { return s.Overloaded }},
+		{"events in flight", "#1f77b4", func(s Sample) int { return s.InFlight }},
+		{"migrations running", "#2ca02c", func(s Sample) int { return s.Migrating }},
+	}
+	for i, s := range series {
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", s.color, line(s.get))
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="3" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
+			L+20+i*170, H-12, s.color, L+36+i*170, H-8, s.name)
+	}
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func xmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}

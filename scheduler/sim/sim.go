@@ -1,0 +1,460 @@
+// Package sim runs `dvms simulate`: one process with an embedded NATS
+// server, a simulated cloud (nova/fake), one runtime per host driving a
+// real DVMS agent, a workload, and an observer that samples the cloud
+// every simulated second. Safety figures come from the fake cloud's own
+// observer, never from the agents.
+//
+// It is a harness: it wires concrete implementations (like cmd/) so that
+// the same run can be tested and benchmarked.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/fake"
+	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/runtime"
+)
+
+// Config is a simulation.
+type Config struct {
+	Hosts, Servers int
+	Seed           int64
+	// Duration of simulated time; TimeScale simulated seconds per wall second.
+	Duration  time.Duration
+	TimeScale float64
+	// Workload: random, saturated, planetlab:FILE or FILE.
+	Workload  string
+	TraceStep time.Duration
+	HostCPUs  int
+	HostRAMMB int
+	// CPUAllocRatio is placement's cpu_allocation_ratio (Nova's default 4.0).
+	CPUAllocRatio float64
+	// BandwidthMBps sets migration durations (RAM / bandwidth + overhead).
+	BandwidthMBps float64
+	// KillAgents is the fraction of agents killed (and restarted) during the run.
+	KillAgents float64
+	// NovaFaults is the rate of faults the fake cloud injects.
+	NovaFaults float64
+	// Mode is "dvms" (one agent per host) or "central" (the baseline:
+	// one optimizer over the whole cloud every CentralPeriod).
+	Mode              string
+	CentralPeriod     time.Duration
+	CentralSolveLimit time.Duration
+	Agent             scheduler.Config // template; ID and Incarnation filled in
+	Runtime    runtime.Config
+	// Progress, if set, receives a live status line every wall second.
+	Progress io.Writer
+	Log      zerolog.Logger
+}
+
+// DefaultConfig is a small, quick simulation.
+func DefaultConfig() Config {
+	rt := runtime.DefaultConfig()
+	rt.Region = "sim"
+	rt.Exec.Poll = 500 * time.Millisecond
+	rt.Exec.MigrationTimeout = 2 * time.Minute
+	return Config{
+		Hosts: 100, Servers: 1000, Seed: 1, Duration: 60 * time.Second, TimeScale: 10,
+		Workload: "random", TraceStep: 10 * time.Second, HostCPUs: 16, HostRAMMB: 65536, CPUAllocRatio: 4,
+		BandwidthMBps: 1000, Agent: scheduler.DefaultConfig("template"), Runtime: rt, Log: zerolog.Nop(),
+		Mode: "dvms", CentralPeriod: 30 * time.Second, CentralSolveLimit: 10 * time.Second,
+	}
+}
+
+// Validate lists every problem.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Hosts < 2 {
+		errs = append(errs, errors.New("--hosts must be >= 2"))
+	}
+	if c.Servers < 0 {
+		errs = append(errs, errors.New("--servers must be >= 0"))
+	}
+	if c.Duration <= 0 || c.TimeScale <= 0 {
+		errs = append(errs, errors.New("--duration and --time-scale must be > 0"))
+	}
+	if c.HostCPUs < 1 || c.HostRAMMB < 512 {
+		errs = append(errs, errors.New("--host-cpus must be >= 1 and --host-ram-mb >= 512"))
+	}
+	if c.Mode != "dvms" && c.Mode != "central" {
+		errs = append(errs, fmt.Errorf("mode %q: want dvms or central", c.Mode))
+	}
+	if c.Mode == "central" && (c.CentralPeriod <= 0 || c.CentralSolveLimit <= 0) {
+		errs = append(errs, errors.New("central period and solve limit must be > 0"))
+	}
+	if c.KillAgents < 0 || c.KillAgents > 1 || c.NovaFaults < 0 || c.NovaFaults > 1 {
+		errs = append(errs, errors.New("--kill-agents and --nova-faults must be fractions in [0, 1]"))
+	}
+	return errors.Join(errs...)
+}
+
+var flavors = []struct {
+	name  string
+	vcpus int
+	ram   int
+}{{"m1.small", 1, 2048}, {"m1.medium", 2, 4096}, {"m1.large", 4, 8192}}
+
+// stats collects what the runtimes report.
+type stats struct {
+	mu         sync.Mutex
+	raised     map[string]time.Time // event id -> wall time of detection
+	inFlight   map[string]bool
+	solveMS    []float64
+	sizes      []int
+	ended      map[scheduler.Outcome]int
+	merges     int
+	refused    int
+	unsolvable []scheduler.Record
+	messages   atomic.Int64
+}
+
+func (s *stats) record(host string, r scheduler.Record) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch r.Kind {
+	case scheduler.RecEventRaised:
+		s.raised[r.Event.ID] = now
+		s.inFlight[r.Event.ID] = true
+	case scheduler.RecPlanned:
+		if t, ok := s.raised[r.Event.ID]; ok {
+			s.solveMS = append(s.solveMS, float64(now.Sub(t).Microseconds())/1000)
+			delete(s.raised, r.Event.ID) // first plan only
+		}
+	case scheduler.RecEventEnded:
+		s.ended[r.Outcome]++
+		s.sizes = append(s.sizes, r.Size)
+		delete(s.inFlight, r.Event.ID)
+		delete(s.raised, r.Event.ID)
+		if r.Outcome == scheduler.Unsolvable {
+			s.unsolvable = append(s.unsolvable, r)
+		}
+	case scheduler.RecMergeCommitted:
+		s.merges++
+	case scheduler.RecMergeRefused:
+		s.refused++
+	}
+}
+
+type agentSlot struct {
+	host   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	r      *runtime.Runner
+}
+
+// Run runs one simulation and returns its report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	wallStart := time.Now()
+	rng := rand.New(rand.NewSource(cfg.Seed))
+	clock := runtime.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), cfg.TimeScale)
+
+	fc := fake.DefaultConfig()
+	fc.Seed = cfg.Seed
+	fc.FaultRate = cfg.NovaFaults
+	fc.OverloadCPU, fc.OverloadRAM = cfg.Agent.Thresholds.CPUOverload, cfg.Agent.Thresholds.RAMOverload
+	if cfg.BandwidthMBps > 0 {
+		fc.BandwidthMBps = cfg.BandwidthMBps
+	}
+	cloud := fake.New(fc, clock)
+	hosts, specs, err := build(cloud, cfg, rng)
+	if err != nil {
+		return nil, err
+	}
+	wl, err := NewWorkload(cfg.Workload, specs, rng, cfg.TraceStep)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(specs))
+	for i, s := range specs {
+		ids[i] = s.Name
+	}
+	applyWorkload := func(t time.Duration) {
+		wl.Update(t, func(i int, cpu, ram float64) {
+			if ram == 0 {
+				ram = 0.7 * float64(specs[i].RAMMB)
+			}
+			cloud.SetDemand(ids[i], nova.Demand{CPU: cpu, RAMMB: ram})
+		})
+	}
+	applyWorkload(0)
+
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	defer ns.Shutdown()
+	nc, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: "dvms-simulate"})
+	if err != nil {
+		return nil, fmt.Errorf("connect nats: %w", err)
+	}
+	defer nc.Close()
+
+	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}}
+	arb := consensus.NewLocal(clock.Now)
+	var migrating atomic.Int64
+	hooks := runtime.Hooks{
+		OnRecord: st.record,
+		OnSend:   func(string, scheduler.Message) { st.messages.Add(1) },
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slots := make([]*agentSlot, len(hosts))
+	start := func(i int) error {
+		ac := cfg.Agent
+		ac.ID = hosts[i]
+		ac.Incarnation = fmt.Sprintf("%x", rng.Int63())
+		r, err := runtime.New(cfg.Runtime, ac, hosts, runtime.Deps{
+			Bus: nc, Nova: cloud, Demand: cloud, Arbiter: arb, Clock: clock, Hooks: hooks,
+			Log: cfg.Log, Seed: rng.Int63(),
+		})
+		if err != nil {
+			return err
+		}
+		actx, acancel := context.WithCancel(ctx)
+		s := &agentSlot{host: hosts[i], cancel: acancel, done: make(chan struct{}), r: r}
+		go func() {
+			defer close(s.done)
+			if err := r.Run(actx); err != nil {
+				cfg.Log.Error().Err(err).Str("host", s.host).Msg("agent stopped")
+			}
+		}()
+		slots[i] = s
+		return nil
+	}
+	centralDone := make(chan struct{})
+	if cfg.Mode == "central" {
+		slots = nil
+		go func() {
+			defer close(centralDone)
+			newCentral(cloud, hosts, cfg, clock, st, rng.Int63()).run(ctx)
+		}()
+	} else {
+		close(centralDone)
+		for i := range hosts {
+			if err := start(i); err != nil {
+				return nil, err
+			}
+		}
+	}
+	defer func() {
+		cancel()
+		<-centralDone
+		for _, s := range slots {
+			if s != nil {
+				<-s.done
+			}
+		}
+	}()
+
+	rep := &Report{Mode: cfg.Mode, Hosts: cfg.Hosts, Servers: cfg.Servers, Seed: cfg.Seed, Workload: cfg.Workload, Duration: cfg.Duration.Seconds()}
+	// Kill plan: which agents die when, and when they come back.
+	type kill struct {
+		at, back time.Duration
+		i        int
+	}
+	var kills []kill
+	for _, i := range rng.Perm(len(slots))[:int(cfg.KillAgents*float64(len(slots)))] {
+		at := time.Duration(rng.Float64() * 0.7 * float64(cfg.Duration))
+		kills = append(kills, kill{at: at, back: at + 5*time.Second + time.Duration(rng.Intn(10))*time.Second, i: i})
+	}
+	epoch := clock.Now()
+	tick := clock.NewTicker(time.Second)
+	defer tick.Stop()
+	lastProgress := time.Now()
+	var last time.Duration
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+		t := clock.Now().Sub(epoch)
+		dt := (t - last).Seconds()
+		last = t
+		applyWorkload(t)
+		for k := range kills {
+			kl := &kills[k]
+			if kl.at >= 0 && t >= kl.at {
+				slots[kl.i].cancel()
+				<-slots[kl.i].done
+				for _, s := range slots {
+					if s != slots[kl.i] {
+						s.r.MemberDown(hosts[kl.i])
+					}
+				}
+				kl.at = -1
+				rep.Agents.Killed++
+			}
+			if kl.at < 0 && kl.back >= 0 && t >= kl.back {
+				if err := start(kl.i); err != nil {
+					return nil, err
+				}
+				for _, s := range slots {
+					s.r.MemberUp(hosts[kl.i])
+				}
+				kl.back = -1
+			}
+		}
+		over := 0
+		for _, h := range hosts {
+			if cloud.Overloaded(h) {
+				over++
+			}
+		}
+		rep.OverloadSeconds += float64(over) * dt
+		st.mu.Lock()
+		inflight := len(st.inFlight)
+		pending := st.unsolvable
+		st.unsolvable = nil
+		st.mu.Unlock()
+		if cfg.Mode == "dvms" {
+			rep.Events.UnsolvableWithGlobal += globalCheck(pending, cloud, cfg, hosts)
+		}
+		migrating.Store(int64(cloud.Stats().InFlight))
+		rep.Series = append(rep.Series, Sample{T: t.Seconds(), Overloaded: over, InFlight: inflight, Migrating: int(migrating.Load())})
+		if cfg.Progress != nil && time.Since(lastProgress) >= time.Second {
+			lastProgress = time.Now()
+			st.mu.Lock()
+			fmt.Fprintf(cfg.Progress, "\r[%5.0fs/%.0fs] overloaded %4d  events in flight %4d  solved %5d  migrations %5d  merges %4d ",
+				t.Seconds(), cfg.Duration.Seconds(), over, inflight, st.ended[scheduler.Solved], cloud.Stats().Completed, st.merges)
+			st.mu.Unlock()
+		}
+		if t >= cfg.Duration {
+			break
+		}
+	}
+	if cfg.Progress != nil {
+		fmt.Fprintln(cfg.Progress)
+	}
+	cancel()
+	<-centralDone
+	for _, s := range slots {
+		<-s.done
+		rep.Messages.Dropped += s.r.Dropped()
+	}
+	cloud.Advance()
+	finish(rep, st, cloud, cfg, hosts, wallStart)
+	return rep, nil
+}
+
+// build creates hosts and places servers first-fit on a random host
+// order, within placement capacity.
+func build(cloud *fake.Cloud, cfg Config, rng *rand.Rand) ([]string, []ServerSpec, error) {
+	hosts := make([]string, cfg.Hosts)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("compute-%05d", i+1)
+		cloud.AddHost(nova.Host{
+			Name: hosts[i], Zone: "nova", VCPUs: cfg.HostCPUs, RAMMB: cfg.HostRAMMB,
+			CPUAllocRatio: cfg.CPUAllocRatio, RAMAllocRatio: 1.0,
+			Service: nova.Service{ID: fmt.Sprintf("svc-%d", i+1), Host: hosts[i], Status: nova.ServiceEnabled, State: nova.ServiceUp},
+		})
+	}
+	specs := make([]ServerSpec, 0, cfg.Servers)
+	used := make([]struct{ v, r int }, cfg.Hosts)
+	for i := 0; i < cfg.Servers; i++ {
+		f := flavors[rng.Intn(len(flavors))]
+		s := ServerSpec{Name: fmt.Sprintf("server-%06d", i+1), VCPUs: f.vcpus, RAMMB: f.ram}
+		placed := false
+		for try, h := 0, rng.Intn(cfg.Hosts); try < cfg.Hosts; try, h = try+1, (h+1)%cfg.Hosts {
+			if float64(used[h].v+f.vcpus) <= float64(cfg.HostCPUs)*cfg.CPUAllocRatio && used[h].r+f.ram <= cfg.HostRAMMB {
+				err := cloud.AddServer(nova.Server{ID: s.Name, Name: s.Name, Host: hosts[h], Zone: "nova",
+					Status: nova.StatusActive, Flavor: f.name, VCPUs: f.vcpus, RAMMB: f.ram})
+				if err != nil {
+					return nil, nil, fmt.Errorf("place %s: %w", s.Name, err)
+				}
+				used[h].v += f.vcpus
+				used[h].r += f.ram
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			return nil, nil, fmt.Errorf("%d servers do not fit on %d hosts of %d cores (ratio %.1f) / %d MB", cfg.Servers, cfg.Hosts, cfg.HostCPUs, cfg.CPUAllocRatio, cfg.HostRAMMB)
+		}
+		specs = append(specs, s)
+	}
+	return hosts, specs, nil
+}
+
+func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []string, wallStart time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	rep.Events.Solved = st.ended[scheduler.Solved]
+	rep.Events.Unsolvable = st.ended[scheduler.Unsolvable]
+	rep.Events.Failed = st.ended[scheduler.Failed]
+	rep.Events.Aborted = st.ended[scheduler.Aborted]
+	rep.Events.InFlight = len(st.inFlight)
+	rep.Events.Total = rep.Events.Solved + rep.Events.Unsolvable + rep.Events.Failed + rep.Events.Aborted + rep.Events.InFlight
+	rep.SolveMS = percentiles(st.solveMS)
+	for _, n := range st.sizes {
+		rep.Partitions.MaxSize = max(rep.Partitions.MaxSize, n)
+		rep.Partitions.MeanSize += float64(n)
+	}
+	if len(st.sizes) > 0 {
+		rep.Partitions.MeanSize = round(rep.Partitions.MeanSize / float64(len(st.sizes)))
+	}
+	rep.Merges.Committed, rep.Merges.Refused = st.merges, st.refused
+	rep.Messages.Total = int(st.messages.Load())
+	if rep.Events.Total > 0 {
+		rep.Messages.PerEvent = round(float64(rep.Messages.Total) / float64(rep.Events.Total))
+	}
+	fs := cloud.Stats()
+	rep.Migrations.Total, rep.Migrations.Failed = fs.Started, fs.Failed
+	rep.Faults.Injected = cloud.FaultsInjected()
+	v := cloud.Violations()
+	rep.Safety.Violations = len(v)
+	for i, x := range v {
+		if i == 10 {
+			rep.Safety.Descriptions = append(rep.Safety.Descriptions, fmt.Sprintf("... and %d more", len(v)-10))
+			break
+		}
+		rep.Safety.Descriptions = append(rep.Safety.Descriptions, x.String())
+	}
+	rep.Safety.ServersLost = cloud.ServersLost()
+	rep.WallS = round(time.Since(wallStart).Seconds())
+}
+
+// globalCheck runs the solver over the whole cloud, within a simulated
+// second of each unsolvable event's end: a solution there means the
+// protocol missed one (a liveness miss, reported, not hidden).
+func globalCheck(recs []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts []string) int {
+	if len(recs) == 0 {
+		return 0
+	}
+	ctx := context.Background()
+	all := make([]scheduler.Host, 0, len(hosts))
+	for _, h := range hosts {
+		sh, err := runtime.Sample(ctx, cloud, cloud, h, cfg.Runtime.DrainReason)
+		if err != nil {
+			continue
+		}
+		all = append(all, sh)
+	}
+	missed := 0
+	for _, r := range recs {
+		opt := scheduler.DefaultSolveOptions()
+		opt.Restarts = 4
+		sol := scheduler.Solve(scheduler.Problem{Events: []scheduler.Event{r.Event}, Hosts: all, Thresholds: cfg.Agent.Thresholds}, opt)
+		if sol.OK && len(sol.Moves) > 0 {
+			missed++
+		}
+	}
+	return missed
+}
