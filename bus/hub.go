@@ -42,7 +42,9 @@ type hubMsg struct {
 }
 
 // NewHub returns a hub whose delivery order follows seed.
-func NewHub(seed int64) *Hub { return &Hub{rng: rand.New(rand.NewSource(seed)), cut: map[[2]string]bool{}} }
+func NewHub(seed int64) *Hub {
+	return &Hub{rng: rand.New(rand.NewSource(seed)), cut: map[[2]string]bool{}}
+}
 
 // Transport returns the endpoint named name.
 func (h *Hub) Transport(name string) Transport { return &hubEnd{hub: h, name: name} }

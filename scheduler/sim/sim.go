@@ -54,7 +54,7 @@ type Config struct {
 	CentralPeriod     time.Duration
 	CentralSolveLimit time.Duration
 	Agent             scheduler.Config // template; ID and Incarnation filled in
-	Runtime    runtime.Config
+	Runtime           runtime.Config
 	// Progress, if set, receives a live status line every wall second.
 	Progress io.Writer
 	Log      zerolog.Logger
