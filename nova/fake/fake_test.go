@@ -137,4 +137,6 @@ func BenchmarkServersOnHost(b *testing.B) {
 	}
 }
 
-func hostName(i int) string { return "h" + string(rune('a'+i%26)) + string(rune('a'+(i/26)%26)) + string(rune('a'+(i/676)%26)) }
+func hostName(i int) string {
+	return "h" + string(rune('a'+i%26)) + string(rune('a'+(i/26)%26)) + string(rune('a'+(i/676)%26))
+}
