@@ -107,6 +107,7 @@ func (c *Cloud) Demand(ctx context.Context, name string) (map[string]nova.Demand
 	if !ok {
 		return nil, fmt.Errorf("demand of %s: %w", name, nova.ErrNotFound)
 	}
+	h.readSeq = h.demandSeq
 	out := make(map[string]nova.Demand, len(h.servers))
 	for id, s := range h.servers {
 		out[id] = s.demand
@@ -176,7 +177,10 @@ func (c *Cloud) LiveMigrate(ctx context.Context, id, dest string) (nova.Receipt,
 		}
 		cpu += s.demand.CPU
 		ram += s.demand.RAMMB
-		if cpu > float64(dst.VCPUs)*c.cfg.OverloadCPU+1e-9 || ram > float64(dst.RAMMB)*c.cfg.OverloadRAM+1e-9 {
+		over := cpu > float64(dst.VCPUs)*c.cfg.OverloadCPU+1e-9 || ram > float64(dst.RAMMB)*c.cfg.OverloadRAM+1e-9
+		if over && (dst.demandSeq != dst.readSeq || src.demandSeq != src.readSeq) {
+			c.drift = append(c.drift, Violation{At: now, Message: fmt.Sprintf("destination %s overloaded by %s after demand changed since it was read: cpu %.2f/%d", dest, id, cpu, dst.VCPUs)})
+		} else if over {
 			c.violate("plan overloads destination %s with %s: cpu %.2f/%d ram %.0f/%d (request %s)", dest, id, cpu, dst.VCPUs, ram, dst.RAMMB, rc.GlobalRequestID)
 		}
 		if g := rc.GlobalRequestID; g != "" {

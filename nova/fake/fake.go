@@ -103,6 +103,10 @@ type host struct {
 	nova.Host
 	servers      map[string]*server
 	usedV, usedR int // placement allocations, servers moving in included
+	// demandSeq counts demand changes of the host's servers; readSeq is
+	// its value at the last Demand read. They tell a plan's fault from
+	// demand that moved after the executor's re-check.
+	demandSeq, readSeq int
 }
 
 type server struct {
@@ -148,6 +152,7 @@ type Cloud struct {
 	expected int
 	lastLost int
 	viol     []Violation
+	drift    []Violation
 	stats    Stats
 	faults   int
 	seq      int
@@ -259,6 +264,11 @@ func (c *Cloud) SetDemand(id string, d nova.Demand) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.servers[id]; ok {
+		if s.demand != d {
+			if h := c.hosts[s.Host]; h != nil {
+				h.demandSeq++
+			}
+		}
 		s.demand = d
 	}
 }
@@ -294,6 +304,16 @@ func (c *Cloud) Violations() []Violation {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.viol)
+}
+
+// Drift returns destinations found overloaded at a migration's start
+// because demand changed after the last read of it (the executor's
+// re-check): the workload moved, not the plan. Reported apart from
+// Violations.
+func (c *Cloud) Drift() []Violation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.drift)
 }
 
 // ServersLost is how many servers are missing (or duplicated) compared

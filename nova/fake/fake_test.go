@@ -82,6 +82,10 @@ func TestObserverCatchesBadPlans(t *testing.T) {
 	c.SetDemand("busy", nova.Demand{CPU: 7, RAMMB: 1024})
 	_ = c.AddServer(server("hot", "compute-1", 2, 1024))
 	c.SetDemand("hot", nova.Demand{CPU: 2, RAMMB: 1024})
+	// The executor re-checks demand right before acting: reading it makes
+	// an overload the plan's fault, not drift.
+	_, _ = c.Demand(ctx, "compute-1")
+	_, _ = c.Demand(ctx, "compute-2")
 	if _, err := c.LiveMigrate(ctx, "hot", "compute-2"); err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +99,17 @@ func TestObserverCatchesBadPlans(t *testing.T) {
 	}
 	if c.ServersLost() != 0 {
 		t.Fatal("servers lost")
+	}
+	// Demand that changes after the last read is drift, reported apart.
+	_ = c.AddServer(server("late", "compute-1", 1, 512))
+	_, _ = c.Demand(ctx, "compute-1")
+	_, _ = c.Demand(ctx, "compute-2")
+	c.SetDemand("busy", nova.Demand{CPU: 8, RAMMB: 1024})
+	if _, err := c.LiveMigrate(ctx, "late", "compute-2"); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Drift()) != 1 || len(c.Violations()) != 2 {
+		t.Fatalf("drift %v violations %v", c.Drift(), c.Violations())
 	}
 }
 

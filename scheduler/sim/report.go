@@ -58,8 +58,12 @@ type Report struct {
 		Injected int `json:"injected"`
 	} `json:"faults"`
 	Safety struct {
-		Violations   int      `json:"violations"`
-		ServersLost  int      `json:"servers_lost"`
+		Violations  int `json:"violations"`
+		ServersLost int `json:"servers_lost"`
+		// DemandDrift counts destinations found overloaded at a
+		// migration's start because the workload changed demand after
+		// the executor's re-check (not counted as violations).
+		DemandDrift  int      `json:"demand_drift"`
 		Descriptions []string `json:"descriptions,omitempty"`
 	} `json:"safety"`
 
@@ -119,7 +123,7 @@ func (r *Report) WriteText(w io.Writer) {
 		r.Partitions.MaxSize, r.Partitions.MeanSize, r.Merges.Committed, r.Merges.Refused)
 	fmt.Fprintf(w, "  messages    %d (%.1f per event, %d dropped)   agents killed %d   faults injected %d\n",
 		r.Messages.Total, r.Messages.PerEvent, r.Messages.Dropped, r.Agents.Killed, r.Faults.Injected)
-	fmt.Fprintf(w, "  safety      %d violations, %d servers lost\n", r.Safety.Violations, r.Safety.ServersLost)
+	fmt.Fprintf(w, "  safety      %d violations, %d servers lost (%d destinations overloaded by demand drift after re-check)\n", r.Safety.Violations, r.Safety.ServersLost, r.Safety.DemandDrift)
 	for _, d := range r.Safety.Descriptions {
 		fmt.Fprintf(w, "    - %s\n", d)
 	}

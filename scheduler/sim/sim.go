@@ -428,6 +428,7 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 		rep.Safety.Descriptions = append(rep.Safety.Descriptions, x.String())
 	}
 	rep.Safety.ServersLost = cloud.ServersLost()
+	rep.Safety.DemandDrift = len(cloud.Drift())
 	rep.WallS = round(time.Since(wallStart).Seconds())
 }
 

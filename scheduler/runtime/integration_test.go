@@ -1,0 +1,154 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/fake"
+	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/runtime"
+)
+
+type cluster struct {
+	cloud *fake.Cloud
+	ns    *bus.Embedded
+	hosts []string
+	mu    sync.Mutex
+	recs  []scheduler.Record
+	wg    sync.WaitGroup
+}
+
+// startCluster runs one runtime per host over a real in-process NATS
+// server, on a simulated cloud whose first host is overloaded.
+func startCluster(t *testing.T, ctx context.Context, n int, scale float64) *cluster {
+	t.Helper()
+	clock := runtime.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), scale)
+	c := &cluster{cloud: fake.New(fake.DefaultConfig(), clock)}
+	for i := 1; i <= n; i++ {
+		h := fmt.Sprintf("compute-%d", i)
+		c.hosts = append(c.hosts, h)
+		c.cloud.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 32768, CPUAllocRatio: 4, RAMAllocRatio: 1})
+		load := 2
+		if i == 1 {
+			load = 5 // 5 servers x 2 cores = 10 > 8
+		}
+		for j := 0; j < load; j++ {
+			id := fmt.Sprintf("s-%d-%d", i, j)
+			if err := c.cloud.AddServer(nova.Server{ID: id, Name: id, Host: h, VCPUs: 2, RAMMB: 2048}); err != nil {
+				t.Fatal(err)
+			}
+			c.cloud.SetDemand(id, nova.Demand{CPU: 2, RAMMB: 1024})
+		}
+	}
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ns = ns
+	t.Cleanup(ns.Shutdown)
+	arb := consensus.NewLocal(clock.Now)
+	rc := runtime.DefaultConfig()
+	rc.Region = "it"
+	rc.Exec.Poll = 200 * time.Millisecond
+	for _, h := range c.hosts {
+		tr, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: h, ReconnectWait: 50 * time.Millisecond, MaxReconnects: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ac := scheduler.DefaultConfig(h)
+		ac.Incarnation = "it"
+		r, err := runtime.New(rc, ac, c.hosts, runtime.Deps{
+			Bus: tr, Nova: c.cloud, Demand: c.cloud, Arbiter: arb, Clock: clock, Log: zerolog.Nop(),
+			Hooks: runtime.Hooks{OnRecord: func(_ string, r scheduler.Record) {
+				c.mu.Lock()
+				c.recs = append(c.recs, r)
+				c.mu.Unlock()
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			defer tr.Close()
+			_ = r.Run(ctx)
+		}()
+	}
+	return c
+}
+
+func (c *cluster) count(k scheduler.RecordKind, o scheduler.Outcome) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, r := range c.recs {
+		if r.Kind == k && (o == 0 || r.Outcome == o) {
+			n++
+		}
+	}
+	return n
+}
+
+func waitFor(t *testing.T, d time.Duration, cond func() bool) bool {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cond()
+}
+
+// Agents over a real NATS server solve an overload on a simulated cloud.
+func TestAgentsOverNATSSolveOverload(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := startCluster(t, ctx, 5, 10)
+	defer c.wg.Wait()
+	defer cancel()
+	ok := waitFor(t, 20*time.Second, func() bool {
+		return !c.cloud.Overloaded("compute-1") && c.count(scheduler.RecEventEnded, scheduler.Solved) >= 1
+	})
+	if !ok {
+		t.Fatalf("overload not solved: %d events raised, %d ended", c.count(scheduler.RecEventRaised, 0), c.count(scheduler.RecEventEnded, 0))
+	}
+	if v := c.cloud.Violations(); len(v) > 0 || c.cloud.ServersLost() != 0 {
+		t.Fatalf("violations %v, lost %d", v, c.cloud.ServersLost())
+	}
+	if c.cloud.Stats().Completed == 0 {
+		t.Fatal("solved without a migration")
+	}
+}
+
+// The NATS server restarts during a run: agents reconnect, partitions in
+// flight time out, and the event is raised again and solved.
+func TestNATSRestartDuringRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := startCluster(t, ctx, 5, 10)
+	defer c.wg.Wait()
+	defer cancel()
+	// Restart as soon as the first partition exists.
+	waitFor(t, 10*time.Second, func() bool { return c.count(scheduler.RecEventRaised, 0) > 0 })
+	if err := c.ns.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	ok := waitFor(t, 30*time.Second, func() bool {
+		return !c.cloud.Overloaded("compute-1") && c.count(scheduler.RecEventEnded, scheduler.Solved) >= 1
+	})
+	if !ok {
+		t.Fatalf("not solved after a NATS restart: raised %d, ended %d", c.count(scheduler.RecEventRaised, 0), c.count(scheduler.RecEventEnded, 0))
+	}
+	if v := c.cloud.Violations(); len(v) > 0 || c.cloud.ServersLost() != 0 {
+		t.Fatalf("violations %v, lost %d", v, c.cloud.ServersLost())
+	}
+}

@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func small(seed int64) Config {
+	c := DefaultConfig()
+	c.Hosts, c.Servers, c.Seed = 40, 400, seed
+	c.Duration, c.TimeScale = 40*time.Second, 20
+	return c
+}
+
+func checkSafe(t *testing.T, r *Report) {
+	t.Helper()
+	if r.Safety.Violations != 0 || r.Safety.ServersLost != 0 {
+		t.Fatalf("safety: %d violations (%v), %d servers lost", r.Safety.Violations, r.Safety.Descriptions, r.Safety.ServersLost)
+	}
+}
+
+// Whole system over a real embedded NATS server, several seeds: DESIGN §8
+// as the simulated cloud's observer sees it, and no event given up while
+// the whole cloud had a solution.
+func TestSimulateSeeds(t *testing.T) {
+	for _, seed := range []int64{1, 2, 3} {
+		r, err := Run(context.Background(), small(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSafe(t, r)
+		if r.Events.Total == 0 || r.Events.Solved == 0 || r.Migrations.Total == 0 {
+			t.Fatalf("seed %d: nothing happened: %+v", seed, r.Events)
+		}
+		if r.Events.UnsolvableWithGlobal != 0 {
+			t.Fatalf("seed %d: %d events given up with a solution in the cloud", seed, r.Events.UnsolvableWithGlobal)
+		}
+	}
+}
+
+// Agents killed and restarted, Nova faults injected: still safe.
+func TestSimulateWithFaults(t *testing.T) {
+	c := small(4)
+	c.KillAgents, c.NovaFaults = 0.1, 0.1
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSafe(t, r)
+	if r.Agents.Killed != 4 || r.Faults.Injected == 0 {
+		t.Fatalf("faults not exercised: killed %d, injected %d", r.Agents.Killed, r.Faults.Injected)
+	}
+	if r.Events.Solved == 0 {
+		t.Fatal("nothing solved under faults")
+	}
+}
+
+// Saturation forces Blocked partitions to merge.
+func TestSimulateSaturatedMerges(t *testing.T) {
+	c := small(3)
+	c.Workload = "saturated"
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSafe(t, r)
+	if r.Merges.Committed == 0 {
+		t.Fatalf("no merge under saturation: %+v %+v", r.Events, r.Partitions)
+	}
+}
+
+func TestWorkloads(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.csv")
+	if err := os.WriteFile(trace, []byte("time_s,server,cpu,ram_mb\n0,server-000001,1.5,0\n10,0,0.5,512\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	specs := []ServerSpec{{Name: "server-000001", VCPUs: 2, RAMMB: 1024}}
+	w, err := NewWorkload(trace, specs, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []float64
+	w.Update(5*time.Second, func(_ int, cpu, _ float64) { got = append(got, cpu) })
+	w.Update(10*time.Second, func(_ int, cpu, _ float64) { got = append(got, cpu) })
+	if len(got) != 2 || got[0] != 1.5 || got[1] != 0.5 {
+		t.Fatalf("csv workload %v", got)
+	}
+	bad := filepath.Join(dir, "bad.csv")
+	_ = os.WriteFile(bad, []byte("0,nobody,1,1\n"), 0o600)
+	if _, err := NewWorkload(bad, specs, nil, 0); err == nil || !strings.Contains(err.Error(), "unknown server") {
+		t.Fatalf("bad trace: %v", err)
+	}
+	pl := "../../../shared/traces/planetlab/planetlab-20110303.csv"
+	if _, err := os.Stat(pl); err != nil {
+		t.Skipf("PlanetLab traces not beside the repository (%v): CI has them in ../shared", err)
+	}
+	w, err = NewWorkload("planetlab:"+pl, specs, nil, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	w.Update(0, func(_ int, cpu, _ float64) { got = append(got, cpu) })
+	if len(got) != 1 || got[0] != 0.48 { // first VM, first sample 24 % of 2 vCPUs
+		t.Fatalf("planetlab %v", got)
+	}
+}
+
+func TestReportSVG(t *testing.T) {
+	r := &Report{Hosts: 2, Series: []Sample{{T: 0, Overloaded: 1}, {T: 1, InFlight: 2}}}
+	var b strings.Builder
+	if err := r.WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.String(), "<svg") || strings.Count(b.String(), "<polyline") != 3 {
+		t.Fatalf("svg %q", b.String()[:80])
+	}
+}
