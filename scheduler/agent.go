@@ -681,16 +681,14 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 	}
 }
 
-// PlanDone reports the execution of a plan; failed counts failed actions.
-func (a *Agent) PlanDone(partID string, version uint64, failed int, reason string) {
+// PlanDone reports the execution of a plan: Solved when every action was
+// done, Failed when one failed, Aborted when re-checks skipped actions
+// (the world changed: the event is raised again if it still holds).
+func (a *Agent) PlanDone(partID string, version uint64, o Outcome, reason string) {
 	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phExecuting {
 		return
 	}
-	if failed > 0 {
-		a.dissolve(Failed, reason)
-		return
-	}
-	a.dissolve(Solved, reason)
+	a.dissolve(o, reason)
 }
 
 // tourDone: the request came back without finding a free node.
@@ -803,6 +801,13 @@ func (a *Agent) onDissolve(m Message) {
 	}
 	if m.Version < p.Version && m.From != p.Leader {
 		a.drop(m, "stale dissolution")
+		return
+	}
+	if a.leader() && a.phase == phExecuting {
+		// A member gave up on us, but our plan is running: the partition
+		// lives until the executor reports, so its outcome is recorded.
+		// The executor's re-checks protect hosts that left.
+		a.drop(m, "dissolution while executing")
 		return
 	}
 	a.end(m.Outcome, m.Reason, m.Solved)

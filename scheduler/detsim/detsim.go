@@ -324,7 +324,11 @@ func (c *Cluster) progress() {
 		e.step++
 		if e.step >= len(e.req.Plan.Steps) || c.Crashed[e.host] {
 			if !c.Crashed[e.host] {
-				c.Agents[e.host].PlanDone(e.req.PartID, e.req.Version, e.fail, "executed")
+				o := scheduler.Solved
+				if e.fail > 0 {
+					o = scheduler.Failed
+				}
+				c.Agents[e.host].PlanDone(e.req.PartID, e.req.Version, o, "executed")
 				c.flush(e.host)
 			}
 			continue

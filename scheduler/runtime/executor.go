@@ -99,7 +99,7 @@ func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan schedul
 	var out ExecResult
 	for i, step := range plan.Steps {
 		results := make([]ActionResult, len(step))
-		incoming := &incoming{cpu: map[string]float64{}, ram: map[string]float64{}}
+		incoming := &incoming{cpu: map[string]float64{}, ram: map[string]float64{}, vcpus: map[string]int{}}
 		var wg sync.WaitGroup
 		for j, a := range step {
 			wg.Add(1)
@@ -143,6 +143,7 @@ func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan schedul
 type incoming struct {
 	mu       sync.Mutex
 	cpu, ram map[string]float64
+	vcpus    map[string]int
 }
 
 func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Action, in *incoming) ActionResult {
@@ -156,6 +157,10 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 	if e.cfg.DryRun {
 		r.Outcome, r.Reason = "skipped", "advise mode: not executed"
 		log.Info().Msg("advise: would run action")
+		return r
+	}
+	if err := ctx.Err(); err != nil {
+		r.Outcome, r.Reason = "skipped", "stopping: "+err.Error()
 		return r
 	}
 	start := e.clock.Now()
@@ -200,12 +205,36 @@ func (e *Executor) recheck(ctx context.Context, a scheduler.Action, in *incoming
 	if h.Service.Disabled() || h.Service.State == nova.ServiceDown {
 		return "destination is " + h.Service.Status + "/" + h.Service.State
 	}
+	// Placement holds a moving server on both hosts: allocations on the
+	// destination beyond its listed servers are migrations coming in. Any
+	// not started by this step come from elsewhere (a partition that lost
+	// this host): do not pile on.
+	servers, err := retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, a.To) })
+	if err != nil {
+		return "destination servers re-read failed: " + err.Error()
+	}
+	listed := 0
+	for _, s := range servers {
+		listed += s.VCPUs
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if foreign := h.VCPUsUsed - listed - in.vcpus[a.To]; foreign > 0 {
+		return fmt.Sprintf("destination has %d VCPU of migrations in progress from elsewhere", foreign)
+	}
 	if float64(h.VCPUsUsed+a.VCPUs) > h.AllocatableVCPUs()+1e-9 || float64(h.RAMMBUsed+a.RAMMB) > h.AllocatableRAMMB()+1e-9 {
 		return "destination placement capacity no longer fits"
 	}
+	mine := nova.Demand{CPU: a.CPU, RAMMB: a.RAM}
 	if e.demand != nil {
+		// The server's demand now, not as the plan saw it.
+		srcDemand, err := e.demand.Demand(ctx, a.From)
+		if err != nil {
+			return "source demand unknown: " + err.Error()
+		}
+		if d, ok := srcDemand[a.Server]; ok {
+			mine = d
+		}
 		d, err := e.demand.Demand(ctx, a.To)
 		if err != nil {
 			return "destination demand unknown: " + err.Error()
@@ -215,14 +244,15 @@ func (e *Executor) recheck(ctx context.Context, a scheduler.Action, in *incoming
 			cpu += v.CPU
 			ram += v.RAMMB
 		}
-		cpu += in.cpu[a.To] + a.CPU
-		ram += in.ram[a.To] + a.RAM
+		cpu += in.cpu[a.To] + mine.CPU
+		ram += in.ram[a.To] + mine.RAMMB
 		if cpu > float64(h.VCPUs)*e.thr.CPUOverload+1e-9 || ram > float64(h.RAMMB)*e.thr.RAMOverload+1e-9 {
 			return fmt.Sprintf("destination would be overloaded (cpu %.1f/%d, ram %.0f/%d)", cpu, h.VCPUs, ram, h.RAMMB)
 		}
 	}
-	in.cpu[a.To] += a.CPU
-	in.ram[a.To] += a.RAM
+	in.cpu[a.To] += mine.CPU
+	in.ram[a.To] += mine.RAMMB
+	in.vcpus[a.To] += a.VCPUs
 	return ""
 }
 

@@ -317,11 +317,14 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 			r.d.Hooks.OnExec(r.agent.ID(), req.Event, res)
 		}
 		reason := fmt.Sprintf("%d done, %d skipped, %d failed", res.Done, res.Skipped, res.Failed)
-		bad := res.Failed
-		if res.Skipped > 0 && res.Done == 0 {
-			bad = res.Skipped // nothing of the plan happened: the event is not solved
+		o := scheduler.Solved
+		switch {
+		case res.Failed > 0:
+			o = scheduler.Failed
+		case res.Skipped > 0:
+			o = scheduler.Aborted // re-checks skipped part of the plan
 		}
-		r.post(ctx, func(a *scheduler.Agent) { a.PlanDone(req.PartID, req.Version, bad, reason) })
+		r.post(ctx, func(a *scheduler.Agent) { a.PlanDone(req.PartID, req.Version, o, reason) })
 	}()
 }
 
