@@ -1,0 +1,83 @@
+package fake
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config tunes the simulated cloud. The zero value is not usable: start
+// from DefaultConfig.
+type Config struct {
+	// Seed seeds the cloud's random sources: ids (UUIDs, local request
+	// ids) and fault draws. The same seed and the same sequence of calls
+	// give the same cloud. Default 0.
+	Seed int64
+	// BandwidthMBps is the live-migration bandwidth in MB/s: a move takes
+	// MigrationOverhead + RAMMB / BandwidthMBps. Default 1000 (a 4 GiB
+	// server takes about 4 s plus the overhead). Must be > 0.
+	BandwidthMBps float64
+	// MigrationOverhead is the fixed part of a live migration's duration
+	// (scheduling, pre-checks, post-migration). Default 1 s. Must be >= 0.
+	MigrationOverhead time.Duration
+	// FaultRate is the probability, in [0, 1], that an API call fails
+	// (HTTP 500, HTTP 409 on actions, or a timeout) and that a live
+	// migration that passed scheduling ends in error. Default 0.
+	FaultRate float64
+	// OverloadCPU and OverloadRAM are the observer's limits, as fractions
+	// of a host's physical capacity (VCPUs, RAMMB): at the start of a live
+	// migration the destination's demand must stay within them, and
+	// Overloaded reports hosts above them. Default 1.0 each. Must be > 0.
+	OverloadCPU, OverloadRAM float64
+}
+
+// DefaultConfig returns 1000 MB/s, 1 s overhead, no faults and overload
+// limits at 100 % of physical capacity.
+func DefaultConfig() Config {
+	return Config{BandwidthMBps: 1000, MigrationOverhead: time.Second, OverloadCPU: 1, OverloadRAM: 1}
+}
+
+// Validate returns every problem of c, joined, or nil.
+func (c Config) Validate() error {
+	var errs []error
+	if !(c.BandwidthMBps > 0) {
+		errs = append(errs, fmt.Errorf("fake: BandwidthMBps must be > 0, got %v", c.BandwidthMBps))
+	}
+	if c.MigrationOverhead < 0 {
+		errs = append(errs, fmt.Errorf("fake: MigrationOverhead must be >= 0, got %v", c.MigrationOverhead))
+	}
+	if !(c.FaultRate >= 0 && c.FaultRate <= 1) {
+		errs = append(errs, fmt.Errorf("fake: FaultRate must be in [0, 1], got %v", c.FaultRate))
+	}
+	if !(c.OverloadCPU > 0) {
+		errs = append(errs, fmt.Errorf("fake: OverloadCPU must be > 0, got %v", c.OverloadCPU))
+	}
+	if !(c.OverloadRAM > 0) {
+		errs = append(errs, fmt.Errorf("fake: OverloadRAM must be > 0, got %v", c.OverloadRAM))
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults replaces each invalid field by its default.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if !(c.BandwidthMBps > 0) {
+		c.BandwidthMBps = d.BandwidthMBps
+	}
+	if c.MigrationOverhead < 0 {
+		c.MigrationOverhead = d.MigrationOverhead
+	}
+	if !(c.FaultRate >= 0) {
+		c.FaultRate = 0
+	}
+	if c.FaultRate > 1 {
+		c.FaultRate = 1
+	}
+	if !(c.OverloadCPU > 0) {
+		c.OverloadCPU = d.OverloadCPU
+	}
+	if !(c.OverloadRAM > 0) {
+		c.OverloadRAM = d.OverloadRAM
+	}
+	return c
+}
