@@ -1,7 +1,9 @@
 // Package novatest is the contract every nova.Client must honour: one
 // behaviour suite, run against nova/fake in the unit tier and against a
 // real Nova (Debian's Zed, fake virt driver) in the functional tier, so
-// the fake cannot drift from Nova.
+// that the fake cannot drift from Nova.
+//
+// It imports nova and testing only; implementations bring a Fixture.
 package novatest
 
 import (
@@ -15,16 +17,34 @@ import (
 	"github.com/dvms-project/dvms/nova"
 )
 
+// Timeouts of the suite, generous for a real cloud on a small machine (a
+// fake-driver live migration takes 5–10 s there).
+const (
+	// ActionTimeout bounds one asynchronous action (migration, shelve,
+	// unshelve, boot) reaching its end.
+	ActionTimeout = 3 * time.Minute
+	// SettleTimeout bounds waiting for a server to settle (no task state)
+	// before cleanup.
+	SettleTimeout = 2 * time.Minute
+)
+
 // Fixture sets up the state the suite needs; each implementation knows
-// how (the fake directly, a real cloud through its API).
+// how (the fake directly, a real cloud through its API). The suite calls
+// it from one goroutine.
 type Fixture interface {
-	// Hosts are at least two enabled compute hosts the suite may use.
+	// Hosts names at least two enabled, up compute hosts the suite may
+	// use, each with room for a few 1-VCPU / 512 MB servers.
 	Hosts() []string
-	// CreateServer boots an ACTIVE server of vcpus/ramMB on host.
-	CreateServer(ctx context.Context, name string, vcpus, ramMB int, host string) (string, error)
+	// CreateServer boots a server of vcpus / ramMB named name on host and
+	// returns its ID. It may return before the server is ACTIVE: the
+	// suite waits for that.
+	CreateServer(ctx context.Context, name string, vcpus, ramMB int, host string) (id string, err error)
+	// DeleteServer deletes a server the suite created (it may return
+	// before the deletion ends).
 	DeleteServer(ctx context.Context, id string) error
-	// WaitFor polls cond until it holds or timeout passes (advancing a
-	// simulated clock, or sleeping on a real cloud).
+	// WaitFor polls cond until it holds (true) or timeout passes (false):
+	// advancing a simulated clock between polls, or sleeping a few
+	// seconds on a real cloud.
 	WaitFor(timeout time.Duration, cond func() bool) bool
 }
 
@@ -34,198 +54,339 @@ type Env struct {
 	Fixture Fixture
 }
 
-// Run runs the contract. newEnv is called once per subtest.
-func Run(t *testing.T, newEnv func(t *testing.T) Env) {
-	ctx := context.Background()
-	t.Run("HostsHaveCapacityAndService", func(t *testing.T) {
-		e := newEnv(t)
-		hs, err := e.Client.Hosts(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range e.Fixture.Hosts()[:2] {
-			i := slices.IndexFunc(hs, func(h nova.Host) bool { return h.Name == name })
-			if i < 0 {
-				t.Fatalf("host %s missing from %d hosts", name, len(hs))
-			}
-			h := hs[i]
-			if h.VCPUs <= 0 || h.RAMMB <= 0 || h.AllocatableVCPUs() <= 0 {
-				t.Errorf("host %s without capacity: %+v", name, h)
-			}
-			if h.Service.ID == "" || h.Service.Status != nova.ServiceEnabled || h.Service.State != nova.ServiceUp {
-				t.Errorf("host %s service: %+v", name, h.Service)
-			}
-			one, err := e.Client.Host(ctx, name)
-			if err != nil || one.Name != name {
-				t.Errorf("Host(%s) = %+v, %v", name, one, err)
-			}
-		}
-		if _, err := e.Client.Host(ctx, "no-such-host"); !errors.Is(err, nova.ErrNotFound) {
-			t.Errorf("unknown host: err = %v, want ErrNotFound", err)
-		}
-	})
+// Global request ids the suite sends (X-OpenStack-Request-ID).
+const (
+	reqMigrate = "req-11111111-2222-4333-8444-555555555555"
+	reqShelve  = "req-66666666-7777-4888-8999-aaaaaaaaaaaa"
+)
 
-	t.Run("ServersOnHostAndUsage", func(t *testing.T) {
-		e := newEnv(t)
-		h := e.Fixture.Hosts()[0]
-		before, err := e.Client.Host(ctx, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := mustCreate(t, e, "contract-list", h)
-		ss, err := e.Client.Servers(ctx, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		i := slices.IndexFunc(ss, func(s nova.Server) bool { return s.ID == id })
-		if i < 0 {
-			t.Fatalf("server %s not listed on %s", id, h)
-		}
-		s := ss[i]
-		if s.Host != h || s.Status != nova.StatusActive || s.VCPUs != 1 || s.RAMMB != 512 {
-			t.Errorf("server %+v", s)
-		}
-		after, err := e.Client.Host(ctx, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if after.VCPUsUsed != before.VCPUsUsed+1 || after.RAMMBUsed != before.RAMMBUsed+512 {
-			t.Errorf("placement usage %d/%d -> %d/%d, want +1 VCPU +512 MB", before.VCPUsUsed, before.RAMMBUsed, after.VCPUsUsed, after.RAMMBUsed)
-		}
-		if _, err := e.Client.Server(ctx, "00000000-0000-0000-0000-000000000000"); !errors.Is(err, nova.ErrNotFound) {
-			t.Errorf("unknown server: err = %v, want ErrNotFound", err)
-		}
-	})
+// unknownServer is a UUID no cloud has.
+const unknownServer = "00000000-0000-4000-8000-00000000dead"
 
-	t.Run("LiveMigrateCompletes", func(t *testing.T) {
-		e := newEnv(t)
-		src, dst := e.Fixture.Hosts()[0], e.Fixture.Hosts()[1]
-		id := mustCreate(t, e, "contract-migrate", src)
-		rctx := nova.WithRequestID(ctx, "req-11111111-2222-4333-8444-555555555555")
-		rc, err := e.Client.LiveMigrate(rctx, id, dst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rc.GlobalRequestID != "req-11111111-2222-4333-8444-555555555555" || !strings.HasPrefix(rc.LocalRequestID, "req-") {
-			t.Errorf("receipt %+v", rc)
-		}
-		// A second action while it moves is a conflict.
-		if _, err := e.Client.LiveMigrate(ctx, id, src); err != nil && !errors.Is(err, nova.ErrConflict) {
-			t.Errorf("second migrate: err = %v, want ErrConflict (or accepted if the first already ended)", err)
-		}
-		m := waitMigration(t, e, id, 3*time.Minute)
-		if m.Status != nova.MigrationCompleted || m.Source != src || m.Dest != dst {
-			t.Fatalf("migration %+v", m)
-		}
-		s, err := e.Client.Server(ctx, id)
-		if err != nil || s.Host != dst || s.Status != nova.StatusActive {
-			t.Fatalf("after migration: %+v, %v", s, err)
-		}
-	})
-
-	t.Run("LiveMigrateToDisabledHostEndsInError", func(t *testing.T) {
-		e := newEnv(t)
-		src, dst := e.Fixture.Hosts()[0], e.Fixture.Hosts()[1]
-		id := mustCreate(t, e, "contract-disabled", src)
-		if err := e.Client.SetServiceStatus(ctx, dst, true, "dvms contract test"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = e.Client.SetServiceStatus(ctx, dst, false, "") })
-		h, err := e.Client.Host(ctx, dst)
-		if err != nil || !h.Service.Disabled() || h.Service.DisabledReason != "dvms contract test" {
-			t.Fatalf("disabled service: %+v, %v", h.Service, err)
-		}
-		_, err = e.Client.LiveMigrate(ctx, id, dst)
-		if err == nil {
-			m := waitMigration(t, e, id, 3*time.Minute)
-			if m.Status == nova.MigrationCompleted {
-				t.Fatalf("migrated to a disabled host: %+v", m)
-			}
-		} else if !errors.Is(err, nova.ErrBadRequest) && !errors.Is(err, nova.ErrConflict) {
-			t.Fatalf("err = %v", err)
-		}
-		ok := e.Fixture.WaitFor(time.Minute, func() bool {
-			s, err := e.Client.Server(ctx, id)
-			return err == nil && s.Host == src && s.Status == nova.StatusActive && s.TaskState == ""
-		})
-		if !ok {
-			t.Fatal("server did not stay ACTIVE on its source")
-		}
-	})
-
-	t.Run("ShelveOffloadAndUnshelveToHost", func(t *testing.T) {
-		e := newEnv(t)
-		src, dst := e.Fixture.Hosts()[0], e.Fixture.Hosts()[1]
-		id := mustCreate(t, e, "contract-shelve", src)
-		if _, err := e.Client.Shelve(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-		ok := e.Fixture.WaitFor(3*time.Minute, func() bool {
-			s, err := e.Client.Server(ctx, id)
-			if err != nil || s.TaskState != "" {
-				return false
-			}
-			if s.Status == nova.StatusShelved {
-				_, _ = e.Client.ShelveOffload(ctx, id)
-			}
-			return s.Status == nova.StatusShelvedOffloaded
-		})
-		if !ok {
-			t.Fatal("server not SHELVED_OFFLOADED")
-		}
-		ss, err := e.Client.Servers(ctx, src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.ContainsFunc(ss, func(s nova.Server) bool { return s.ID == id }) {
-			t.Error("offloaded server still listed on its host")
-		}
-		if _, err := e.Client.Unshelve(ctx, id, dst); err != nil {
-			t.Fatal(err)
-		}
-		ok = e.Fixture.WaitFor(3*time.Minute, func() bool {
-			s, err := e.Client.Server(ctx, id)
-			return err == nil && s.Status == nova.StatusActive && s.TaskState == "" && s.Host == dst
-		})
-		if !ok {
-			t.Fatal("server not ACTIVE on the named host after unshelve")
-		}
-	})
-
-	t.Run("ServiceDisableEnableRoundTrip", func(t *testing.T) {
-		e := newEnv(t)
-		h := e.Fixture.Hosts()[1]
-		if err := e.Client.SetServiceStatus(ctx, h, true, "dvms:maintenance contract"); err != nil {
-			t.Fatal(err)
-		}
-		got, err := e.Client.Host(ctx, h)
-		if err != nil || got.Service.Status != nova.ServiceDisabled || got.Service.DisabledReason != "dvms:maintenance contract" {
-			t.Fatalf("after disable: %+v, %v", got.Service, err)
-		}
-		if err := e.Client.SetServiceStatus(ctx, h, false, ""); err != nil {
-			t.Fatal(err)
-		}
-		got, err = e.Client.Host(ctx, h)
-		if err != nil || got.Service.Status != nova.ServiceEnabled {
-			t.Fatalf("after enable: %+v, %v", got.Service, err)
-		}
-		if err := e.Client.SetServiceStatus(ctx, "no-such-host", true, "x"); !errors.Is(err, nova.ErrNotFound) {
-			t.Errorf("unknown host: err = %v, want ErrNotFound", err)
-		}
-	})
-
-	t.Run("ActionsOnUnknownServer", func(t *testing.T) {
-		e := newEnv(t)
-		id := "00000000-0000-0000-0000-000000000000"
-		if _, err := e.Client.LiveMigrate(ctx, id, e.Fixture.Hosts()[1]); !errors.Is(err, nova.ErrNotFound) {
-			t.Errorf("live-migrate: err = %v, want ErrNotFound", err)
-		}
-		if _, err := e.Client.Shelve(ctx, id); !errors.Is(err, nova.ErrNotFound) {
-			t.Errorf("shelve: err = %v, want ErrNotFound", err)
-		}
-	})
+// RunContract runs the contract as subtests of t. newEnv is called once
+// per subtest and may register cleanups on the t it gets; it should
+// t.Skip (loudly, saying what is missing) when its cloud is unavailable.
+func RunContract(t *testing.T, newEnv func(t *testing.T) Env) {
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, e Env)
+	}{
+		{"HostsHaveCapacityAndService", hostsHaveCapacityAndService},
+		{"ServersOnHostAndPlacementUsage", serversOnHostAndUsage},
+		{"LiveMigrateToNamedHostCompletes", liveMigrateCompletes},
+		{"ConflictWhileServerHasTaskState", conflictWhileTaskState},
+		{"UnknownServerIsNotFound", unknownServerNotFound},
+		{"UnknownDestinationIsBadRequest", unknownDestination},
+		{"LiveMigrateToDisabledHostEndsInError", migrateToDisabledHost},
+		{"ShelveOffloadFreesHostAndUnshelveToNamedHost", shelveOffloadUnshelve},
+		{"ServiceDisableEnableRoundTrip", serviceRoundTrip},
+		{"RequestIDsRoundTrip", requestIDs},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, newEnv(t)) })
+	}
 }
 
+// Run is RunContract under its first name.
+//
+// Deprecated: use RunContract.
+func Run(t *testing.T, newEnv func(t *testing.T) Env) { RunContract(t, newEnv) }
+
+func hostsHaveCapacityAndService(t *testing.T, e Env) {
+	ctx := context.Background()
+	hs, err := e.Client.Hosts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range twoHosts(t, e) {
+		i := slices.IndexFunc(hs, func(h nova.Host) bool { return h.Name == name })
+		if i < 0 {
+			t.Fatalf("host %s missing from Hosts() (%d hosts)", name, len(hs))
+		}
+		h := hs[i]
+		if h.VCPUs <= 0 || h.RAMMB <= 0 || h.AllocatableVCPUs() <= 0 || h.AllocatableRAMMB() <= 0 {
+			t.Errorf("host %s without capacity: %+v", name, h)
+		}
+		if h.VCPUsUsed < 0 || h.RAMMBUsed < 0 || float64(h.VCPUsUsed) > h.AllocatableVCPUs() {
+			t.Errorf("host %s usage %d VCPU / %d MB out of range", name, h.VCPUsUsed, h.RAMMBUsed)
+		}
+		if h.Service.ID == "" || h.Service.Host != name || h.Service.Status != nova.ServiceEnabled || h.Service.State != nova.ServiceUp {
+			t.Errorf("host %s service: %+v, want enabled and up with an id", name, h.Service)
+		}
+		one, err := e.Client.Host(ctx, name)
+		if err != nil || one.Name != name || one.VCPUs != h.VCPUs || one.Service.ID != h.Service.ID {
+			t.Errorf("Host(%s) = %+v, %v; Hosts() had %+v", name, one, err, h)
+		}
+	}
+	if _, err := e.Client.Host(ctx, "dvms-no-such-host"); !errors.Is(err, nova.ErrNotFound) {
+		t.Errorf("Host(unknown): err = %v, want nova.ErrNotFound", err)
+	}
+}
+
+func serversOnHostAndUsage(t *testing.T, e Env) {
+	ctx := context.Background()
+	h := twoHosts(t, e)[0]
+	before, err := e.Client.Host(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := mustCreate(t, e, "dvms-contract-list", h)
+	ss, err := e.Client.Servers(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ss, func(s nova.Server) bool { return s.ID == id })
+	if i < 0 {
+		t.Fatalf("server %s not listed on %s (%d servers listed)", id, h, len(ss))
+	}
+	if s := ss[i]; s.Host != h || s.Status != nova.StatusActive || s.TaskState != "" || s.VCPUs != 1 || s.RAMMB != 512 || s.Name != "dvms-contract-list" {
+		t.Errorf("listed server %+v, want ACTIVE on %s with 1 VCPU / 512 MB", s, h)
+	}
+	one, err := e.Client.Server(ctx, id)
+	if err != nil || one.ID != id || one.Host != h {
+		t.Errorf("Server(%s) = %+v, %v", id, one, err)
+	}
+	after, err := e.Client.Host(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Others may share a real cloud: usage grows by at least the server.
+	if after.VCPUsUsed < before.VCPUsUsed+1 || after.RAMMBUsed < before.RAMMBUsed+512 {
+		t.Errorf("placement usage of %s %d VCPU / %d MB -> %d / %d, want +1 VCPU +512 MB",
+			h, before.VCPUsUsed, before.RAMMBUsed, after.VCPUsUsed, after.RAMMBUsed)
+	}
+}
+
+func liveMigrateCompletes(t *testing.T, e Env) {
+	ctx := context.Background()
+	hs := twoHosts(t, e)
+	src, dst := hs[0], hs[1]
+	id := mustCreate(t, e, "dvms-contract-migrate", src)
+	if _, err := e.Client.LiveMigrate(nova.WithRequestID(ctx, reqMigrate), id, dst); err != nil {
+		t.Fatalf("LiveMigrate(%s -> %s): %v", src, dst, err)
+	}
+	m := waitMigration(t, e, id)
+	if m.Status != nova.MigrationCompleted || m.Source != src || m.Dest != dst || m.ServerID != id || m.ID == "" {
+		t.Fatalf("migration %+v, want completed %s -> %s", m, src, dst)
+	}
+	if m.Type != "" && m.Type != "live-migration" {
+		t.Errorf("migration type %q, want live-migration", m.Type)
+	}
+	ok := e.Fixture.WaitFor(ActionTimeout, func() bool {
+		s, err := e.Client.Server(ctx, id)
+		return err == nil && s.Host == dst && s.Status == nova.StatusActive && s.TaskState == ""
+	})
+	if !ok {
+		s, err := e.Client.Server(ctx, id)
+		t.Fatalf("after the migration: %+v, %v; want ACTIVE on %s", s, err, dst)
+	}
+	if ss, err := e.Client.Servers(ctx, dst); err != nil || !slices.ContainsFunc(ss, func(s nova.Server) bool { return s.ID == id }) {
+		t.Errorf("server not listed on %s after the move (%v)", dst, err)
+	}
+	if ss, err := e.Client.Servers(ctx, src); err != nil || slices.ContainsFunc(ss, func(s nova.Server) bool { return s.ID == id }) {
+		t.Errorf("server still listed on %s after the move (%v)", src, err)
+	}
+}
+
+func conflictWhileTaskState(t *testing.T, e Env) {
+	ctx := context.Background()
+	hs := twoHosts(t, e)
+	src, dst := hs[0], hs[1]
+	id := mustCreate(t, e, "dvms-contract-conflict", src)
+	if _, err := e.Client.LiveMigrate(ctx, id, dst); err != nil {
+		t.Fatal(err)
+	}
+	// nova-api sets the task state before answering 202: an action
+	// right after it is refused.
+	s, err := e.Client.Server(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.TaskState == "" {
+		t.Fatalf("server has no task state right after LiveMigrate: %+v", s)
+	}
+	if _, err := e.Client.LiveMigrate(ctx, id, src); !errors.Is(err, nova.ErrConflict) {
+		t.Errorf("second LiveMigrate: err = %v, want nova.ErrConflict", err)
+	}
+	if _, err := e.Client.Shelve(ctx, id); !errors.Is(err, nova.ErrConflict) {
+		t.Errorf("Shelve while migrating: err = %v, want nova.ErrConflict", err)
+	}
+	if m := waitMigration(t, e, id); m.Status != nova.MigrationCompleted {
+		t.Errorf("migration %+v, want completed", m)
+	}
+}
+
+func unknownServerNotFound(t *testing.T, e Env) {
+	ctx := context.Background()
+	dst := twoHosts(t, e)[1]
+	if _, err := e.Client.Server(ctx, unknownServer); !errors.Is(err, nova.ErrNotFound) {
+		t.Errorf("Server: err = %v, want nova.ErrNotFound", err)
+	}
+	if _, err := e.Client.LiveMigrate(ctx, unknownServer, dst); !errors.Is(err, nova.ErrNotFound) {
+		t.Errorf("LiveMigrate: err = %v, want nova.ErrNotFound", err)
+	}
+	if _, err := e.Client.Shelve(ctx, unknownServer); !errors.Is(err, nova.ErrNotFound) {
+		t.Errorf("Shelve: err = %v, want nova.ErrNotFound", err)
+	}
+	if _, err := e.Client.Unshelve(ctx, unknownServer, ""); !errors.Is(err, nova.ErrNotFound) {
+		t.Errorf("Unshelve: err = %v, want nova.ErrNotFound", err)
+	}
+}
+
+func unknownDestination(t *testing.T, e Env) {
+	ctx := context.Background()
+	src := twoHosts(t, e)[0]
+	id := mustCreate(t, e, "dvms-contract-baddest", src)
+	if _, err := e.Client.LiveMigrate(ctx, id, "dvms-no-such-host"); !errors.Is(err, nova.ErrBadRequest) {
+		t.Errorf("LiveMigrate to an unknown host: err = %v, want nova.ErrBadRequest", err)
+	}
+	s, err := e.Client.Server(ctx, id)
+	if err != nil || s.Host != src || s.Status != nova.StatusActive || s.TaskState != "" {
+		t.Errorf("after a refused migration: %+v, %v; want ACTIVE on %s", s, err, src)
+	}
+}
+
+func migrateToDisabledHost(t *testing.T, e Env) {
+	ctx := context.Background()
+	hs := twoHosts(t, e)
+	src, dst := hs[0], hs[1]
+	id := mustCreate(t, e, "dvms-contract-disabled", src)
+	disable(t, e, dst, "dvms contract test")
+	_, err := e.Client.LiveMigrate(ctx, id, dst)
+	switch {
+	case err == nil:
+		if m := waitMigration(t, e, id); m.Status == nova.MigrationCompleted {
+			t.Fatalf("migrated to a disabled host: %+v", m)
+		}
+	case errors.Is(err, nova.ErrBadRequest), errors.Is(err, nova.ErrConflict):
+		// Refused at once: allowed.
+	default:
+		t.Fatalf("LiveMigrate to a disabled host: err = %v", err)
+	}
+	ok := e.Fixture.WaitFor(ActionTimeout, func() bool {
+		s, err := e.Client.Server(ctx, id)
+		return err == nil && s.Host == src && s.Status == nova.StatusActive && s.TaskState == ""
+	})
+	if !ok {
+		s, err := e.Client.Server(ctx, id)
+		t.Fatalf("server did not stay ACTIVE on %s: %+v, %v", src, s, err)
+	}
+}
+
+func shelveOffloadUnshelve(t *testing.T, e Env) {
+	ctx := context.Background()
+	hs := twoHosts(t, e)
+	src, dst := hs[0], hs[1]
+	id := mustCreate(t, e, "dvms-contract-shelve", src)
+	if _, err := e.Client.Shelve(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	// With shelved_offload_time = 0 Nova offloads by itself; otherwise
+	// the suite asks once the server is SHELVED.
+	ok := e.Fixture.WaitFor(ActionTimeout, func() bool {
+		s, err := e.Client.Server(ctx, id)
+		if err != nil || s.TaskState != "" {
+			return false
+		}
+		if s.Status == nova.StatusShelved {
+			_, _ = e.Client.ShelveOffload(ctx, id)
+		}
+		return s.Status == nova.StatusShelvedOffloaded
+	})
+	if !ok {
+		s, err := e.Client.Server(ctx, id)
+		t.Fatalf("server not SHELVED_OFFLOADED: %+v, %v", s, err)
+	}
+	if s, err := e.Client.Server(ctx, id); err != nil || s.Host != "" {
+		t.Errorf("offloaded server: %+v, %v; want no host", s, err)
+	}
+	ss, err := e.Client.Servers(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(ss, func(s nova.Server) bool { return s.ID == id }) {
+		t.Errorf("offloaded server still listed on %s", src)
+	}
+	if _, err := e.Client.Unshelve(ctx, id, dst); err != nil {
+		t.Fatal(err)
+	}
+	ok = e.Fixture.WaitFor(ActionTimeout, func() bool {
+		s, err := e.Client.Server(ctx, id)
+		return err == nil && s.Status == nova.StatusActive && s.TaskState == "" && s.Host == dst
+	})
+	if !ok {
+		s, err := e.Client.Server(ctx, id)
+		t.Fatalf("not ACTIVE on %s after unshelve: %+v, %v", dst, s, err)
+	}
+	if ss, err := e.Client.Servers(ctx, dst); err != nil || !slices.ContainsFunc(ss, func(s nova.Server) bool { return s.ID == id }) {
+		t.Errorf("unshelved server not listed on %s (%v)", dst, err)
+	}
+}
+
+func serviceRoundTrip(t *testing.T, e Env) {
+	ctx := context.Background()
+	h := twoHosts(t, e)[1]
+	disable(t, e, h, "dvms:maintenance contract")
+	if err := e.Client.SetServiceStatus(ctx, h, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.Client.Host(ctx, h)
+	if err != nil || got.Service.Status != nova.ServiceEnabled || got.Service.Disabled() || got.Service.DisabledReason != "" {
+		t.Fatalf("after enable: %+v, %v; want enabled without reason", got.Service, err)
+	}
+	if err := e.Client.SetServiceStatus(ctx, "dvms-no-such-host", true, "x"); !errors.Is(err, nova.ErrNotFound) {
+		t.Errorf("SetServiceStatus(unknown): err = %v, want nova.ErrNotFound", err)
+	}
+}
+
+func requestIDs(t *testing.T, e Env) {
+	ctx := context.Background()
+	id := mustCreate(t, e, "dvms-contract-reqid", twoHosts(t, e)[0])
+	rc, err := e.Client.Shelve(nova.WithRequestID(ctx, reqShelve), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.GlobalRequestID != reqShelve {
+		t.Errorf("receipt global id %q, want %q echoed", rc.GlobalRequestID, reqShelve)
+	}
+	if !strings.HasPrefix(rc.LocalRequestID, "req-") || rc.LocalRequestID == reqShelve {
+		t.Errorf("receipt local id %q, want Nova's own req-<uuid>", rc.LocalRequestID)
+	}
+	settle(t, e, id)
+	// Without a global id Nova still answers with a local one.
+	s, err := e.Client.Server(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rc2 nova.Receipt
+	switch s.Status {
+	case nova.StatusShelved:
+		rc2, err = e.Client.ShelveOffload(ctx, id)
+	case nova.StatusShelvedOffloaded:
+		rc2, err = e.Client.Unshelve(ctx, id, "")
+	default:
+		t.Fatalf("after shelve: %+v", s)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc2.GlobalRequestID != "" || !strings.HasPrefix(rc2.LocalRequestID, "req-") || rc2.LocalRequestID == rc.LocalRequestID {
+		t.Errorf("receipt without global id: %+v (first was %+v)", rc2, rc)
+	}
+}
+
+// ---- helpers ----
+
+func twoHosts(t *testing.T, e Env) []string {
+	t.Helper()
+	hs := e.Fixture.Hosts()
+	if len(hs) < 2 {
+		t.Fatalf("the fixture names %d hosts, the contract needs 2", len(hs))
+	}
+	return hs
+}
+
+// mustCreate boots a 1 VCPU / 512 MB server on host, waits until it is
+// ACTIVE and registers its deletion.
 func mustCreate(t *testing.T, e Env, name, host string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -234,21 +395,55 @@ func mustCreate(t *testing.T, e Env, name, host string) string {
 		t.Fatalf("create %s on %s: %v", name, host, err)
 	}
 	t.Cleanup(func() {
-		e.Fixture.WaitFor(2*time.Minute, func() bool {
-			s, err := e.Client.Server(ctx, id)
-			return err != nil || s.TaskState == ""
-		})
+		settle(t, e, id)
 		if err := e.Fixture.DeleteServer(ctx, id); err != nil {
 			t.Logf("cleanup: delete %s: %v", id, err)
 		}
 	})
+	ok := e.Fixture.WaitFor(ActionTimeout, func() bool {
+		s, err := e.Client.Server(ctx, id)
+		return err == nil && s.Status == nova.StatusActive && s.TaskState == "" && s.Host == host
+	})
+	if !ok {
+		s, err := e.Client.Server(ctx, id)
+		t.Fatalf("server %s not ACTIVE on %s: %+v, %v", name, host, s, err)
+	}
 	return id
 }
 
-func waitMigration(t *testing.T, e Env, id string, timeout time.Duration) nova.Migration {
+// settle waits until the server has no task state (or is gone).
+func settle(t *testing.T, e Env, id string) {
+	t.Helper()
+	e.Fixture.WaitFor(SettleTimeout, func() bool {
+		s, err := e.Client.Server(context.Background(), id)
+		return errors.Is(err, nova.ErrNotFound) || (err == nil && s.TaskState == "" && s.Status != nova.StatusMigrating)
+	})
+}
+
+// disable disables host's service with reason, checks it reads back,
+// and re-enables it at cleanup.
+func disable(t *testing.T, e Env, host, reason string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.Client.SetServiceStatus(ctx, host, true, reason); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Client.SetServiceStatus(ctx, host, false, ""); err != nil {
+			t.Errorf("cleanup: enable %s: %v", host, err)
+		}
+	})
+	h, err := e.Client.Host(ctx, host)
+	if err != nil || h.Service.Status != nova.ServiceDisabled || !h.Service.Disabled() || h.Service.DisabledReason != reason {
+		t.Fatalf("after disable: %+v, %v; want disabled with reason %q", h.Service, err, reason)
+	}
+}
+
+// waitMigration waits for the newest migration of a server to end.
+func waitMigration(t *testing.T, e Env, id string) nova.Migration {
 	t.Helper()
 	var last nova.Migration
-	ok := e.Fixture.WaitFor(timeout, func() bool {
+	ok := e.Fixture.WaitFor(ActionTimeout, func() bool {
 		ms, err := e.Client.Migrations(context.Background(), id)
 		if err != nil || len(ms) == 0 {
 			return false
@@ -257,7 +452,7 @@ func waitMigration(t *testing.T, e Env, id string, timeout time.Duration) nova.M
 		return last.Terminal()
 	})
 	if !ok {
-		t.Fatalf("migration of %s not ended after %s (last %+v)", id, timeout, last)
+		t.Fatalf("migration of %s not ended after %s (last seen %+v)", id, ActionTimeout, last)
 	}
 	return last
 }
