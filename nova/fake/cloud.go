@@ -51,6 +51,7 @@ type host struct {
 type server struct {
 	nova.Server
 	demand nova.Demand
+	grp    *group     // its server group, nil when none
 	mig    *migration // the migration in flight, nil when none
 }
 
@@ -271,10 +272,9 @@ func (c *Cloud) AddServer(s nova.Server) error {
 	s.Metadata = cloneMeta(s.Metadata)
 	sv := &server{Server: s, demand: nova.Demand{RAMMB: float64(s.RAMMB)}}
 	if s.Group != nil {
-		g := c.group(*s.Group)
-		g.members[s.ID] = sv
-		gg := g.ServerGroup
-		sv.Group = &gg
+		sv.grp = c.group(*s.Group)
+		sv.grp.members[s.ID] = sv
+		sv.Group = nil // the view builds it from grp
 	}
 	c.servers[s.ID] = sv
 	c.obs.expected++
@@ -313,10 +313,8 @@ func (c *Cloud) DeleteServer(id string) error {
 	} else {
 		c.obs.offloaded--
 	}
-	if s.Group != nil {
-		if g := c.groups[s.Group.ID]; g != nil {
-			delete(g.members, id)
-		}
+	if s.grp != nil {
+		delete(s.grp.members, id)
 	}
 	delete(c.servers, id)
 	delete(c.migs, id)
@@ -534,8 +532,8 @@ func (h *host) serverViews() []nova.Server {
 func (s *server) view() nova.Server {
 	v := s.Server
 	v.Metadata = cloneMeta(s.Metadata)
-	if s.Group != nil {
-		g := *s.Group
+	if s.grp != nil {
+		g := s.grp.ServerGroup
 		v.Group = &g
 	}
 	return v
@@ -582,10 +580,7 @@ func demandOf(h *host) (cpu, ram float64) {
 
 // groupRefuses says why s's server group forbids dst, or "".
 func (c *Cloud) groupRefuses(s *server, dst *host) string {
-	if s.Group == nil {
-		return ""
-	}
-	g := c.groups[s.Group.ID]
+	g := s.grp
 	if g == nil {
 		return ""
 	}
