@@ -1,6 +1,7 @@
 package fake_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -58,4 +59,8 @@ func mustAdd(t testing.TB, c *fake.Cloud, ss ...nova.Server) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func isConflict(err error) bool {
+	return errors.Is(err, nova.ErrConflict) || errors.Is(err, nova.ErrBadRequest)
 }

@@ -86,7 +86,7 @@ func TestObserverTellsDriftApart(t *testing.T) {
 	mustAdd(t, c, server("busy", "compute-2", 4, 1024), server("late", "compute-1", 1, 512))
 	_ = c.SetDemand("busy", nova.Demand{CPU: 6})
 	_ = c.SetDemand("late", nova.Demand{CPU: 1})
-	readDemand(t, c, "compute-1", "compute-2") // 6 + 1 fits in 8
+	readDemand(t, c, "compute-1", "compute-2")   // 6 + 1 fits in 8
 	_ = c.SetDemand("busy", nova.Demand{CPU: 8}) // after the re-check
 	if _, err := c.LiveMigrate(context.Background(), "late", "compute-2"); err != nil {
 		t.Fatal(err)
