@@ -1,11 +1,28 @@
-// Package fake is a stateful simulated Nova: hosts with placement
-// accounting, servers with measured demand, live migrations that go
-// queued -> preparing -> running -> completed (or error) over a duration
-// computed from RAM and bandwidth, shelve / offload / unshelve, compute
-// service disable / enable, instance actions with request ids, injected
-// faults, and an observer that checks DESIGN §8 after every change.
+// Package fake is a stateful simulated Nova Zed for tests and for
+// `dvms simulate`: compute hosts with placement accounting and service
+// state, servers with measured demand, live migrations that go accepted
+// -> queued -> preparing -> running -> post-migrating -> completed (or
+// error, as NoValidHost does) over overhead + RAM / bandwidth, shelve /
+// offload / unshelve, instance actions with global and local request
+// ids, injected faults, and an observer that checks the safety
+// properties of DESIGN §8 after every change.
 //
-// Time comes from an injected Clock; state advances lazily at every call,
-// so the fake starts no goroutine. It implements nova.Client and
-// nova.DemandSource; nova/novatest's contract suite runs against it.
+// A *Cloud implements nova.Client and nova.DemandSource; nova/novatest's
+// contract suite runs against it (contract_test.go), and against a real
+// Nova in the functional tier, so the two cannot drift apart.
+//
+// Time comes from an injected Clock (ManualClock for tests, ScaledClock
+// for simulations); state advances lazily at every call, so the package
+// starts no goroutine and never sleeps (an injected timeout only waits for
+// the caller's ctx). One mutex guards the state;
+// per-host indexes keep reads at O(servers on the host), and migrations
+// in flight wait in a min-heap by end time.
+//
+// Setup: New, AddHost, AddGroup, AddServer, DeleteServer, SetDemand,
+// SetServiceForcedDown. Reads for simulators: Snapshot, ServersOn,
+// HostDemand, Overloaded, Actions. Observer: Violations, Drift, Audit,
+// ServersLost, Stats, FaultsInjected.
+//
+// It imports nova and the standard library only: no transport, no
+// logging, no scheduler package.
 package fake
