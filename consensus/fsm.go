@@ -3,6 +3,7 @@ package consensus
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -73,15 +74,7 @@ func (f *FSM) Records() []Record {
 		r, _ := f.Get(id)
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b Record) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 

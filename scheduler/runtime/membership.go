@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,15 +95,7 @@ func (m *Membership) Members() []Member {
 	for _, v := range m.members {
 		out = append(out, v)
 	}
-	slices.SortFunc(out, func(a, b Member) int {
-		switch {
-		case a.Host < b.Host:
-			return -1
-		case a.Host > b.Host:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Host, b.Host) })
 	return out
 }
 
