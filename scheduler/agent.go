@@ -764,7 +764,10 @@ func (a *Agent) merged(req ArbiterRequest, res ArbiterResult) {
 			p.Nodes = append(p.Nodes, n)
 		}
 	}
-	p.Version = max(res.Version, p.Version+1)
+	// Skip one version: our own request from before the merge may still
+	// travel at the old version, and a free node joining it would claim
+	// old+1. At old+2 members treat that fork as stale.
+	p.Version = max(res.Version, p.Version+1) + 1
 	p.State, p.Tours = Growing, 0
 	p.Events = append(p.Events, o.Events...)
 	a.record(Record{Kind: RecMergeCommitted, Reason: "absorbed " + o.ID})
