@@ -177,7 +177,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	wl, err := NewWorkload(cfg.Workload, specs, rng, cfg.TraceStep)
+	wl, err := NewWorkload(cfg.Workload, specs, rng, cfg.TraceStep, float64(cfg.Hosts*cfg.HostCPUs))
 	if err != nil {
 		return nil, err
 	}

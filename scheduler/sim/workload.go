@@ -29,13 +29,24 @@ type Workload interface {
 }
 
 // NewWorkload parses a --workload value: random, saturated,
-// planetlab:FILE or FILE (CSV time_s,server,cpu,ram_mb).
-func NewWorkload(spec string, servers []ServerSpec, rng *rand.Rand, traceStep time.Duration) (Workload, error) {
+// planetlab:FILE or FILE (CSV time_s,server,cpu,ram_mb). cores is the
+// cloud's total physical cores: "saturated" loads it to 97 % on average,
+// whatever the servers per host, so free room is scarce (partitions must
+// grow and merge) but the cloud as a whole is not beyond help.
+func NewWorkload(spec string, servers []ServerSpec, rng *rand.Rand, traceStep time.Duration, cores float64) (Workload, error) {
 	switch {
 	case spec == "random":
 		return newRandom(servers, rng, 0.45, 0.25, 30*time.Second), nil
 	case spec == "saturated":
-		return newRandom(servers, rng, 0.80, 0.15, 30*time.Second), nil
+		vcpus := 0
+		for _, s := range servers {
+			vcpus += s.VCPUs
+		}
+		mean := 0.8
+		if vcpus > 0 && cores > 0 {
+			mean = math.Min(1.0, 0.97*cores/float64(vcpus))
+		}
+		return newRandom(servers, rng, mean, 0.15, 30*time.Second), nil
 	case strings.HasPrefix(spec, "planetlab:"):
 		return newPlanetLab(strings.TrimPrefix(spec, "planetlab:"), servers, traceStep)
 	case spec == "":
