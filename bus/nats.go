@@ -80,14 +80,19 @@ func ConnectNATS(ctx context.Context, c Config) (*NATS, error) {
 	if c.TLSCert != "" {
 		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
 	}
-	if cb := c.OnStateChange; cb != nil {
-		opts = append(opts,
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { cb("disconnected", err) }),
-			nats.ReconnectHandler(func(*nats.Conn) { cb("reconnected", nil) }),
-			nats.ClosedHandler(func(*nats.Conn) { cb("closed", nil) }),
-			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { cb("error", err) }),
-		)
+	cb := c.OnStateChange
+	if cb == nil {
+		// Without a callback, asynchronous errors are dropped: nats.go
+		// would otherwise write them to stderr, outside the process's
+		// structured logs.
+		cb = func(string, error) {}
 	}
+	opts = append(opts,
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { cb("disconnected", err) }),
+		nats.ReconnectHandler(func(*nats.Conn) { cb("reconnected", nil) }),
+		nats.ClosedHandler(func(*nats.Conn) { cb("closed", nil) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { cb("error", err) }),
+	)
 	if dl, ok := ctx.Deadline(); ok {
 		opts = append(opts, nats.Timeout(time.Until(dl)))
 	}

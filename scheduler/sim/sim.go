@@ -200,7 +200,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	defer ns.Shutdown()
-	nc, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: "dvms-simulate"})
+	nc, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: "dvms-simulate", OnStateChange: func(ev string, err error) {
+		cfg.Log.Debug().Err(err).Str("nats", ev).Msg("nats connection")
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("connect nats: %w", err)
 	}
