@@ -1,0 +1,299 @@
+package consensus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// RaftConfig tunes one member of the merge arbiter group. Timeouts are
+// tuned for a LAN; raft requires LeaderLeaseTimeout <= HeartbeatTimeout.
+type RaftConfig struct {
+	ID                 string
+	HeartbeatTimeout   time.Duration // default 200 ms
+	ElectionTimeout    time.Duration // default 200 ms
+	LeaderLeaseTimeout time.Duration // default 100 ms
+	CommitTimeout      time.Duration // default 20 ms
+	// ApplyTimeout bounds one request (enqueue and commit).
+	ApplyTimeout time.Duration // default 2 s
+}
+
+// DefaultRaftConfig returns LAN timeouts for member id.
+func DefaultRaftConfig(id string) RaftConfig {
+	return RaftConfig{ID: id, HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
+		LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 20 * time.Millisecond, ApplyTimeout: 2 * time.Second}
+}
+
+// Validate lists every problem.
+func (c RaftConfig) Validate() error {
+	var errs []error
+	if c.ID == "" {
+		errs = append(errs, errors.New("raft: id is required"))
+	}
+	if c.HeartbeatTimeout <= 0 || c.ElectionTimeout < c.HeartbeatTimeout {
+		errs = append(errs, errors.New("raft: need 0 < heartbeat_timeout <= election_timeout"))
+	}
+	if c.LeaderLeaseTimeout <= 0 || c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		errs = append(errs, errors.New("raft: need 0 < leader_lease_timeout <= heartbeat_timeout"))
+	}
+	if c.CommitTimeout <= 0 || c.ApplyTimeout <= 0 {
+		errs = append(errs, errors.New("raft: commit_timeout and apply_timeout must be > 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// RaftNode is one member of the merge arbiter group: the FSM replicated
+// by hashicorp/raft, in-memory log and stable store (the arbiter's state
+// is leases of a few seconds: a member that restarts catches up from the
+// others; a group that loses every member starts empty, which only makes
+// partitions register again).
+//
+// A RaftNode decides requests only while it leads; otherwise it returns
+// ErrNoQuorum naming the leader. RaftGroup forwards to the leader inside
+// one process. Forwarding between processes (over NATS) is not built yet.
+type RaftNode struct {
+	cfg RaftConfig
+	r   *raft.Raft
+	fsm *raftFSM
+	now func() time.Time
+}
+
+type raftFSM struct {
+	mu  sync.Mutex
+	fsm *FSM
+}
+
+func (f *raftFSM) Apply(l *raft.Log) any {
+	var c Command
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		return Decision{Reason: "undecodable entry: " + err.Error()}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fsm.Apply(c)
+}
+
+type fsmSnapshot struct {
+	Now     time.Time
+	Records []Record
+}
+
+func (f *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &fsmSnapshot{Now: f.fsm.Now(), Records: f.fsm.Records()}, nil
+}
+
+func (f *raftFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var s fsmSnapshot
+	if err := json.NewDecoder(rc).Decode(&s); err != nil {
+		return fmt.Errorf("restore arbiter snapshot: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fsm.Restore(s.Now, s.Records)
+	return nil
+}
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := json.NewEncoder(sink).Encode(s); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}
+
+// NewRaftNode starts a member on transport t. bootstrap, when not empty,
+// is the initial voter set (give the same set to every first member).
+func NewRaftNode(cfg RaftConfig, t raft.Transport, now func() time.Time, bootstrap []raft.Server) (*RaftNode, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout, rc.ElectionTimeout = cfg.HeartbeatTimeout, cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout, rc.CommitTimeout = cfg.LeaderLeaseTimeout, cfg.CommitTimeout
+	rc.Logger = hclog.NewNullLogger()
+	logs, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
+	f := &raftFSM{fsm: NewFSM()}
+	if len(bootstrap) > 0 {
+		if err := raft.BootstrapCluster(rc, logs, logs, snaps, t, raft.Configuration{Servers: bootstrap}); err != nil {
+			return nil, fmt.Errorf("raft bootstrap %s: %w", cfg.ID, err)
+		}
+	}
+	r, err := raft.NewRaft(rc, f, logs, logs, snaps, t)
+	if err != nil {
+		return nil, fmt.Errorf("raft %s: %w", cfg.ID, err)
+	}
+	return &RaftNode{cfg: cfg, r: r, fsm: f, now: now}, nil
+}
+
+// Leader reports whether this member leads.
+func (n *RaftNode) Leader() bool { return n.r.State() == raft.Leader }
+
+// Raft exposes the underlying group member (AddVoter, RemoveVoter, ...).
+func (n *RaftNode) Raft() *raft.Raft { return n.r }
+
+// Shutdown stops the member.
+func (n *RaftNode) Shutdown() error { return n.r.Shutdown().Error() }
+
+func (n *RaftNode) apply(ctx context.Context, c Command) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	if n.r.State() != raft.Leader {
+		_, id := n.r.LeaderWithID()
+		return Decision{}, fmt.Errorf("%w: %s is not the leader (leader: %q)", ErrNoQuorum, n.cfg.ID, id)
+	}
+	c.Time = n.now()
+	data, err := json.Marshal(c)
+	if err != nil {
+		return Decision{}, fmt.Errorf("encode command: %w", err)
+	}
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	f := n.r.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrRaftShutdown):
+			return Decision{}, fmt.Errorf("%w: %v", ErrNoQuorum, err)
+		default:
+			// Leadership lost or timed out after the entry was enqueued:
+			// it may commit later. The caller re-reads (Get).
+			return Decision{}, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+		}
+	}
+	d, ok := f.Response().(Decision)
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: unexpected response %T", ErrUnknownOutcome, f.Response())
+	}
+	return d, nil
+}
+
+// Register implements Arbiter.
+func (n *RaftNode) Register(ctx context.Context, r Registration) (Decision, error) {
+	return n.apply(ctx, Command{Op: OpRegister, Reg: r})
+}
+
+// Merge implements Arbiter.
+func (n *RaftNode) Merge(ctx context.Context, p, q Ref) (Decision, error) {
+	return n.apply(ctx, Command{Op: OpMerge, P: p, Q: q})
+}
+
+// Dissolve implements Arbiter.
+func (n *RaftNode) Dissolve(ctx context.Context, r Ref) (Decision, error) {
+	return n.apply(ctx, Command{Op: OpDissolve, P: r})
+}
+
+// Get implements Arbiter: on the leader, after a barrier, so the answer
+// includes every committed decision (what a caller needs after an unknown
+// outcome).
+func (n *RaftNode) Get(ctx context.Context, id string) (Record, bool, error) {
+	if n.r.State() != raft.Leader {
+		return Record{}, false, fmt.Errorf("%w: %s is not the leader", ErrNoQuorum, n.cfg.ID)
+	}
+	if err := n.r.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		return Record{}, false, fmt.Errorf("%w: barrier: %v", ErrNoQuorum, err)
+	}
+	n.fsm.mu.Lock()
+	defer n.fsm.mu.Unlock()
+	r, ok := n.fsm.fsm.Get(id)
+	return r, ok, nil
+}
+
+var _ Arbiter = (*RaftNode)(nil)
+
+// RaftGroup is the members of one group living in one process; its
+// Arbiter methods go to the current leader, waiting up to ApplyTimeout
+// for one to be elected.
+type RaftGroup struct {
+	mu      sync.Mutex
+	members []*RaftNode
+	wait    time.Duration
+}
+
+// NewRaftGroup wraps members.
+func NewRaftGroup(wait time.Duration, members ...*RaftNode) *RaftGroup {
+	return &RaftGroup{members: members, wait: wait}
+}
+
+// Remove drops a (stopped) member from the routing.
+func (g *RaftGroup) Remove(n *RaftNode) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, m := range g.members {
+		if m == n {
+			g.members = append(g.members[:i], g.members[i+1:]...)
+			return
+		}
+	}
+}
+
+// Leader returns the current leader, waiting for an election.
+func (g *RaftGroup) Leader(ctx context.Context) (*RaftNode, error) {
+	end := time.Now().Add(g.wait)
+	for {
+		g.mu.Lock()
+		for _, m := range g.members {
+			if m.Leader() {
+				g.mu.Unlock()
+				return m, nil
+			}
+		}
+		g.mu.Unlock()
+		if time.Now().After(end) {
+			return nil, fmt.Errorf("%w: no leader after %s", ErrNoQuorum, g.wait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (g *RaftGroup) leaderDo(ctx context.Context, f func(*RaftNode) (Decision, error)) (Decision, error) {
+	l, err := g.Leader(ctx)
+	if err != nil {
+		return Decision{}, err
+	}
+	return f(l)
+}
+
+// Register implements Arbiter.
+func (g *RaftGroup) Register(ctx context.Context, r Registration) (Decision, error) {
+	return g.leaderDo(ctx, func(n *RaftNode) (Decision, error) { return n.Register(ctx, r) })
+}
+
+// Merge implements Arbiter.
+func (g *RaftGroup) Merge(ctx context.Context, p, q Ref) (Decision, error) {
+	return g.leaderDo(ctx, func(n *RaftNode) (Decision, error) { return n.Merge(ctx, p, q) })
+}
+
+// Dissolve implements Arbiter.
+func (g *RaftGroup) Dissolve(ctx context.Context, r Ref) (Decision, error) {
+	return g.leaderDo(ctx, func(n *RaftNode) (Decision, error) { return n.Dissolve(ctx, r) })
+}
+
+// Get implements Arbiter.
+func (g *RaftGroup) Get(ctx context.Context, id string) (Record, bool, error) {
+	l, err := g.Leader(ctx)
+	if err != nil {
+		return Record{}, false, err
+	}
+	return l.Get(ctx, id)
+}
+
+var _ Arbiter = (*RaftGroup)(nil)
