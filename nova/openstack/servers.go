@@ -1,0 +1,315 @@
+package openstack
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/dvms-project/dvms/nova"
+)
+
+// pageSize is the page size of server and server-group listings (Nova's
+// default max_limit is 1000).
+const pageSize = 1000
+
+type serverJSON struct {
+	ID        string  `json:"id"`
+	Name      string  `json:"name"`
+	Status    string  `json:"status"`
+	Host      *string `json:"OS-EXT-SRV-ATTR:host"`
+	Zone      string  `json:"OS-EXT-AZ:availability_zone"`
+	TaskState *string `json:"OS-EXT-STS:task_state"`
+	Flavor    struct {
+		OriginalName string `json:"original_name"`
+		VCPUs        int    `json:"vcpus"`
+		RAM          int    `json:"ram"`
+	} `json:"flavor"`
+	Metadata     map[string]string `json:"metadata"`
+	ServerGroups []string          `json:"server_groups"` // 2.71, server show only
+}
+
+func (s serverJSON) server() nova.Server {
+	out := nova.Server{
+		ID: s.ID, Name: s.Name, Status: s.Status, Zone: s.Zone,
+		Flavor: s.Flavor.OriginalName, VCPUs: s.Flavor.VCPUs, RAMMB: s.Flavor.RAM,
+		Metadata: s.Metadata,
+	}
+	if s.Host != nil {
+		out.Host = *s.Host
+	}
+	if s.TaskState != nil {
+		out.TaskState = *s.TaskState
+	}
+	if out.Metadata == nil {
+		out.Metadata = map[string]string{}
+	}
+	return out
+}
+
+// Servers implements nova.Client: GET /servers/detail?all_tenants&host
+// (admin), page by page. Server groups come from a membership index
+// cached for Config.GroupCacheTTL, so a group change may show that late.
+func (c *Client) Servers(ctx context.Context, host string) ([]nova.Server, error) {
+	var out []nova.Server
+	marker := ""
+	for {
+		var page struct {
+			Servers []serverJSON `json:"servers"`
+		}
+		u := c.compute.ServiceURL("servers", "detail") + query(
+			"all_tenants", "True", "host", host, "limit", strconv.Itoa(pageSize), "marker", marker)
+		if _, err := c.get(ctx, c.compute, u, &page); err != nil {
+			return nil, fmt.Errorf("servers on %s: %w", host, err)
+		}
+		for _, s := range page.Servers {
+			// Guard against a cloud ignoring the host filter.
+			if s.Host != nil && *s.Host == host {
+				out = append(out, s.server())
+			}
+		}
+		if len(page.Servers) < pageSize {
+			break
+		}
+		marker = page.Servers[len(page.Servers)-1].ID
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	idx, err := c.groupIndex(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("servers on %s: %w", host, err)
+	}
+	for i := range out {
+		if g, ok := idx.byMember[out[i].ID]; ok {
+			out[i].Group = &g
+		}
+	}
+	return out, nil
+}
+
+// Server implements nova.Client: GET /servers/{id}, with its server group
+// (2.71 names it) and the group's policy.
+func (c *Client) Server(ctx context.Context, id string) (nova.Server, error) {
+	var out struct {
+		Server serverJSON `json:"server"`
+	}
+	if _, err := c.get(ctx, c.compute, c.compute.ServiceURL("servers", url.PathEscape(id)), &out); err != nil {
+		return nova.Server{}, fmt.Errorf("server %s: %w", id, err)
+	}
+	s := out.Server.server()
+	if len(out.Server.ServerGroups) > 0 {
+		g, err := c.group(ctx, out.Server.ServerGroups[0])
+		if err != nil {
+			return nova.Server{}, fmt.Errorf("server group of %s: %w", id, err)
+		}
+		s.Group = &g
+	}
+	return s, nil
+}
+
+// ---- server groups ----
+
+type groupJSON struct {
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	Policy   string   `json:"policy"`   // 2.64
+	Policies []string `json:"policies"` // before 2.64
+	Members  []string `json:"members"`
+}
+
+func (g groupJSON) group() nova.ServerGroup {
+	p := g.Policy
+	if p == "" && len(g.Policies) > 0 {
+		p = g.Policies[0]
+	}
+	return nova.ServerGroup{ID: g.ID, Name: g.Name, Policy: p}
+}
+
+type groupIndex struct {
+	at       time.Time
+	byID     map[string]nova.ServerGroup
+	byMember map[string]nova.ServerGroup
+}
+
+// groupIndex returns the server groups of every project, reusing the
+// previous listing for Config.GroupCacheTTL. One caller lists at a time.
+func (c *Client) groupIndex(ctx context.Context) (groupIndex, error) {
+	c.groupsMu.Lock()
+	defer c.groupsMu.Unlock()
+	if c.groups.byID != nil && c.cfg.GroupCacheTTL > 0 && time.Since(c.groups.at) < c.cfg.GroupCacheTTL {
+		return c.groups, nil
+	}
+	idx := groupIndex{at: time.Now(), byID: map[string]nova.ServerGroup{}, byMember: map[string]nova.ServerGroup{}}
+	for offset := 0; ; offset += pageSize {
+		var page struct {
+			Groups []groupJSON `json:"server_groups"`
+		}
+		u := c.compute.ServiceURL("os-server-groups") + query(
+			"all_projects", "True", "limit", strconv.Itoa(pageSize), "offset", strconv.Itoa(offset))
+		if _, err := c.get(ctx, c.compute, u, &page); err != nil {
+			return groupIndex{}, fmt.Errorf("list server groups: %w", err)
+		}
+		for _, g := range page.Groups {
+			sg := g.group()
+			idx.byID[g.ID] = sg
+			for _, m := range g.Members {
+				idx.byMember[m] = sg
+			}
+		}
+		if len(page.Groups) < pageSize {
+			break
+		}
+	}
+	c.groups = idx
+	return idx, nil
+}
+
+// group returns one server group, from the index when it has it.
+func (c *Client) group(ctx context.Context, id string) (nova.ServerGroup, error) {
+	c.groupsMu.Lock()
+	g, ok := c.groups.byID[id]
+	fresh := c.cfg.GroupCacheTTL > 0 && time.Since(c.groups.at) < c.cfg.GroupCacheTTL
+	c.groupsMu.Unlock()
+	if ok && fresh {
+		return g, nil
+	}
+	var out struct {
+		Group groupJSON `json:"server_group"`
+	}
+	if _, err := c.get(ctx, c.compute, c.compute.ServiceURL("os-server-groups", url.PathEscape(id)), &out); err != nil {
+		return nova.ServerGroup{}, fmt.Errorf("server group %s: %w", id, err)
+	}
+	return out.Group.group(), nil
+}
+
+// ---- actions ----
+
+// LiveMigrate implements nova.Client. The body is built here because
+// gophercloud's options cannot send "block_migration": "auto" (2.25+):
+// {"os-migrateLive": {"host": dest or null, "block_migration": "auto"}}.
+func (c *Client) LiveMigrate(ctx context.Context, serverID, dest string) (nova.Receipt, error) {
+	var host any // JSON null: Nova's scheduler picks
+	if dest != "" {
+		host = dest
+	}
+	rc, err := c.action(ctx, serverID, map[string]any{
+		"os-migrateLive": map[string]any{"host": host, "block_migration": "auto"},
+	})
+	if err != nil {
+		to := dest
+		if to == "" {
+			to = "a host Nova picks"
+		}
+		return rc, fmt.Errorf("live-migrate %s to %s: %w", serverID, to, err)
+	}
+	return rc, nil
+}
+
+// Shelve implements nova.Client: {"shelve": null}.
+func (c *Client) Shelve(ctx context.Context, serverID string) (nova.Receipt, error) {
+	rc, err := c.action(ctx, serverID, map[string]any{"shelve": nil})
+	if err != nil {
+		return rc, fmt.Errorf("shelve %s: %w", serverID, err)
+	}
+	return rc, nil
+}
+
+// ShelveOffload implements nova.Client: {"shelveOffload": null}.
+func (c *Client) ShelveOffload(ctx context.Context, serverID string) (nova.Receipt, error) {
+	rc, err := c.action(ctx, serverID, map[string]any{"shelveOffload": nil})
+	if err != nil {
+		return rc, fmt.Errorf("shelve-offload %s: %w", serverID, err)
+	}
+	return rc, nil
+}
+
+// Unshelve implements nova.Client: {"unshelve": null}, or with 2.91
+// {"unshelve": {"host": host}} (the server must be SHELVED_OFFLOADED).
+func (c *Client) Unshelve(ctx context.Context, serverID, host string) (nova.Receipt, error) {
+	var body any
+	if host != "" {
+		body = map[string]any{"host": host}
+	}
+	rc, err := c.action(ctx, serverID, map[string]any{"unshelve": body})
+	if err != nil {
+		if host == "" {
+			return rc, fmt.Errorf("unshelve %s: %w", serverID, err)
+		}
+		return rc, fmt.Errorf("unshelve %s to %s: %w", serverID, host, err)
+	}
+	return rc, nil
+}
+
+// ---- migrations ----
+
+type migrationJSON struct {
+	ID           int64  `json:"id"`
+	UUID         string `json:"uuid"`
+	InstanceUUID string `json:"instance_uuid"`
+	Source       string `json:"source_compute"`
+	Dest         string `json:"dest_compute"`
+	Type         string `json:"migration_type"`
+	Status       string `json:"status"`
+	CreatedAt    string `json:"created_at"`
+	UpdatedAt    string `json:"updated_at"`
+}
+
+// Migrations implements nova.Client: GET /os-migrations?instance_uuid=,
+// newest first. The ID is the migration's integer id (what `openstack
+// server migration list` shows and /servers/{id}/migrations/{mid} takes).
+// A server without migrations is checked to exist (nova.ErrNotFound).
+func (c *Client) Migrations(ctx context.Context, serverID string) ([]nova.Migration, error) {
+	var out struct {
+		Migrations []migrationJSON `json:"migrations"`
+	}
+	u := c.compute.ServiceURL("os-migrations") + query("instance_uuid", serverID)
+	if _, err := c.get(ctx, c.compute, u, &out); err != nil {
+		return nil, fmt.Errorf("migrations of %s: %w", serverID, err)
+	}
+	ms := make([]nova.Migration, 0, len(out.Migrations))
+	ids := make(map[string]int64, len(out.Migrations))
+	for _, m := range out.Migrations {
+		if m.InstanceUUID != "" && m.InstanceUUID != serverID {
+			continue
+		}
+		id := strconv.FormatInt(m.ID, 10)
+		ids[id] = m.ID
+		ms = append(ms, nova.Migration{
+			ID: id, ServerID: serverID, Source: m.Source, Dest: m.Dest,
+			Type: m.Type, Status: m.Status,
+			CreatedAt: parseTime(m.CreatedAt), UpdatedAt: parseTime(m.UpdatedAt),
+		})
+	}
+	slices.SortStableFunc(ms, func(a, b nova.Migration) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(ids[b.ID], ids[a.ID])
+	})
+	if len(ms) == 0 {
+		if _, err := c.Server(ctx, serverID); err != nil {
+			return nil, fmt.Errorf("migrations of %s: %w", serverID, err)
+		}
+	}
+	return ms, nil
+}
+
+// Diagnostics returns the diagnostics document of a server as Nova
+// answers it (GET /servers/{id}/diagnostics, admin, the 2.48 standard
+// format); nova/demand parses it.
+func (c *Client) Diagnostics(ctx context.Context, serverID string) ([]byte, error) {
+	var raw json.RawMessage
+	if _, err := c.get(ctx, c.compute, c.compute.ServiceURL("servers", url.PathEscape(serverID), "diagnostics"), &raw); err != nil {
+		return nil, fmt.Errorf("diagnostics of %s: %w", serverID, err)
+	}
+	if len(raw) == 0 {
+		return nil, errors.New("diagnostics of " + serverID + ": empty answer")
+	}
+	return raw, nil
+}
