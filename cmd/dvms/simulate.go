@@ -45,6 +45,7 @@ func simFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "underload", Usage: "enable UNDERLOAD events (consolidation)"},
 		&cli.BoolFlag{Name: "preempt", Usage: "shelve the lowest-priority servers when nothing else works"},
 		&cli.DurationFlag{Name: "central-period", Value: d.CentralPeriod, Usage: "baseline: simulated time between two whole-cloud rounds"},
+		&cli.StringFlag{Name: "arbiter", Value: d.Arbiter, Usage: "merge arbiter: raft (3 in-process voters) or local (single-process FSM)"},
 		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 		&cli.StringFlag{Name: "log-level", Value: "error", Usage: "agent log level (logs go to stderr)"},
 	}
@@ -70,6 +71,7 @@ func simConfig(c *cli.Context) (sim.Config, error) {
 	cfg.NovaFaults = c.Float64("nova-faults")
 	cfg.Agent.Underload, cfg.Agent.Preempt = c.Bool("underload"), c.Bool("preempt")
 	cfg.CentralPeriod = c.Duration("central-period")
+	cfg.Arbiter = c.String("arbiter")
 	k, err := parseFraction(c.String("kill-agents"))
 	if err != nil {
 		return cfg, fmt.Errorf("--kill-agents %q: %w", c.String("kill-agents"), err)

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
@@ -50,7 +51,10 @@ type Config struct {
 	NovaFaults float64
 	// Mode is "dvms" (one agent per host) or "central" (the baseline:
 	// one optimizer over the whole cloud every CentralPeriod).
-	Mode              string
+	Mode string
+	// Arbiter decides merges: "raft" (three in-process voters on raft's
+	// in-memory transport) or "local" (the single-process FSM).
+	Arbiter           string
 	CentralPeriod     time.Duration
 	CentralSolveLimit time.Duration
 	Agent             scheduler.Config // template; ID and Incarnation filled in
@@ -70,7 +74,7 @@ func DefaultConfig() Config {
 		Hosts: 100, Servers: 1000, Seed: 1, Duration: 60 * time.Second, TimeScale: 10,
 		Workload: "random", TraceStep: 10 * time.Second, HostCPUs: 16, HostRAMMB: 65536, CPUAllocRatio: 4,
 		BandwidthMBps: 1000, Agent: scheduler.DefaultConfig("template"), Runtime: rt, Log: zerolog.Nop(),
-		Mode: "dvms", CentralPeriod: 30 * time.Second, CentralSolveLimit: 10 * time.Second,
+		Mode: "dvms", Arbiter: "raft", CentralPeriod: 30 * time.Second, CentralSolveLimit: 10 * time.Second,
 	}
 }
 
@@ -91,6 +95,9 @@ func (c Config) Validate() error {
 	}
 	if c.Mode != "dvms" && c.Mode != "central" {
 		errs = append(errs, fmt.Errorf("mode %q: want dvms or central", c.Mode))
+	}
+	if c.Arbiter != "raft" && c.Arbiter != "local" {
+		errs = append(errs, fmt.Errorf("arbiter %q: want raft or local", c.Arbiter))
 	}
 	if c.Mode == "central" && (c.CentralPeriod <= 0 || c.CentralSolveLimit <= 0) {
 		errs = append(errs, errors.New("central period and solve limit must be > 0"))
@@ -209,7 +216,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer nc.Close()
 
 	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}}
-	arb := consensus.NewLocal(clock.Now)
+	var arb consensus.Arbiter = consensus.NewLocal(clock.Now)
+	if cfg.Arbiter == "raft" {
+		g, stop, err := raftGroup(clock.Now)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		arb = g
+	}
 	var migrating atomic.Int64
 	hooks := runtime.Hooks{
 		OnRecord: st.record,
@@ -460,4 +475,37 @@ func globalCheck(recs []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts [
 		}
 	}
 	return missed
+}
+
+// raftGroup starts three arbiter voters in this process.
+func raftGroup(now func() time.Time) (*consensus.RaftGroup, func(), error) {
+	var servers []raft.Server
+	trans := make([]*raft.InmemTransport, 3)
+	for i := range trans {
+		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("arbiter-%d", i)))
+		trans[i] = tr
+		servers = append(servers, raft.Server{ID: raft.ServerID(fmt.Sprintf("arbiter-%d", i)), Address: addr})
+	}
+	for i := range trans {
+		for j := range trans {
+			if i != j {
+				trans[i].Connect(trans[j].LocalAddr(), trans[j])
+			}
+		}
+	}
+	var nodes []*consensus.RaftNode
+	stop := func() {
+		for _, n := range nodes {
+			_ = n.Shutdown()
+		}
+	}
+	for i := range trans {
+		n, err := consensus.NewRaftNode(consensus.DefaultRaftConfig(fmt.Sprintf("arbiter-%d", i)), trans[i], now, servers)
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("merge arbiter: %w", err)
+		}
+		nodes = append(nodes, n)
+	}
+	return consensus.NewRaftGroup(10*time.Second, nodes...), stop, nil
 }
