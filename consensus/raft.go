@@ -297,3 +297,46 @@ func (g *RaftGroup) Get(ctx context.Context, id string) (Record, bool, error) {
 }
 
 var _ Arbiter = (*RaftGroup)(nil)
+
+// InProcessGroup is n voters in this process joined by raft's in-memory
+// transport (for `dvms simulate` and tests).
+type InProcessGroup struct {
+	*RaftGroup
+	Nodes      []*RaftNode
+	Transports []*raft.InmemTransport
+}
+
+// StartInProcessGroup starts n voters named arbiter-0..n-1.
+func StartInProcessGroup(n int, now func() time.Time) (*InProcessGroup, error) {
+	var servers []raft.Server
+	g := &InProcessGroup{Transports: make([]*raft.InmemTransport, n)}
+	for i := range g.Transports {
+		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("arbiter-%d", i)))
+		g.Transports[i] = tr
+		servers = append(servers, raft.Server{ID: raft.ServerID(fmt.Sprintf("arbiter-%d", i)), Address: addr})
+	}
+	for i, a := range g.Transports {
+		for j, b := range g.Transports {
+			if i != j {
+				a.Connect(b.LocalAddr(), b)
+			}
+		}
+	}
+	for i, tr := range g.Transports {
+		node, err := NewRaftNode(DefaultRaftConfig(fmt.Sprintf("arbiter-%d", i)), tr, now, servers)
+		if err != nil {
+			g.Shutdown()
+			return nil, fmt.Errorf("merge arbiter: %w", err)
+		}
+		g.Nodes = append(g.Nodes, node)
+	}
+	g.RaftGroup = NewRaftGroup(10*time.Second, g.Nodes...)
+	return g, nil
+}
+
+// Shutdown stops every voter.
+func (g *InProcessGroup) Shutdown() {
+	for _, n := range g.Nodes {
+		_ = n.Shutdown()
+	}
+}

@@ -3,7 +3,6 @@ package consensus_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -16,31 +15,12 @@ import (
 // newGroup starts n voters connected by raft's in-memory transport.
 func newGroup(t *testing.T, n int, now func() time.Time) (*consensus.RaftGroup, []*consensus.RaftNode, []*raft.InmemTransport) {
 	t.Helper()
-	var servers []raft.Server
-	trans := make([]*raft.InmemTransport, n)
-	for i := range trans {
-		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("a%d", i)))
-		trans[i] = tr
-		servers = append(servers, raft.Server{ID: raft.ServerID(fmt.Sprintf("n%d", i)), Address: addr})
+	g, err := consensus.StartInProcessGroup(n, now)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range trans {
-		for j := range trans {
-			if i != j {
-				trans[i].Connect(trans[j].LocalAddr(), trans[j])
-			}
-		}
-	}
-	nodes := make([]*consensus.RaftNode, n)
-	for i := range nodes {
-		cfg := consensus.DefaultRaftConfig(fmt.Sprintf("n%d", i))
-		node, err := consensus.NewRaftNode(cfg, trans[i], now, servers)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = node
-		t.Cleanup(func() { _ = node.Shutdown() })
-	}
-	return consensus.NewRaftGroup(10*time.Second, nodes...), nodes, trans
+	t.Cleanup(g.Shutdown)
+	return g.RaftGroup, g.Nodes, g.Transports
 }
 
 // The Raft arbiter passes the same suite as the single-process one.

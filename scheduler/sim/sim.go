@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
@@ -218,11 +217,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}}
 	var arb consensus.Arbiter = consensus.NewLocal(clock.Now)
 	if cfg.Arbiter == "raft" {
-		g, stop, err := raftGroup(clock.Now)
+		g, err := consensus.StartInProcessGroup(3, clock.Now)
 		if err != nil {
 			return nil, err
 		}
-		defer stop()
+		defer g.Shutdown()
 		arb = g
 	}
 	var migrating atomic.Int64
@@ -475,37 +474,4 @@ func globalCheck(recs []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts [
 		}
 	}
 	return missed
-}
-
-// raftGroup starts three arbiter voters in this process.
-func raftGroup(now func() time.Time) (*consensus.RaftGroup, func(), error) {
-	var servers []raft.Server
-	trans := make([]*raft.InmemTransport, 3)
-	for i := range trans {
-		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("arbiter-%d", i)))
-		trans[i] = tr
-		servers = append(servers, raft.Server{ID: raft.ServerID(fmt.Sprintf("arbiter-%d", i)), Address: addr})
-	}
-	for i := range trans {
-		for j := range trans {
-			if i != j {
-				trans[i].Connect(trans[j].LocalAddr(), trans[j])
-			}
-		}
-	}
-	var nodes []*consensus.RaftNode
-	stop := func() {
-		for _, n := range nodes {
-			_ = n.Shutdown()
-		}
-	}
-	for i := range trans {
-		n, err := consensus.NewRaftNode(consensus.DefaultRaftConfig(fmt.Sprintf("arbiter-%d", i)), trans[i], now, servers)
-		if err != nil {
-			stop()
-			return nil, nil, fmt.Errorf("merge arbiter: %w", err)
-		}
-		nodes = append(nodes, n)
-	}
-	return consensus.NewRaftGroup(10*time.Second, nodes...), stop, nil
 }
