@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/demand/diagnostics"
 	"github.com/dvms-project/dvms/nova/openstack"
 )
 
@@ -503,3 +504,6 @@ func TestDiagnostics(t *testing.T) {
 	}
 	jsonEqual(t, string(raw), diagnosticsBody)
 }
+
+// The diagnostics demand source runs on this client.
+var _ diagnostics.API = (*openstack.Client)(nil)
