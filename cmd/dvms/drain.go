@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/openstack"
+)
+
+// defaultDrainReason is what `dvms drain` sets as the disabled reason; the
+// agents' drain_reason_pattern matches it by default.
+const defaultDrainReason = "dvms:maintenance"
+
+func init() {
+	cloudFlags := func() []cli.Flag {
+		return []cli.Flag{
+			&cli.StringFlag{Name: "os-cloud", EnvVars: []string{"OS_CLOUD"}, Usage: "cloud name in clouds.yaml", Required: true},
+			&cli.StringFlag{Name: "os-client-config-file", EnvVars: []string{"OS_CLIENT_CONFIG_FILE"}, Usage: "clouds.yaml to read (default: the openstack CLI's search path)"},
+			&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "bound on each Nova request"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+		}
+	}
+	commands = append(commands,
+		&cli.Command{
+			Name:      "drain",
+			Usage:     "put a compute host in maintenance: dvms agents move its servers away",
+			ArgsUsage: "HOST",
+			Description: "Disables the host's nova-compute service with --reason, as\n" +
+				"`openstack compute service set --disable --disable-reason R HOST nova-compute` does;\n" +
+				"the dvms agents see it and move every server off the host. With --wait, follows the\n" +
+				"host until it is empty (exit 0) or nothing changed on it for --stall (exit 1, listing\n" +
+				"the servers that remain).",
+			Flags: append(cloudFlags(),
+				&cli.StringFlag{Name: "reason", Value: defaultDrainReason, Usage: "disabled reason (dvms agents react to their drain_reason_pattern)"},
+				&cli.BoolFlag{Name: "wait", Usage: "wait until the host is empty"},
+				&cli.DurationFlag{Name: "poll", Value: 5 * time.Second, Usage: "with --wait: how often to list the host's servers"},
+				&cli.DurationFlag{Name: "stall", Value: 10 * time.Minute, Usage: "with --wait: give up when nothing changed on the host for this long"},
+			),
+			Action: runDrain,
+		},
+		&cli.Command{
+			Name:        "undrain",
+			Usage:       "end maintenance: enable the host's nova-compute service again",
+			ArgsUsage:   "HOST",
+			Description: "Enables the host's nova-compute service (and clears its disabled reason).",
+			Flags:       cloudFlags(),
+			Action:      runUndrain,
+		},
+	)
+}
+
+// drainClient connects to the cloud the flags name.
+func drainClient(c *cli.Context) (string, *openstack.Client, zerolog.Logger, error) {
+	log := newLogger(c.String("log-level"), "console")
+	if c.NArg() != 1 || c.Args().First() == "" {
+		return "", nil, log, fmt.Errorf("%s: want exactly one HOST argument", c.Command.Name)
+	}
+	if _, err := parseLevel(c.String("log-level")); err != nil {
+		return "", nil, log, err
+	}
+	cfg := openstack.DefaultConfig(c.String("os-cloud"))
+	cfg.CloudsFile = c.String("os-client-config-file")
+	cfg.RequestTimeout = c.Duration("request-timeout")
+	cl, err := openstack.New(c.Context, cfg)
+	if err != nil {
+		return "", nil, log, err
+	}
+	return c.Args().First(), cl, log, nil
+}
+
+func runDrain(c *cli.Context) error {
+	if c.Duration("poll") <= 0 || c.Duration("stall") <= 0 {
+		return errors.New("drain: --poll and --stall must be positive")
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	c.Context = ctx
+	host, cl, log, err := drainClient(c)
+	if err != nil {
+		return err
+	}
+	reason := c.String("reason")
+	if err := cl.SetServiceStatus(ctx, host, true, reason); err != nil {
+		return fmt.Errorf("drain %s: %w", host, err)
+	}
+	log.Info().Str("host", host).Str("reason", reason).Msg("nova-compute service disabled")
+	if !c.Bool("wait") {
+		fmt.Printf("%s: disabled (%s); dvms agents will move its servers away\n", host, reason)
+		return nil
+	}
+	tick := time.NewTicker(c.Duration("poll"))
+	defer tick.Stop()
+	left, err := waitDrained(ctx, cl, host, c.Duration("stall"), tick.C, time.Now, os.Stdout, log)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("drain %s: %d server(s) remain: %s", host, len(left), serverIDs(left))
+	}
+	return nil
+}
+
+func runUndrain(c *cli.Context) error {
+	host, cl, log, err := drainClient(c)
+	if err != nil {
+		return err
+	}
+	if err := cl.SetServiceStatus(c.Context, host, false, ""); err != nil {
+		return fmt.Errorf("undrain %s: %w", host, err)
+	}
+	log.Info().Str("host", host).Msg("nova-compute service enabled")
+	fmt.Printf("%s: enabled\n", host)
+	return nil
+}
+
+// waitDrained lists the servers of host at every tick and prints
+// progress to out, until the host is empty (nil, nil) or its servers,
+// statuses and task states have not changed for stall (the servers that
+// remain, nil). Listing failures are logged and retried at the next tick
+// (they count as no change). When ctx ends it returns the servers last
+// seen and ctx's error.
+func waitDrained(ctx context.Context, cl nova.Client, host string, stall time.Duration,
+	tick <-chan time.Time, now func() time.Time, out io.Writer, log zerolog.Logger) ([]nova.Server, error) {
+	var last []nova.Server
+	lastPrint, start := "", now()
+	changed := start
+	first := true
+	for {
+		ss, err := cl.Servers(ctx, host)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return last, ctx.Err()
+		case err != nil:
+			log.Warn().Err(err).Str("host", host).Msg("listing servers failed; retrying")
+		default:
+			slices.SortFunc(ss, func(a, b nova.Server) int { return strings.Compare(a.ID, b.ID) })
+			if p := fingerprint(ss); first || p != lastPrint {
+				if !first {
+					changed = now()
+				}
+				first, lastPrint = false, p
+				moving := 0
+				for _, s := range ss {
+					if s.TaskState != "" || s.Status == nova.StatusMigrating {
+						moving++
+					}
+				}
+				fmt.Fprintf(out, "%s  %s: %d server(s) left, %d moving\n",
+					now().Format("15:04:05"), host, len(ss), moving)
+				log.Debug().Str("host", host).Int("servers", len(ss)).Int("moving", moving).Msg("drain progress")
+			}
+			last = ss
+			if len(ss) == 0 {
+				fmt.Fprintf(out, "%s: empty after %s\n", host, now().Sub(start).Round(time.Second))
+				return nil, nil
+			}
+		}
+		if now().Sub(changed) >= stall {
+			fmt.Fprintf(out, "%s: nothing changed for %s; %d server(s) remain:\n", host, stall, len(last))
+			for _, s := range last {
+				task := s.TaskState
+				if task == "" {
+					task = "-"
+				}
+				fmt.Fprintf(out, "  %s  %-24s %-18s %s\n", s.ID, s.Name, s.Status, task)
+			}
+			return last, nil
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-tick:
+		}
+	}
+}
+
+func fingerprint(ss []nova.Server) string {
+	var b strings.Builder
+	for _, s := range ss {
+		fmt.Fprintf(&b, "%s:%s:%s;", s.ID, s.Status, s.TaskState)
+	}
+	return b.String()
+}
+
+func serverIDs(ss []nova.Server) string {
+	ids := make([]string, len(ss))
+	for i, s := range ss {
+		ids[i] = s.ID
+	}
+	return strings.Join(ids, " ")
+}
