@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Shared helpers of the functional harness (sourced, not run).
+# Shared helpers and settings of the functional harness (sourced, not run).
+# Everything up.sh creates lives under $DVMS_FUNC_DIR: etc/ (configs),
+# state/ (databases, images, instance dirs), run/ (pid files), logs/.
 # shellcheck disable=SC2034  # variables used by the scripts that source this
 
 DVMS_FUNC_DIR="${DVMS_FUNC_DIR:-/tmp/dvms-functional}"
@@ -7,8 +9,35 @@ LOG_DIR="$DVMS_FUNC_DIR/logs"
 RUN_DIR="$DVMS_FUNC_DIR/run"
 ETC_DIR="$DVMS_FUNC_DIR/etc"
 STATE_DIR="$DVMS_FUNC_DIR/state"
+PY_DIR="$DVMS_FUNC_DIR/python"
 HARNESS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-mkdir -p "$LOG_DIR" "$RUN_DIR" "$ETC_DIR" "$STATE_DIR"
+mkdir -p "$LOG_DIR" "$RUN_DIR" "$ETC_DIR" "$STATE_DIR" "$PY_DIR"
+
+# Loopback ports (override if one is taken on your machine).
+DVMS_FUNC_HOST_IP="${DVMS_FUNC_HOST_IP:-127.0.0.1}"
+DB_PORT="${DVMS_FUNC_DB_PORT:-3306}"
+RABBIT_PORT="${DVMS_FUNC_RABBIT_PORT:-5672}"
+EPMD_PORT="${DVMS_FUNC_EPMD_PORT:-4369}"
+KEYSTONE_PORT="${DVMS_FUNC_KEYSTONE_PORT:-5000}"
+PLACEMENT_PORT="${DVMS_FUNC_PLACEMENT_PORT:-8778}"
+GLANCE_PORT="${DVMS_FUNC_GLANCE_PORT:-9292}"
+NOVA_PORT="${DVMS_FUNC_NOVA_PORT:-8774}"
+NEUTRON_PORT="${DVMS_FUNC_NEUTRON_PORT:-9696}"
+
+# One password for every service account: a throw-away cloud on loopback.
+DVMS_FUNC_PASSWORD="${DVMS_FUNC_PASSWORD:-dvms-secret}"
+DVMS_FUNC_REGION="${DVMS_FUNC_REGION:-RegionOne}"
+DVMS_FUNC_CLOUD="dvms-functional"
+DVMS_FUNC_TIMEOUT="${DVMS_FUNC_TIMEOUT:-300}"
+
+# Capacity of every fake compute host (per-host override: DVMS_FUNC_CAPACITY_<n>="vcpus:ram_mb:disk_gb").
+DVMS_FUNC_HOST_VCPUS="${DVMS_FUNC_HOST_VCPUS:-8}"
+DVMS_FUNC_HOST_RAM_MB="${DVMS_FUNC_HOST_RAM_MB:-16384}"
+DVMS_FUNC_HOST_DISK_GB="${DVMS_FUNC_HOST_DISK_GB:-100}"
+
+DB_URL_BASE="mysql+pymysql://openstack:${DVMS_FUNC_PASSWORD}@${DVMS_FUNC_HOST_IP}:${DB_PORT}"
+TRANSPORT_URL="rabbit://guest:guest@${DVMS_FUNC_HOST_IP}:${RABBIT_PORT}/"
+KEYSTONE_URL="http://${DVMS_FUNC_HOST_IP}:${KEYSTONE_PORT}/v3"
 
 _t0=${_t0:-$(date +%s)}
 log() { printf '[%s +%4ss] %s\n' "$(date -u +%H:%M:%S)" "$(( $(date +%s) - _t0 ))" "$*"; }
@@ -17,15 +46,30 @@ die() {
   exit 1
 }
 
-# fail_with_log STEP LOGFILE: report a failed step with the tail of its log.
+# fail_with_log STEP LOGFILE...: report a failed step with the tail of its logs.
 fail_with_log() {
-  log "FAILED: $1"
-  if [ -f "$2" ]; then
-    echo "----- last lines of $2 -----"
-    tail -n 40 "$2"
-    echo "-----"
-  fi
+  local step=$1 f
+  shift
+  log "FAILED: $step"
+  for f in "$@"; do
+    if [ -f "$f" ]; then
+      echo "----- last lines of $f -----"
+      tail -n 40 "$f"
+      echo "-----"
+    fi
+  done
   exit 1
+}
+
+# run_logged STEP LOGFILE CMD...: run CMD with its output in LOGFILE; on
+# failure say which step failed and show the log's tail.
+run_logged() {
+  local step=$1 logfile=$2
+  shift 2
+  log "$step"
+  if ! "$@" >>"$logfile" 2>&1; then
+    fail_with_log "$step" "$logfile"
+  fi
 }
 
 # wait_for TIMEOUT DESCRIPTION CMD...: retry CMD every second.
@@ -35,6 +79,7 @@ wait_for() {
   local end=$(( $(date +%s) + timeout ))
   until "$@" >/dev/null 2>&1; do
     if [ "$(date +%s)" -ge "$end" ]; then
+      log "timed out after ${timeout}s waiting for: $what"
       return 1
     fi
     sleep 1
@@ -42,11 +87,28 @@ wait_for() {
   log "ready: $what"
 }
 
-# start_daemon NAME LOGFILE CMD...: run CMD in the background, pid in RUN_DIR.
+# port_open PORT: something listens on the loopback port.
+port_open() {
+  (exec 3<>"/dev/tcp/${DVMS_FUNC_HOST_IP}/$1") 2>/dev/null
+}
+
+# http_ok URL: the URL answers with any HTTP status below 500.
+http_ok() {
+  local code
+  code=$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$1") || return 1
+  [ "$code" -ge 200 ] && [ "$code" -lt 500 ]
+}
+
+pid_alive() {
+  [ -f "$RUN_DIR/$1.pid" ] && kill -0 "$(cat "$RUN_DIR/$1.pid")" 2>/dev/null
+}
+
+# start_daemon NAME LOGFILE CMD...: run CMD in the background in its own
+# session (so stop_daemon can end its whole process group), pid in RUN_DIR.
 start_daemon() {
   local name=$1 logfile=$2
   shift 2
-  if [ -f "$RUN_DIR/$name.pid" ] && kill -0 "$(cat "$RUN_DIR/$name.pid")" 2>/dev/null; then
+  if pid_alive "$name"; then
     log "$name already running (pid $(cat "$RUN_DIR/$name.pid"))"
     return 0
   fi
@@ -55,23 +117,45 @@ start_daemon() {
   log "started $name (pid $!, log $logfile)"
 }
 
-# stop_daemon NAME: stop what start_daemon started (its process group).
+# stop_daemon NAME [SIGNAL]: stop what start_daemon started (its process group).
 stop_daemon() {
-  local name=$1 pidfile="$RUN_DIR/$1.pid" pid
+  local name=$1 sig=${2:-TERM} pidfile="$RUN_DIR/$1.pid" pid
   [ -f "$pidfile" ] || return 0
   pid=$(cat "$pidfile")
   if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 20); do
+    kill "-$sig" -- "-$pid" 2>/dev/null || kill "-$sig" "$pid" 2>/dev/null || true
+    for _ in $(seq 1 30); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.5
     done
     kill -KILL -- "-$pid" 2>/dev/null || true
   fi
   rm -f "$pidfile"
+  log "stopped $name"
 }
 
 admin_env() {
   export OS_CLIENT_CONFIG_FILE="$DVMS_FUNC_DIR/clouds.yaml"
-  export OS_CLOUD=dvms-functional
+  export OS_CLOUD="$DVMS_FUNC_CLOUD"
+  unset OS_AUTH_URL OS_USERNAME OS_PASSWORD OS_PROJECT_NAME OS_TOKEN
+}
+
+# compute_capacity N: "vcpus ram_mb disk_gb" of host compute-N.
+compute_capacity() {
+  local var="DVMS_FUNC_CAPACITY_$1" spec
+  spec="${!var:-${DVMS_FUNC_HOST_VCPUS}:${DVMS_FUNC_HOST_RAM_MB}:${DVMS_FUNC_HOST_DISK_GB}}"
+  echo "${spec//:/ }"
+}
+
+# start_compute HOST: start one nova-compute from the config and capacity
+# up.sh wrote for it (etc/nova-compute/HOST.conf, HOST.env).
+start_compute() {
+  local host=$1 conf="$ETC_DIR/nova-compute/$1.conf" envf="$ETC_DIR/nova-compute/$1.env"
+  [ -f "$conf" ] || die "no config for $host ($conf): was it brought up by up.sh?"
+  # shellcheck disable=SC1090
+  . "$envf"
+  start_daemon "nova-compute-$host" "$LOG_DIR/nova-compute-$host.log" \
+    env PYTHONPATH="$PY_DIR" DVMS_FAKE_VCPUS="$DVMS_FAKE_VCPUS" \
+    DVMS_FAKE_MEMORY_MB="$DVMS_FAKE_MEMORY_MB" DVMS_FAKE_LOCAL_GB="$DVMS_FAKE_LOCAL_GB" \
+    nova-compute --config-file "$conf"
 }
