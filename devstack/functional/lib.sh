@@ -28,6 +28,9 @@ NEUTRON_PORT="${DVMS_FUNC_NEUTRON_PORT:-9696}"
 DVMS_FUNC_PASSWORD="${DVMS_FUNC_PASSWORD:-dvms-secret}"
 DVMS_FUNC_REGION="${DVMS_FUNC_REGION:-RegionOne}"
 DVMS_FUNC_CLOUD="dvms-functional"
+# The system Python that the OpenStack packages use (a pyenv or venv python3
+# earlier on PATH lacks their modules).
+PYTHON=/usr/bin/python3
 DVMS_FUNC_TIMEOUT="${DVMS_FUNC_TIMEOUT:-300}"
 
 # Capacity of every fake compute host (per-host override: DVMS_FUNC_CAPACITY_<n>="vcpus:ram_mb:disk_gb").

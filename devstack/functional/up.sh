@@ -115,7 +115,7 @@ start_daemon rabbitmq "$LOG_DIR/rabbitmq.log" "${rabbit_env[@]}" /usr/lib/rabbit
 # ------------------------------------------------------------ neutron stub ---
 cp "$HARNESS_DIR/files/neutron_stub.py" "$PY_DIR/neutron_stub.py"
 start_daemon neutron-stub "$LOG_DIR/neutron-stub.log" \
-  python3 -u "$PY_DIR/neutron_stub.py" "$DVMS_FUNC_HOST_IP" "$NEUTRON_PORT"
+  "$PYTHON" -u "$PY_DIR/neutron_stub.py" "$DVMS_FUNC_HOST_IP" "$NEUTRON_PORT"
 
 # ---------------------------------------------------------- configuration ---
 mkdir -p "$STATE_DIR/keystone/fernet-keys" "$STATE_DIR/keystone/credential-keys" \
@@ -267,7 +267,7 @@ bg_sync() { # bg_sync NAME CMD...
 }
 bg_sync keystone keystone-manage --config-file "$ETC_DIR/keystone.conf" db_sync
 bg_sync glance glance-manage --config-file "$ETC_DIR/glance-api.conf" db_sync
-bg_sync placement env OS_PLACEMENT_CONFIG_DIR="$ETC_DIR/placement" placement-manage db sync
+bg_sync placement placement-manage --config-file "$ETC_DIR/placement/placement.conf" db sync
 bg_sync nova sh -c "set -e
   nova-manage --config-file '$ETC_DIR/nova.conf' api_db sync
   nova-manage --config-file '$ETC_DIR/nova.conf' cell_v2 map_cell0 --database_connection '$DB_URL_BASE/nova_cell0'
@@ -305,7 +305,7 @@ uwsgi_app keystone "$KEYSTONE_PORT" /usr/bin/keystone-wsgi-public "OS_KEYSTONE_C
 wait_for 120 "keystone on $KEYSTONE_PORT" http_ok "$KEYSTONE_URL" \
   || fail_with_log "starting keystone" "$LOG_DIR/keystone.log"
 run_logged "keystone: service project, users, services and endpoints" "$LOG_DIR/bootstrap.log" \
-  python3 "$HARNESS_DIR/files/bootstrap.py" identity "$DVMS_FUNC_PASSWORD" "$DVMS_FUNC_REGION" \
+  "$PYTHON" "$HARNESS_DIR/files/bootstrap.py" identity "$DVMS_FUNC_PASSWORD" "$DVMS_FUNC_REGION" \
   "http://$DVMS_FUNC_HOST_IP:$GLANCE_PORT" "http://$DVMS_FUNC_HOST_IP:$PLACEMENT_PORT" \
   "http://$DVMS_FUNC_HOST_IP:$NOVA_PORT/v2.1"
 
@@ -336,7 +336,7 @@ wait_for 180 "nova-api on $NOVA_PORT" http_ok "http://$DVMS_FUNC_HOST_IP:$NOVA_P
 
 dd if=/dev/zero of="$STATE_DIR/dvms-tiny.raw" bs=1M count=1 status=none
 run_logged "flavors dvms.tiny, dvms.small and image dvms-tiny" "$LOG_DIR/bootstrap.log" \
-  python3 "$HARNESS_DIR/files/bootstrap.py" resources "$STATE_DIR/dvms-tiny.raw"
+  "$PYTHON" "$HARNESS_DIR/files/bootstrap.py" resources "$STATE_DIR/dvms-tiny.raw"
 
 # ------------------------------------------------------- computes are up ---
 computes_up() { # all N nova-compute services report "up"
