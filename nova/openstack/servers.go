@@ -61,6 +61,9 @@ func (c *Client) Servers(ctx context.Context, host string) ([]nova.Server, error
 	for {
 		var page struct {
 			Servers []serverJSON `json:"servers"`
+			Links   []struct {
+				Rel string `json:"rel"`
+			} `json:"servers_links"`
 		}
 		u := c.compute.ServiceURL("servers", "detail") + query(
 			"all_tenants", "True", "host", host, "limit", strconv.Itoa(pageSize), "marker", marker)
@@ -73,7 +76,13 @@ func (c *Client) Servers(ctx context.Context, host string) ([]nova.Server, error
 				out = append(out, s.server())
 			}
 		}
-		if len(page.Servers) < pageSize {
+		// Nova links the next page when it capped this one (at the
+		// smaller of limit and its max_limit).
+		if len(page.Servers) == 0 || !slices.ContainsFunc(page.Links, func(l struct {
+			Rel string `json:"rel"`
+		}) bool {
+			return l.Rel == "next"
+		}) {
 			break
 		}
 		marker = page.Servers[len(page.Servers)-1].ID
@@ -146,7 +155,9 @@ func (c *Client) groupIndex(ctx context.Context) (groupIndex, error) {
 		return c.groups, nil
 	}
 	idx := groupIndex{at: time.Now(), byID: map[string]nova.ServerGroup{}, byMember: map[string]nova.ServerGroup{}}
-	for offset := 0; ; offset += pageSize {
+	// Server groups have no next links: page until an empty page (the
+	// cloud's max_limit may be below pageSize).
+	for offset := 0; ; {
 		var page struct {
 			Groups []groupJSON `json:"server_groups"`
 		}
@@ -155,6 +166,13 @@ func (c *Client) groupIndex(ctx context.Context) (groupIndex, error) {
 		if _, err := c.get(ctx, c.compute, u, &page); err != nil {
 			return groupIndex{}, fmt.Errorf("list server groups: %w", err)
 		}
+		if len(page.Groups) == 0 {
+			break
+		}
+		if _, seen := idx.byID[page.Groups[0].ID]; seen && offset > 0 {
+			// A cloud ignoring offset would page forever.
+			return groupIndex{}, fmt.Errorf("list server groups: offset %d repeats group %s", offset, page.Groups[0].ID)
+		}
 		for _, g := range page.Groups {
 			sg := g.group()
 			idx.byID[g.ID] = sg
@@ -162,9 +180,7 @@ func (c *Client) groupIndex(ctx context.Context) (groupIndex, error) {
 				idx.byMember[m] = sg
 			}
 		}
-		if len(page.Groups) < pageSize {
-			break
-		}
+		offset += len(page.Groups)
 	}
 	c.groups = idx
 	return idx, nil

@@ -149,7 +149,13 @@ func TestHost(t *testing.T) {
 func TestServers(t *testing.T) {
 	c := newCloud(t)
 	c.handle("GET "+computePrefix+"/servers/detail", 200, serversBody)
-	c.handle("GET "+computePrefix+"/os-server-groups", 200, groupsBody)
+	c.mux.HandleFunc("GET "+computePrefix+"/os-server-groups", func(w http.ResponseWriter, r *http.Request) {
+		if off := r.URL.Query().Get("offset"); off != "" && off != "0" {
+			reply(w, 200, `{"server_groups": []}`)
+			return
+		}
+		reply(w, 200, groupsBody)
+	})
 	cl := c.client()
 
 	for range 2 { // the second listing reuses the cached group index
@@ -172,8 +178,9 @@ func TestServers(t *testing.T) {
 			t.Errorf("server 2 %+v", s2)
 		}
 	}
-	if n := c.count("GET " + computePrefix + "/os-server-groups"); n != 1 {
-		t.Errorf("server groups listed %d times, want 1 (cached)", n)
+	// One listing (two pages: the second, empty, ends it), then cached.
+	if n := c.count("GET " + computePrefix + "/os-server-groups"); n != 2 {
+		t.Errorf("server groups requested %d times, want 2 (one listing, cached)", n)
 	}
 	for _, r := range c.all() {
 		switch r.Path {
@@ -186,6 +193,30 @@ func TestServers(t *testing.T) {
 				t.Errorf("server groups query %v", r.Query)
 			}
 		}
+	}
+}
+
+// Nova caps pages at its max_limit and links the next one.
+func TestServersFollowsNextLinks(t *testing.T) {
+	c := newCloud(t)
+	c.mux.HandleFunc("GET "+computePrefix+"/servers/detail", func(w http.ResponseWriter, r *http.Request) {
+		one := func(id string) string {
+			return `{"id": "` + id + `", "status": "ACTIVE", "OS-EXT-SRV-ATTR:host": "compute-1", "flavor": {"vcpus": 1, "ram": 512}}`
+		}
+		switch r.URL.Query().Get("marker") {
+		case "":
+			reply(w, 200, `{"servers": [`+one("a")+`,`+one("b")+`], "servers_links": [{"rel": "next", "href": "x?marker=b"}]}`)
+		case "b":
+			reply(w, 200, `{"servers": [`+one("c")+`]}`)
+		default:
+			t.Errorf("unexpected marker %q", r.URL.Query().Get("marker"))
+			reply(w, 200, `{"servers": []}`)
+		}
+	})
+	c.handle("GET "+computePrefix+"/os-server-groups", 200, `{"server_groups": []}`)
+	ss, err := c.client().Servers(context.Background(), "compute-1")
+	if err != nil || len(ss) != 3 || ss[2].ID != "c" {
+		t.Fatalf("Servers = %+v, %v; want a, b, c", ss, err)
 	}
 }
 
