@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -63,9 +64,10 @@ func init() {
 
 // drainClient connects to the cloud the flags name.
 func drainClient(c *cli.Context) (string, *openstack.Client, zerolog.Logger, error) {
+	host, err := hostArg(c)
 	log := newLogger(c.String("log-level"), "console")
-	if c.NArg() != 1 || c.Args().First() == "" {
-		return "", nil, log, fmt.Errorf("%s: want exactly one HOST argument", c.Command.Name)
+	if err != nil {
+		return "", nil, log, err
 	}
 	if _, err := parseLevel(c.String("log-level")); err != nil {
 		return "", nil, log, err
@@ -77,19 +79,52 @@ func drainClient(c *cli.Context) (string, *openstack.Client, zerolog.Logger, err
 	if err != nil {
 		return "", nil, log, err
 	}
-	return c.Args().First(), cl, log, nil
+	return host, cl, log, nil
+}
+
+// hostArg returns the HOST argument. urfave/cli stops parsing flags at
+// the first argument; `dvms drain HOST --wait` is the documented order,
+// so flags after HOST are parsed here and set on c.
+func hostArg(c *cli.Context) (string, error) {
+	args := c.Args().Slice()
+	if len(args) == 0 || args[0] == "" || strings.HasPrefix(args[0], "-") {
+		return "", fmt.Errorf("%s: want a HOST argument", c.Command.Name)
+	}
+	if len(args) == 1 {
+		return args[0], nil
+	}
+	fs := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, f := range c.Command.Flags {
+		if err := f.Apply(fs); err != nil {
+			return "", err
+		}
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return "", fmt.Errorf("%s: %w", c.Command.Name, err)
+	}
+	if fs.NArg() > 0 {
+		return "", fmt.Errorf("%s: want one HOST argument, got %q too", c.Command.Name, fs.Args())
+	}
+	var setErr error
+	fs.Visit(func(f *flag.Flag) {
+		if err := c.Set(f.Name, f.Value.String()); err != nil && setErr == nil {
+			setErr = fmt.Errorf("%s: --%s: %w", c.Command.Name, f.Name, err)
+		}
+	})
+	return args[0], setErr
 }
 
 func runDrain(c *cli.Context) error {
-	if c.Duration("poll") <= 0 || c.Duration("stall") <= 0 {
-		return errors.New("drain: --poll and --stall must be positive")
-	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	c.Context = ctx
 	host, cl, log, err := drainClient(c)
 	if err != nil {
 		return err
+	}
+	if c.Duration("poll") <= 0 || c.Duration("stall") <= 0 {
+		return errors.New("drain: --poll and --stall must be positive")
 	}
 	reason := c.String("reason")
 	if err := cl.SetServiceStatus(ctx, host, true, reason); err != nil {
