@@ -31,6 +31,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 
 	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/demand/diagnostics"
 	"github.com/dvms-project/dvms/nova/novatest"
 	"github.com/dvms-project/dvms/nova/openstack"
 )
@@ -280,4 +281,41 @@ func TestFunctionalWaitMigration(t *testing.T) {
 		t.Fatalf("WaitMigration = %+v, %v", m, err)
 	}
 	t.Logf("migration %s %s -> %s took %s", m.ID, m.Source, m.Dest, m.UpdatedAt.Sub(m.CreatedAt))
+}
+
+// The diagnostics demand source reads a real server's diagnostics (the
+// fake virt driver reports 15 % of one vCPU and 0 MB used).
+func TestFunctionalDiagnosticsDemand(t *testing.T) {
+	c := functionalCloud(t)
+	f := &fixture{t: t, c: c}
+	ctx := context.Background()
+	host := c.hosts[0]
+	id, err := f.CreateServer(ctx, "dvms-func-diag", 1, 512, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.DeleteServer(ctx, id); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	})
+	if !f.WaitFor(novatest.ActionTimeout, func() bool {
+		s, err := c.client.Server(ctx, id)
+		return err == nil && s.Status == nova.StatusActive && s.TaskState == ""
+	}) {
+		t.Fatal("server never ACTIVE")
+	}
+	src, err := diagnostics.New(diagnostics.DefaultConfig(), c.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := src.Demand(ctx, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := d[id]
+	if !ok || got.CPU < 0 || got.CPU > 1 || got.RAMMB < 0 {
+		t.Fatalf("demand of %s on %s: %+v (in map: %v), all: %v", id, host, got, ok, d)
+	}
+	t.Logf("demand of %s: %.2f cores, %.0f MB", id, got.CPU, got.RAMMB)
 }
