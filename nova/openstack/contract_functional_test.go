@@ -236,6 +236,33 @@ func (f *fixture) WaitFor(timeout time.Duration, cond func() bool) bool {
 	}
 }
 
+// activeServer boots a 1 VCPU / 512 MB server on host, waits until it is
+// ACTIVE, and deletes it once it settles at the end of the test.
+func (f *fixture) activeServer(t *testing.T, name, host string) string {
+	t.Helper()
+	ctx := context.Background()
+	id, err := f.CreateServer(ctx, name, 1, 512, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.WaitFor(novatest.SettleTimeout, func() bool {
+			s, err := f.c.client.Server(ctx, id)
+			return err != nil || s.TaskState == ""
+		})
+		if err := f.DeleteServer(ctx, id); err != nil {
+			t.Logf("cleanup: delete %s: %v", id, err)
+		}
+	})
+	if !f.WaitFor(novatest.ActionTimeout, func() bool {
+		s, err := f.c.client.Server(ctx, id)
+		return err == nil && s.Status == nova.StatusActive && s.TaskState == "" && s.Host == host
+	}) {
+		t.Fatalf("server %s never ACTIVE on %s", id, host)
+	}
+	return id
+}
+
 func TestFunctionalContract(t *testing.T) {
 	novatest.RunContract(t, func(t *testing.T) novatest.Env {
 		c := functionalCloud(t)
@@ -249,25 +276,7 @@ func TestFunctionalWaitMigration(t *testing.T) {
 	f := &fixture{t: t, c: c}
 	ctx := context.Background()
 	src, dst := c.hosts[0], c.hosts[1]
-	id, err := f.CreateServer(ctx, "dvms-func-wait", 1, 512, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.WaitFor(novatest.SettleTimeout, func() bool {
-			s, err := c.client.Server(ctx, id)
-			return err != nil || s.TaskState == ""
-		})
-		if err := f.DeleteServer(ctx, id); err != nil {
-			t.Logf("cleanup: %v", err)
-		}
-	})
-	if !f.WaitFor(novatest.ActionTimeout, func() bool {
-		s, err := c.client.Server(ctx, id)
-		return err == nil && s.Status == nova.StatusActive && s.TaskState == ""
-	}) {
-		t.Fatal("server never ACTIVE")
-	}
+	id := f.activeServer(t, "dvms-func-wait", src)
 	since := time.Now().Add(-time.Minute) // Nova's clock stamps created_at
 	rc, err := c.client.LiveMigrate(nova.WithRequestID(ctx, "req-0f0f0f0f-aaaa-4bbb-8ccc-dddddddddddd"), id, dst)
 	if err != nil {
@@ -290,21 +299,7 @@ func TestFunctionalDiagnosticsDemand(t *testing.T) {
 	f := &fixture{t: t, c: c}
 	ctx := context.Background()
 	host := c.hosts[0]
-	id, err := f.CreateServer(ctx, "dvms-func-diag", 1, 512, host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.DeleteServer(ctx, id); err != nil {
-			t.Logf("cleanup: %v", err)
-		}
-	})
-	if !f.WaitFor(novatest.ActionTimeout, func() bool {
-		s, err := c.client.Server(ctx, id)
-		return err == nil && s.Status == nova.StatusActive && s.TaskState == ""
-	}) {
-		t.Fatal("server never ACTIVE")
-	}
+	id := f.activeServer(t, "dvms-func-diag", host)
 	src, err := diagnostics.New(diagnostics.DefaultConfig(), c.client)
 	if err != nil {
 		t.Fatal(err)
