@@ -16,6 +16,7 @@ export OS_COMPUTE_API_VERSION=2.91
 SMOKE_LOG="$LOG_DIR/smoke.log"
 prefix="dvms-smoke-$$"
 servers=()
+printf "\n==== smoke run %s at %s\n" "$$" "$(date -u +%FT%TZ)" >>"$SMOKE_LOG"
 
 cleanup() {
   local rc=$?
