@@ -369,5 +369,16 @@ hypervisors_ready() {
 wait_for 120 "$N hypervisors mapped to cell1" hypervisors_ready \
   || fail_with_log "waiting for $N hypervisors" "$LOG_DIR/nova-api.log"
 
+# The dvms agent config for this cloud, written by the same function as the
+# DevStack plugin's (devstack/lib/dvms). Agents: dvms agent --host compute-K
+# --config $DVMS_FUNC_DIR/etc/dvms.conf (NATS is not started here).
+# shellcheck source=devstack/lib/dvms
+. "$HARNESS_DIR/../lib/dvms"
+DVMS_REGION="$DVMS_FUNC_REGION" DVMS_OS_CLOUD="$DVMS_FUNC_CLOUD" \
+  DVMS_CLOUDS_YAML="$DVMS_FUNC_DIR/clouds.yaml" \
+  DVMS_NATS_URL="${DVMS_NATS_URL:-nats://$DVMS_FUNC_HOST_IP:4222}" \
+  dvms_write_config "$ETC_DIR/dvms.conf"
+log "dvms agent config: $ETC_DIR/dvms.conf"
+
 log "cloud is up: $N computes; OS_CLIENT_CONFIG_FILE=$DVMS_FUNC_DIR/clouds.yaml OS_CLOUD=$DVMS_FUNC_CLOUD (or . $DVMS_FUNC_DIR/openrc)"
 log "total time: $(( $(date +%s) - _t0 ))s"
