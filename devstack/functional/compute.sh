@@ -29,11 +29,18 @@ for a in "$@"; do
   esac
 done
 
-nova_state() { # prints "status state forced_down" of HOST's nova-compute
+nova_state() { # prints "status state updated_at forced_down" of HOST's nova-compute
   openstack --os-compute-api-version 2.11 compute service list --service nova-compute \
-    --host "$1" -f value -c Status -c State -c "Forced Down"
+    --host "$1" --long -f value -c Status -c State -c "Forced Down" -c "Updated At"
 }
-service_up() { [ "$(nova_state "$1" | awk '{print $2}')" = up ]; }
+# service_up HOST SINCE: up, with a heartbeat newer than SINCE (UTC ISO
+# time; Nova keeps saying "up" for service_down_time after a process dies).
+service_up() {
+  local state updated
+  read -r state updated < <(openstack compute service list --service nova-compute \
+    --host "$1" -f value -c State -c "Updated At")
+  [ "$state" = up ] && [[ "$updated" > "$2" ]]
+}
 set_forced() { # set_forced HOST --up|--down
   openstack --os-compute-api-version 2.11 compute service set "$2" "$1" nova-compute
 }
@@ -55,8 +62,9 @@ case "$action" in
   start)
     [ -n "$host" ] || usage
     start_compute "$host"
-    set_forced "$host" --up
-    wait_for "$DVMS_FUNC_TIMEOUT" "$host up in Nova" service_up "$host" \
+    set_forced "$host" --up # this too sets Updated At: wait for a heartbeat after it
+    since="$(date -u +%Y-%m-%dT%H:%M:%S).999999" # Nova keeps whole seconds
+    wait_for "$DVMS_FUNC_TIMEOUT" "$host up in Nova (a new heartbeat)" service_up "$host" "$since" \
       || fail_with_log "starting $host" "$LOG_DIR/nova-compute-$host.log"
     ;;
   status)
@@ -69,7 +77,7 @@ case "$action" in
     for h in "${hosts[@]}"; do
       proc=stopped
       pid_alive "nova-compute-$h" && proc="running pid $(cat "$RUN_DIR/nova-compute-$h.pid")"
-      printf '%-12s process: %-18s nova (status state forced_down): %s\n' "$h" "$proc" "$(nova_state "$h" | tr '\n' ' ')"
+      printf '%-12s process: %-18s nova (status state updated_at forced_down): %s\n' "$h" "$proc" "$(nova_state "$h" | tr '\n' ' ')"
     done
     ;;
   *) usage ;;

@@ -24,8 +24,9 @@ for pidfile in "$RUN_DIR"/nova-compute-*.pid; do
 done
 wait
 for name in nova-api nova-scheduler nova-conductor glance-api placement keystone neutron-stub; do
-  stop_daemon "$name"
+  stop_daemon "$name" &
 done
+wait
 if pid_alive rabbitmq; then
   # A clean stop keeps the mnesia database usable for the next up.sh.
   eval "$(cat "$ETC_DIR/rabbitmq-env.cmd")" /usr/lib/rabbitmq/bin/rabbitmqctl stop \

@@ -101,7 +101,7 @@ else
   start_daemon epmd "$LOG_DIR/epmd.log" epmd -address "$DVMS_FUNC_HOST_IP" -port "$EPMD_PORT"
 fi
 rabbit_env=(
-  env HOME="$RABBIT_HOME" RABBITMQ_NODENAME=dvms@localhost RABBITMQ_USE_LONGNAME=false
+  env HOME="$RABBIT_HOME" RABBITMQ_NODENAME="dvms-$RABBIT_PORT@localhost" RABBITMQ_USE_LONGNAME=false
   RABBITMQ_NODE_IP_ADDRESS="$DVMS_FUNC_HOST_IP" RABBITMQ_NODE_PORT="$RABBIT_PORT"
   RABBITMQ_DIST_PORT="$((RABBIT_PORT + 20000))" RABBITMQ_MNESIA_BASE="$RABBIT_HOME/mnesia"
   RABBITMQ_LOG_BASE="$LOG_DIR/rabbitmq" RABBITMQ_CONFIG_FILE="$ETC_DIR/rabbitmq.conf"
@@ -317,7 +317,7 @@ start_daemon glance-api "$LOG_DIR/glance-api.log" glance-api --config-file "$ETC
 
 # ---------------------------------------------------------------- rabbitmq ---
 wait_for 120 "rabbitmq on $RABBIT_PORT" port_open "$RABBIT_PORT" \
-  || fail_with_log "starting rabbitmq" "$LOG_DIR/rabbitmq.log" "$LOG_DIR/rabbitmq/dvms@localhost.log"
+  || fail_with_log "starting rabbitmq" "$LOG_DIR/rabbitmq.log" "$LOG_DIR/rabbitmq/dvms-$RABBIT_PORT@localhost.log"
 
 # -------------------------------------------------------------------- nova ---
 wait_sync nova
