@@ -20,6 +20,19 @@ for cmd in mariadbd rabbitmq-server uwsgi keystone-manage glance-api nova-api no
   command -v "$cmd" >/dev/null || die "$cmd not found: run devstack/functional/install.sh first"
 done
 log "bringing up the functional cloud with $N compute hosts under $DVMS_FUNC_DIR"
+# A port already answering, and not by the service this harness started
+# there, would make a wait below succeed against the wrong server.
+for svc_port in mariadb:$DB_PORT rabbitmq:$RABBIT_PORT keystone:$KEYSTONE_PORT placement:$PLACEMENT_PORT \
+  glance-api:$GLANCE_PORT nova-api:$NOVA_PORT neutron-stub:$NEUTRON_PORT; do
+  svc=${svc_port%%:*} port=${svc_port##*:}
+  if ! pid_alive "$svc" && port_open "$port"; then
+    die "port $port (for $svc) is already in use by another process; free it or set DVMS_FUNC_*_PORT (see lib.sh)"
+  fi
+done
+prev=$(cat "$DVMS_FUNC_DIR/computes" 2>/dev/null || echo 0)
+if [ "$prev" -gt "$N" ]; then
+  log "note: this state has nova-compute services for $prev hosts; compute-$((N + 1))..compute-$prev stay listed as down (down.sh --purge for a clean cloud)"
+fi
 echo "$N" > "$DVMS_FUNC_DIR/computes"
 
 # ---------------------------------------------------------------- helpers ---
@@ -109,7 +122,8 @@ rabbit_env=(
   RABBITMQ_ENABLED_PLUGINS_FILE="$ETC_DIR/rabbitmq-enabled-plugins"
   RABBITMQ_PID_FILE="$RUN_DIR/rabbitmq-beam.pid"
 )
-printf '%q ' "${rabbit_env[@]}" > "$ETC_DIR/rabbitmq-env.cmd"
+# down.sh runs rabbitmqctl with the same environment as the running node.
+pid_alive rabbitmq || printf '%q ' "${rabbit_env[@]}" > "$ETC_DIR/rabbitmq-env.cmd"
 start_daemon rabbitmq "$LOG_DIR/rabbitmq.log" "${rabbit_env[@]}" /usr/lib/rabbitmq/bin/rabbitmq-server
 
 # ------------------------------------------------------------ neutron stub ---
