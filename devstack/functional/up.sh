@@ -197,6 +197,8 @@ my_ip = $DVMS_FUNC_HOST_IP
 state_path = $1
 instances_path = $1/instances
 shelved_offload_time = 0
+report_interval = ${DVMS_FUNC_REPORT_INTERVAL:-10}
+service_down_time = ${DVMS_FUNC_SERVICE_DOWN_TIME:-60}
 heal_instance_info_cache_interval = -1
 use_rootwrap_daemon = false
 [oslo_concurrency]

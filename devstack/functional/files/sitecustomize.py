@@ -4,6 +4,8 @@ Nova loads compute drivers only from the nova.virt package. This file is on
 the PYTHONPATH of the harness's nova-compute processes only (up.sh copies it
 to $DVMS_FUNC_DIR/python), so nothing under /usr is changed. The finder is
 lazy: nova is not imported until nova-compute asks for the driver.
+It shadows Debian's /etc/python3.11/sitecustomize.py, which only installs
+the apport crash hook (absent here).
 """
 import importlib.abc
 import importlib.util
