@@ -69,11 +69,4 @@ for attempt in 1 2; do
   dpkg --configure -a >>"$LOG_DIR/apt-install.log" 2>&1 || true
   apt-get update -q >>"$LOG_DIR/apt-update.log" 2>&1 || true
 done
-# No daemon may have been left running by a package (policy-rc.d should
-# have stopped them all): up.sh needs the ports.
-for d in mariadbd rabbitmq-server beam.smp epmd; do
-  if pgrep -x "$d" >/dev/null; then
-    log "note: a $d process is running (not started by this harness); up.sh may find its port taken"
-  fi
-done
 log "installed in $(( $(date +%s) - _t0 ))s"

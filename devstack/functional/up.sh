@@ -5,12 +5,20 @@
 # Everything lives under $DVMS_FUNC_DIR (default /tmp/dvms-functional):
 # etc/ configs, state/ data, run/ pid files, logs/ one log per service.
 # Admin credentials: $DVMS_FUNC_DIR/clouds.yaml (cloud dvms-functional) and
-# $DVMS_FUNC_DIR/openrc. Idempotent: services already running are kept.
+# $DVMS_FUNC_DIR/openrc. Idempotent: services already running are kept; a
+# stopped cloud restarts from its state (servers included) unless
+# DVMS_FUNC_FRESH=1, which purges the state first (what CI wants).
 set -euo pipefail
 _t0=$(date +%s)
 # shellcheck source=devstack/functional/lib.sh
 . "$(dirname "$0")/lib.sh"
 
+if [ "${DVMS_FUNC_FRESH:-0}" = 1 ]; then
+  # A cloud started from old state keeps old servers (and their placement
+  # allocations) that the new fake computes no longer host.
+  log "DVMS_FUNC_FRESH=1: down.sh --purge first"
+  bash "$HARNESS_DIR/down.sh" --purge
+fi
 N="${1:-8}"
 case "$N" in
   '' | *[!0-9]*) die "usage: up.sh [N] (N = number of compute hosts)" ;;
@@ -342,6 +350,7 @@ start_daemon nova-conductor "$LOG_DIR/nova-conductor.log" nova-conductor --confi
 start_daemon nova-scheduler "$LOG_DIR/nova-scheduler.log" nova-scheduler --config-file "$ETC_DIR/nova.conf"
 wait_for 120 "placement on $PLACEMENT_PORT" http_ok "http://$DVMS_FUNC_HOST_IP:$PLACEMENT_PORT/" \
   || fail_with_log "starting placement" "$LOG_DIR/placement.log"
+computes_since="$(date -u +%Y-%m-%dT%H:%M:%S).999999" # Nova keeps whole seconds
 for i in $(seq 1 "$N"); do
   start_compute "compute-$i"
 done
@@ -355,10 +364,11 @@ run_logged "flavors dvms.tiny, dvms.small and image dvms-tiny" "$LOG_DIR/bootstr
   "$PYTHON" "$HARNESS_DIR/files/bootstrap.py" resources "$STATE_DIR/dvms-tiny.raw"
 
 # ------------------------------------------------------- computes are up ---
-computes_up() { # all N nova-compute services report "up"
+computes_up() { # all N nova-compute services "up", with a heartbeat newer
+  # than their start (after a restart Nova says "up" for service_down_time)
   local up
-  up=$(openstack compute service list --service nova-compute -f value -c Host -c State 2>/dev/null \
-    | awk '$2 == "up" && $1 ~ /^compute-[0-9]+$/' | wc -l)
+  up=$(openstack compute service list --service nova-compute -f value -c Host -c State -c "Updated At" 2>/dev/null \
+    | awk -v since="$computes_since" '$2 == "up" && $1 ~ /^compute-[0-9]+$/ && $3 > since' | wc -l)
   [ "$up" -ge "$N" ]
 }
 if ! wait_for "$DVMS_FUNC_TIMEOUT" "$N nova-compute services up" computes_up; then
