@@ -18,6 +18,7 @@ if [ "${DVMS_FUNC_FRESH:-0}" = 1 ]; then
   # allocations) that the new fake computes no longer host.
   log "DVMS_FUNC_FRESH=1: down.sh --purge first"
   bash "$HARNESS_DIR/down.sh" --purge
+  mkdir -p "$LOG_DIR" "$RUN_DIR" "$ETC_DIR" "$STATE_DIR" "$PY_DIR"
 fi
 N="${1:-8}"
 case "$N" in
