@@ -31,7 +31,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-osc() { openstack "$@" 2>>"$SMOKE_LOG"; }
+# Every CLI call is bounded: a hung service fails the smoke instead of CI.
+osc() { timeout 120 openstack "$@" 2>>"$SMOKE_LOG"; }
 field() { osc server show "$1" -f value -c "$2"; }
 wait_field() { # wait_field SERVER FIELD VALUE TIMEOUT
   local end=$(( $(date +%s) + $4 )) v

@@ -368,7 +368,7 @@ run_logged "flavors dvms.tiny, dvms.small and image dvms-tiny" "$LOG_DIR/bootstr
 computes_up() { # all N nova-compute services "up", with a heartbeat newer
   # than their start (after a restart Nova says "up" for service_down_time)
   local up
-  up=$(openstack compute service list --service nova-compute -f value -c Host -c State -c "Updated At" 2>/dev/null \
+  up=$(timeout 60 openstack compute service list --service nova-compute -f value -c Host -c State -c "Updated At" 2>/dev/null \
     | awk -v since="$computes_since" '$2 == "up" && $1 ~ /^compute-[0-9]+$/ && $3 > since' | wc -l)
   [ "$up" -ge "$N" ]
 }
@@ -383,14 +383,14 @@ run_logged "nova-manage cell_v2 discover_hosts" "$LOG_DIR/nova-manage.log" \
   nova-manage --config-file "$ETC_DIR/nova.conf" cell_v2 discover_hosts --verbose
 providers_ready() { # N resource providers with the configured VCPU inventory
   local n
-  n=$(openstack resource provider list -f value -c name 2>/dev/null | grep -c '^compute-[0-9]*$') || return 1
+  n=$(timeout 60 openstack resource provider list -f value -c name 2>/dev/null | grep -c '^compute-[0-9]*$') || return 1
   [ "$n" -ge "$N" ]
 }
 wait_for "$DVMS_FUNC_TIMEOUT" "$N placement resource providers" providers_ready \
   || fail_with_log "waiting for $N resource providers" "$LOG_DIR/placement.log" "$LOG_DIR/nova-compute-compute-1.log"
 hypervisors_ready() {
   local n
-  n=$(openstack hypervisor list -f value -c "Hypervisor Hostname" 2>/dev/null | grep -c '^compute-[0-9]*$') || return 1
+  n=$(timeout 60 openstack hypervisor list -f value -c "Hypervisor Hostname" 2>/dev/null | grep -c '^compute-[0-9]*$') || return 1
   [ "$n" -ge "$N" ]
 }
 wait_for 120 "$N hypervisors mapped to cell1" hypervisors_ready \
