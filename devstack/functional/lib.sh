@@ -49,6 +49,10 @@ die() {
   exit 1
 }
 
+# Any command that stops a script under set -e says where and what it was.
+set -o errtrace
+trap 'log "FAILED (exit $?) at ${BASH_SOURCE[0]##*/}:$LINENO: $BASH_COMMAND"' ERR
+
 # fail_with_log STEP LOGFILE...: report a failed step with the tail of its logs.
 fail_with_log() {
   local step=$1 f
