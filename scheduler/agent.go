@@ -231,6 +231,8 @@ type Agent struct {
 
 	ended map[string]time.Time // recently ended partitions: drop their requests
 	rd    Ready
+
+	retired bool // stopping: raises no event, joins no partition
 }
 
 // NewAgent returns a free agent. members is the initial ring.
@@ -414,7 +416,7 @@ func (a *Agent) detected() EventKind {
 // maybeStart raises the agent's event and starts a partition when it is
 // free, has an event and is not backing off.
 func (a *Agent) maybeStart() {
-	if a.part != nil || a.now.Before(a.retryAt) {
+	if a.part != nil || a.retired || a.now.Before(a.retryAt) {
 		return
 	}
 	k := a.detected()
@@ -512,7 +514,7 @@ func (a *Agent) onGrow(m Message) {
 		if a.phase == phWaiting && !a.merging {
 			a.tourDone()
 		}
-	case mine == nil && !a.host.Draining:
+	case mine == nil && !a.host.Draining && !a.retired:
 		a.join(p)
 	default:
 		// First out: skip this busy partition in one hop (DESIGN §5.2.4).
@@ -859,6 +861,29 @@ func (a *Agent) end(o Outcome, reason string, solved []string) {
 	a.retryAt = a.now.Add(a.backoff)
 	a.backoff = min(2*a.backoff, a.cfg.MaxRetryBackoff)
 }
+
+// Retire prepares the agent to stop (SIGTERM): from now on it raises no
+// event and joins no partition (requests are forwarded as by a busy
+// agent). A partition it leads is dissolved at once unless its plan is
+// being executed: the runtime lets that plan finish and PlanDone ends the
+// partition as usual. A member that does not lead stays until its
+// partition ends (dissolve message or partition timeout), so the event it
+// may carry is recorded as ended. Retire reports whether the agent must
+// keep running for that (the runtime bounds the wait).
+func (a *Agent) Retire(now time.Time) (busy bool) {
+	a.now, a.retired = now, true
+	switch {
+	case a.part == nil:
+		return false
+	case !a.leader() || a.phase == phExecuting:
+		return true
+	}
+	a.dissolve(Aborted, "leader "+a.cfg.ID+" is stopping")
+	return false
+}
+
+// Retired reports whether Retire was called.
+func (a *Agent) Retired() bool { return a.retired }
 
 // leave frees this agent without telling anyone (it was removed).
 func (a *Agent) leave() { a.end(Aborted, "removed from the partition", nil) }

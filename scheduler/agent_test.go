@@ -369,3 +369,46 @@ func TestMergeRefused(t *testing.T) {
 		t.Fatalf("refusal: %+v %+v", rd.Records, h1.Partition())
 	}
 }
+
+// A retiring agent (SIGTERM) raises no event, joins no partition and
+// dissolves a partition it leads unless its plan is running.
+func TestRetire(t *testing.T) {
+	h1, h2, h3 := newAgent(t, "h1"), newAgent(t, "h2"), newAgent(t, "h3")
+	h2.Observe(t0, hostWith("h2", 1))
+	if busy := h2.Retire(t0); busy {
+		t.Fatal("a free agent is not busy")
+	}
+	g := only(t, overload(t, h1), MsgGrow)
+	h2.Step(g.Msg)
+	rd := h2.Ready()
+	if h2.Partition() != nil {
+		t.Fatal("a retired agent joined a partition")
+	}
+	if fw := only(t, rd, MsgGrow); fw.To != "h3" {
+		t.Fatalf("request forwarded to %s, want h3", fw.To)
+	}
+	for range 5 {
+		h2.Observe(t0, hostWith("h2", 6))
+	}
+	if h2.Partition() != nil || len(records(h2.Ready(), RecEventRaised)) != 0 {
+		t.Fatal("a retired agent raised an event")
+	}
+
+	// h3 joins h1's partition and leads it; retiring dissolves it.
+	h3.Observe(t0, hostWith("h3", 1))
+	h3.Step(g.Msg)
+	h3.Ready()
+	if p := h3.Partition(); p == nil || p.Leader != "h3" {
+		t.Fatalf("h3 did not take the lead: %+v", p)
+	}
+	if busy := h3.Retire(t0); busy {
+		t.Fatal("a leader collecting snapshots is not busy")
+	}
+	rd = h3.Ready()
+	if h3.Partition() != nil || len(sent(rd, MsgDissolve)) == 0 {
+		t.Fatalf("retiring leader did not dissolve: %+v", rd.Messages)
+	}
+	if d := records(rd, RecDissolved); len(d) != 1 || !strings.Contains(d[0].Reason, "stopping") {
+		t.Fatalf("dissolved records %+v", d)
+	}
+}

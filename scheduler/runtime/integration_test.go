@@ -152,3 +152,35 @@ func TestNATSRestartDuringRun(t *testing.T) {
 		t.Fatalf("violations %v, lost %d", v, c.cloud.ServersLost())
 	}
 }
+
+// Stopping every agent (SIGTERM) while a plan runs: the leader finishes
+// the plan, so no migration is left running unrecorded, and its event
+// ends before Run returns.
+func TestGracefulStopFinishesPlan(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := startCluster(t, ctx, 5, 10)
+	if !waitFor(t, 20*time.Second, func() bool { return c.count(scheduler.RecPlanned, 0) > 0 }) {
+		cancel()
+		c.wg.Wait()
+		t.Fatal("no plan within 20 s")
+	}
+	cancel()
+	stopped := make(chan struct{})
+	go func() { c.wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("runners did not stop within 30 s")
+	}
+	st := c.cloud.Stats()
+	if st.InFlight != 0 || st.Started == 0 {
+		t.Fatalf("after a graceful stop: %+v (want migrations started and none in flight)", st)
+	}
+	if c.count(scheduler.RecEventEnded, 0) == 0 {
+		t.Fatal("the event being executed did not end before the agents stopped")
+	}
+	if v := c.cloud.Violations(); len(v) > 0 || c.cloud.ServersLost() != 0 {
+		t.Fatalf("violations %v, lost %d", v, c.cloud.ServersLost())
+	}
+}

@@ -26,6 +26,9 @@ type Heartbeat struct {
 	// Raft is the address the merge arbiter of this agent listens on, if
 	// it may vote.
 	Raft string `json:"raft,omitempty"`
+	// Leaving is the last heartbeat of an agent that stops: the others
+	// drop it at once instead of after DeadAfter.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // MembershipConfig tunes failure detection.
@@ -119,24 +122,28 @@ func (m *Membership) Run(ctx context.Context) error {
 	defer func() { _ = sub.Unsubscribe() }()
 	t := m.clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
-	m.publish(ctx)
+	m.publish(ctx, false)
 	for {
 		select {
 		case <-ctx.Done():
+			// Say goodbye on a context of its own: ctx is already done.
+			bye, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			m.publish(bye, true)
+			cancel()
 			return nil
 		case hb := <-in:
 			m.heard(hb)
 		case <-t.C:
-			m.publish(ctx)
+			m.publish(ctx, false)
 			m.expire()
 		}
 	}
 }
 
-func (m *Membership) publish(ctx context.Context) {
+func (m *Membership) publish(ctx context.Context, leaving bool) {
 	m.seq++
 	hb := m.cfg.Self
-	hb.Seq = m.seq
+	hb.Seq, hb.Leaving = m.seq, leaving
 	data, _ := json.Marshal(hb)
 	if err := m.bus.Publish(ctx, bus.HeartbeatSubject(m.cfg.Region), data); err != nil && ctx.Err() == nil {
 		m.log.Warn().Err(err).Msg("heartbeat not sent")
@@ -149,9 +156,18 @@ func (m *Membership) heard(hb Heartbeat) {
 	}
 	m.mu.Lock()
 	old, known := m.members[hb.Host]
-	m.members[hb.Host] = Member{Heartbeat: hb, Seen: m.clock.Now()}
+	if hb.Leaving {
+		delete(m.members, hb.Host)
+	} else {
+		m.members[hb.Host] = Member{Heartbeat: hb, Seen: m.clock.Now()}
+	}
 	m.mu.Unlock()
 	switch {
+	case hb.Leaving:
+		if known {
+			m.log.Info().Str("member", hb.Host).Msg("member left")
+			m.notify(m.OnDown, hb.Host)
+		}
 	case !known:
 		m.log.Info().Str("member", hb.Host).Str("site", hb.Site).Msg("member up")
 		m.notify(m.OnUp, hb.Host)

@@ -32,14 +32,18 @@ type Config struct {
 	// Inbox is the number of received messages buffered; beyond it
 	// messages are dropped (counted and logged).
 	Inbox int
-	Exec  ExecConfig
+	// StopGrace bounds how long a stopping agent finishes the plan it is
+	// executing (see Run).
+	StopGrace time.Duration
+	Exec      ExecConfig
 }
 
 // DefaultConfig returns DESIGN's defaults.
 func DefaultConfig() Config {
 	return Config{
 		Region: "RegionOne", Tick: 500 * time.Millisecond, Monitor: time.Second,
-		DrainReason: regexp.MustCompile(`^dvms:maintenance|^maintenance`), Inbox: 4096, Exec: DefaultExecConfig(),
+		DrainReason: regexp.MustCompile(`^dvms:maintenance|^maintenance`), Inbox: 4096, StopGrace: 2 * time.Minute,
+		Exec: DefaultExecConfig(),
 	}
 }
 
@@ -57,6 +61,9 @@ func (c Config) Validate() error {
 	}
 	if c.Inbox < 1 {
 		errs = append(errs, errors.New("inbox must be >= 1"))
+	}
+	if c.StopGrace < 0 {
+		errs = append(errs, errors.New("stop_grace must be >= 0"))
 	}
 	if err := c.Exec.Validate(); err != nil {
 		errs = append(errs, err)
@@ -145,10 +152,14 @@ func (r *Runner) Partition() *scheduler.Partition {
 // Dropped is the number of received messages dropped (malformed or inbox full).
 func (r *Runner) Dropped() int64 { return r.dropped.Load() }
 
-// Run drives the agent until ctx is done, then waits for every goroutine
-// it started. A plan being executed when ctx ends is abandoned between
-// actions; actions already sent to Nova are followed to their end by
-// Nova itself and stay recorded in Nova's migration list.
+// Run drives the agent until ctx is done, then stops gracefully: the
+// agent retires (raises no event, joins no partition, dissolves a
+// partition it leads), and a plan being executed is finished, for at most
+// StopGrace, before Run returns; the partition then ends as usual, its
+// members told. Past StopGrace the plan is abandoned between actions:
+// actions already sent to Nova are followed by Nova itself and stay in its
+// migration list under the event's request id. Run waits for every
+// goroutine it started.
 func (r *Runner) Run(ctx context.Context) error {
 	subj := bus.AgentSubject(r.cfg.Region, r.agent.ID())
 	sub, err := r.d.Bus.Subscribe(subj, r.receive)
@@ -157,18 +168,36 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 
-	ctx, cancel := context.WithCancel(ctx)
+	// The runner's goroutines outlive ctx by the stop grace period.
+	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer close(r.done)
 	defer r.wg.Wait()
 	defer cancel()
 
+	mon, stopMonitor := context.WithCancel(run)
+	defer stopMonitor()
 	r.wg.Add(1)
-	go r.monitor(ctx)
+	go r.monitor(mon)
 	tick := r.d.Clock.NewTicker(r.cfg.Tick)
 	defer tick.Stop()
+	stop := ctx.Done()
+	var grace <-chan time.Time
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
+			stop = nil
+			stopMonitor()
+			busy := r.agent.Retire(r.d.Clock.Now())
+			r.flush(run)
+			if !busy {
+				r.log.Info().Msg("stopped: no plan running")
+				return nil
+			}
+			r.log.Info().Dur("grace", r.cfg.StopGrace).Msg("stopping: waiting for the partition to end (plan running or led by another agent)")
+			grace = r.d.Clock.After(r.cfg.StopGrace)
+			continue
+		case <-grace:
+			r.log.Warn().Dur("grace", r.cfg.StopGrace).Msg("stopped with a plan running: abandoned between actions (Nova's migration list has what was sent)")
 			return nil
 		case <-tick.C:
 			r.agent.Tick(r.d.Clock.Now())
@@ -179,7 +208,11 @@ func (r *Runner) Run(ctx context.Context) error {
 		case f := <-r.results:
 			f(r.agent)
 		}
-		r.flush(ctx)
+		r.flush(run)
+		if stop == nil && r.agent.Partition() == nil {
+			r.log.Info().Msg("stopped: partition ended")
+			return nil
+		}
 	}
 }
 

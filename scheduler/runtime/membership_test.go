@@ -1,0 +1,126 @@
+package runtime_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/scheduler/runtime"
+)
+
+type memberEvents struct {
+	mu       sync.Mutex
+	up, down []string
+}
+
+func (e *memberEvents) has(list *[]string, host string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Contains(*list, host)
+}
+
+func startMember(t *testing.T, ctx context.Context, url, host, incarnation string, ev *memberEvents) (*runtime.Membership, func()) {
+	t.Helper()
+	tr, err := bus.ConnectNATS(ctx, bus.Config{URL: url, Name: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := runtime.MembershipConfig{Region: "mt", Interval: 50 * time.Millisecond, DeadAfter: 400 * time.Millisecond,
+		Self: runtime.Heartbeat{Host: host, Site: "site-a", Incarnation: incarnation, Raft: "127.0.0.1:1"}}
+	m, err := runtime.NewMembership(cfg, tr, runtime.Wall{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev != nil {
+		m.OnUp = func(h string) { ev.mu.Lock(); ev.up = append(ev.up, h); ev.mu.Unlock() }
+		m.OnDown = func(h string) { ev.mu.Lock(); ev.down = append(ev.down, h); ev.mu.Unlock() }
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(mctx); _ = tr.Close() }()
+	return m, func() { cancel(); <-done }
+}
+
+// Heartbeats over a real NATS server: members come up, a stopping member
+// leaves at once, a silent one is declared dead after DeadAfter, and a
+// restart (new incarnation) is seen as down then up.
+func TestMembership(t *testing.T) {
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ev := &memberEvents{}
+	watcher, stopW := startMember(t, ctx, ns.ClientURL(), "h0", "i0", ev)
+	defer stopW()
+	_, stop1 := startMember(t, ctx, ns.ClientURL(), "h1", "i1", nil)
+	_, stop2 := startMember(t, ctx, ns.ClientURL(), "h2", "i2", nil)
+	if !waitFor(t, 5*time.Second, func() bool { return len(watcher.Members()) == 3 }) {
+		t.Fatalf("members %v, want h0 h1 h2", watcher.Members())
+	}
+	if ms := watcher.Members(); ms[1].Raft != "127.0.0.1:1" || ms[1].Site != "site-a" {
+		t.Fatalf("heartbeat fields not carried: %+v", ms[1])
+	}
+
+	// A graceful stop says goodbye: gone well before DeadAfter.
+	start := time.Now()
+	stop1()
+	if !waitFor(t, 5*time.Second, func() bool { return ev.has(&ev.down, "h1") }) {
+		t.Fatal("h1 left but was not reported down")
+	}
+	if d := time.Since(start); d > 300*time.Millisecond {
+		t.Errorf("leaving took %s to be seen; want faster than dead_after (400ms)", d)
+	}
+
+	// h2 restarts with a new incarnation: down then up again.
+	stop2()
+	_, stop2b := startMember(t, ctx, ns.ClientURL(), "h2", "i2b", nil)
+	defer stop2b()
+	if !waitFor(t, 5*time.Second, func() bool {
+		ms := watcher.Members()
+		return ev.has(&ev.down, "h2") && len(ms) == 2 && ms[1].Incarnation == "i2b"
+	}) {
+		t.Fatalf("restart of h2 not followed: members %v", watcher.Members())
+	}
+}
+
+// A member that goes silent without saying goodbye (crash, cut link) is
+// declared dead after DeadAfter.
+func TestMembershipSilenceIsDeath(t *testing.T) {
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ev := &memberEvents{}
+	watcher, stopW := startMember(t, ctx, ns.ClientURL(), "h0", "i0", ev)
+	defer stopW()
+	// h1 publishes by hand, once: then silence.
+	tr, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if !waitFor(t, 5*time.Second, func() bool {
+		_ = tr.Publish(ctx, bus.HeartbeatSubject("mt"), []byte(`{"v":1,"host":"h1","incarnation":"x","seq":1}`))
+		return ev.has(&ev.up, "h1")
+	}) {
+		t.Fatal("h1 never came up")
+	}
+	_ = tr.Publish(ctx, bus.HeartbeatSubject("mt"), []byte(`{"malformed`))
+	if !waitFor(t, 5*time.Second, func() bool { return ev.has(&ev.down, "h1") }) {
+		t.Fatal("a silent member was never declared dead")
+	}
+	if len(watcher.Members()) != 1 {
+		t.Fatalf("members %v, want only h0", watcher.Members())
+	}
+}
