@@ -23,7 +23,7 @@ for pidfile in "$RUN_DIR"/nova-compute-*.pid; do
   stop_daemon "$name" &
 done
 wait
-for name in nova-api nova-scheduler nova-conductor glance-api placement keystone neutron-stub; do
+for name in nova-api nova-scheduler nova-conductor glance-api placement keystone neutron-stub nats; do
   stop_daemon "$name" &
 done
 wait

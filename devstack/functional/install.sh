@@ -16,7 +16,7 @@ pkgs=(
   keystone glance-api placement-api
   nova-api nova-conductor nova-scheduler nova-compute nova-compute-ironic
   python3-openstackclient python3-osc-placement python3-openstacksdk python3-pymysql
-  curl procps
+  curl procps nats-server
 )
 missing=()
 for p in "${pkgs[@]}"; do

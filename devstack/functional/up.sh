@@ -25,14 +25,14 @@ case "$N" in
   '' | *[!0-9]*) die "usage: up.sh [N] (N = number of compute hosts)" ;;
 esac
 [ "$N" -ge 1 ] || die "N must be at least 1"
-for cmd in mariadbd rabbitmq-server uwsgi keystone-manage glance-api nova-api nova-compute openstack; do
+for cmd in mariadbd rabbitmq-server uwsgi keystone-manage glance-api nova-api nova-compute openstack nats-server; do
   command -v "$cmd" >/dev/null || die "$cmd not found: run devstack/functional/install.sh first"
 done
 log "bringing up the functional cloud with $N compute hosts under $DVMS_FUNC_DIR"
 # A port already answering, and not by the service this harness started
 # there, would make a wait below succeed against the wrong server.
 for svc_port in mariadb:$DB_PORT rabbitmq:$RABBIT_PORT keystone:$KEYSTONE_PORT placement:$PLACEMENT_PORT \
-  glance-api:$GLANCE_PORT nova-api:$NOVA_PORT neutron-stub:$NEUTRON_PORT; do
+  glance-api:$GLANCE_PORT nova-api:$NOVA_PORT neutron-stub:$NEUTRON_PORT nats:$NATS_PORT; do
   svc=${svc_port%%:*} port=${svc_port##*:}
   if ! pid_alive "$svc" && port_open "$port"; then
     die "port $port (for $svc) is already in use by another process; free it or set DVMS_FUNC_*_PORT (see lib.sh)"
@@ -396,14 +396,19 @@ hypervisors_ready() {
 wait_for 120 "$N hypervisors mapped to cell1" hypervisors_ready \
   || fail_with_log "waiting for $N hypervisors" "$LOG_DIR/nova-api.log"
 
+# The NATS server the dvms agents of the functional tests talk over
+# (Debian's nats-server, as the DevStack plugin's dvms-nats service).
+start_daemon nats "$LOG_DIR/nats.log" nats-server --addr "$DVMS_FUNC_HOST_IP" --port "$NATS_PORT"
+wait_for 30 "NATS on port $NATS_PORT" port_open "$NATS_PORT" || fail_with_log "starting NATS" "$LOG_DIR/nats.log"
+
 # The dvms agent config for this cloud, written by the same function as the
 # DevStack plugin's (devstack/lib/dvms). Agents: dvms agent --host compute-K
-# --config $DVMS_FUNC_DIR/etc/dvms.conf (NATS is not started here).
+# --config $DVMS_FUNC_DIR/etc/dvms.conf.
 # shellcheck source=devstack/lib/dvms
 . "$HARNESS_DIR/../lib/dvms"
 DVMS_REGION="$DVMS_FUNC_REGION" DVMS_OS_CLOUD="$DVMS_FUNC_CLOUD" \
   DVMS_CLOUDS_YAML="$DVMS_FUNC_DIR/clouds.yaml" \
-  DVMS_NATS_URL="${DVMS_NATS_URL:-nats://$DVMS_FUNC_HOST_IP:4222}" \
+  DVMS_NATS_URL="${DVMS_NATS_URL:-nats://$DVMS_FUNC_HOST_IP:$NATS_PORT}" \
   dvms_write_config "$ETC_DIR/dvms.conf"
 log "dvms agent config: $ETC_DIR/dvms.conf"
 
