@@ -177,6 +177,8 @@ type Record struct {
 	Moves     int
 	Outcome   Outcome
 	Reason    string
+	// Nodes of the partition, on RecBlocked and RecEventEnded records.
+	Nodes []string
 }
 
 // Ready is the agent's output since the last call to Ready.
@@ -439,7 +441,7 @@ func (a *Agent) forward() {
 	a.phase, a.heard = phWaiting, a.now
 	next, ok := a.nextOutside(a.cfg.ID, a.part)
 	if !ok {
-		a.tourDone() // no node outside the partition: a tour is trivially complete
+		a.tourDone(false) // no node outside the partition: a tour is trivially complete
 		return
 	}
 	a.send(next, Message{Type: MsgGrow, PartID: a.part.ID, Version: a.part.Version, Part: a.part.clone()})
@@ -456,6 +458,15 @@ func (a *Agent) nextOutside(from string, p *Partition) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// ringDist is how many ring positions b lies after a (0 when equal).
+// Nodes missing from the ring count from where they would be inserted.
+func (a *Agent) ringDist(from, to string) int {
+	n := len(a.ring)
+	i, _ := slices.BinarySearch(a.ring, from)
+	j, _ := slices.BinarySearch(a.ring, to)
+	return ((j-i)%n + n) % n
 }
 
 // Step handles one message.
@@ -508,11 +519,24 @@ func (a *Agent) onGrow(m Message) {
 			return
 		}
 		if !a.leader() {
-			a.send(mine.Leader, m) // back home: the leader decides
+			// A member: the request reached it through another partition.
+			// The tour is complete only once it passes the leader (where it
+			// started); before that it goes on past this partition, else
+			// a merged partition, whose members are spread over the ring,
+			// would end tours early and give up without having met the
+			// other Blocked partitions.
+			next, ok := a.nextOutside(a.cfg.ID, mine)
+			if !ok || a.ringDist(a.cfg.ID, mine.Leader) < a.ringDist(a.cfg.ID, next) {
+				a.send(mine.Leader, m) // back home: the leader decides
+				return
+			}
+			m.Hops++
+			m.From = a.cfg.ID
+			a.rd.Messages = append(a.rd.Messages, Envelope{To: next, Msg: m})
 			return
 		}
 		if a.phase == phWaiting && !a.merging {
-			a.tourDone()
+			a.tourDone(m.Met)
 		}
 	case mine == nil && !a.host.Draining && !a.retired:
 		a.join(p)
@@ -524,6 +548,7 @@ func (a *Agent) onGrow(m Message) {
 			} else {
 				a.send(p.Leader, Message{Type: MsgMergeOffer, PartID: p.ID, Version: p.Version, Other: mine.clone()})
 			}
+			m.Met = true
 		}
 		skip := mine
 		if skip == nil {
@@ -693,18 +718,32 @@ func (a *Agent) PlanDone(partID string, version uint64, o Outcome, reason string
 	a.dissolve(o, reason)
 }
 
-// tourDone: the request came back without finding a free node.
-func (a *Agent) tourDone() {
+// maxTours bounds the tours of a Blocked partition that keeps meeting
+// other Blocked partitions without a merge committing.
+const maxTours = 6
+
+// tourDone: the request came back without finding a free node. A second
+// tour ends the partition (Unsolvable) unless the request met another
+// Blocked partition on its way (met): a merge was offered and may still
+// commit, so giving up now would lose an event the union of the two could
+// solve; it tours again, up to maxTours.
+func (a *Agent) tourDone(met bool) {
 	p := a.part
 	p.Tours++
-	if p.Tours >= 2 {
-		a.dissolve(Unsolvable, "no solution after a second full tour")
+	if p.Tours >= 2 && (!met || p.Tours >= maxTours) {
+		a.dissolve(Unsolvable, fmt.Sprintf("no solution after %d full tours", p.Tours))
+		return
+	}
+	if p.State == Blocked {
+		// Still blocked: refresh the registration and tour again.
+		a.rd.Arbiter = append(a.rd.Arbiter, ArbiterRequest{Op: ArbRegister, Part: *p.clone(), Lease: a.cfg.Lease})
+		a.forward()
 		return
 	}
 	p.State = Blocked
 	p.Version++
 	a.broadcast(a.update())
-	a.record(Record{Kind: RecBlocked})
+	a.record(Record{Kind: RecBlocked, Nodes: slices.Clone(p.Nodes)})
 	a.rd.Arbiter = append(a.rd.Arbiter, ArbiterRequest{Op: ArbRegister, Part: *p.clone(), Lease: a.cfg.Lease})
 	a.forward()
 }
@@ -848,14 +887,23 @@ func (a *Agent) end(o Outcome, reason string, solved []string) {
 	if !carried {
 		return // our event waits for us to be free
 	}
+	retryNow := false
 	if o == Solved && !slices.Contains(solved, ev.ID) {
-		o, reason = Unsolvable, "the partition's plan did not cover this event"
+		// A merged partition's plan solved other events of the union
+		// first (the solver's tiers): nothing says this one has no
+		// solution. It ends Aborted and is raised again at once, against
+		// the cloud as the plan left it.
+		o, reason, retryNow = Aborted, "the merged partition's plan solved other events: raised again", true
 	}
 	a.active = nil
 	a.window = a.window[:0] // fresh samples before the next event
-	a.record(Record{Kind: RecEventEnded, Event: ev, Partition: p.ID, Version: p.Version, Size: len(p.Nodes), Outcome: o, Reason: reason})
+	a.record(Record{Kind: RecEventEnded, Event: ev, Partition: p.ID, Version: p.Version, Size: len(p.Nodes), Outcome: o, Reason: reason, Nodes: slices.Clone(p.Nodes)})
 	if o == Solved {
 		a.backoff, a.retryAt = a.cfg.RetryBackoff, time.Time{}
+		return
+	}
+	if retryNow {
+		a.retryAt = a.now
 		return
 	}
 	a.retryAt = a.now.Add(a.backoff)

@@ -412,3 +412,26 @@ func TestRetire(t *testing.T) {
 		t.Fatalf("dissolved records %+v", d)
 	}
 }
+
+// A member of a partition whose nodes are spread over the ring (after a
+// merge) passes the partition's request on until it has gone past the
+// leader: it must not end the tour early.
+func TestMemberContinuesTourUntilLeader(t *testing.T) {
+	h4 := newAgent(t, "h4")
+	p := &Partition{ID: "p-x", Version: 3, Initiator: "h1", Leader: "h1", Nodes: []string{"h1", "h4"}, State: Blocked, Tours: 1}
+	h4.part = p.clone()
+	// From h2 (busy elsewhere) the request lands on h4: h5 is still ahead
+	// before the leader h1.
+	h4.Step(Message{Type: MsgGrow, From: "h2", PartID: p.ID, Version: p.Version, Part: p.clone()})
+	if fw := only(t, h4.Ready(), MsgGrow); fw.To != "h5" {
+		t.Fatalf("member sent the request to %s, want it to go on to h5", fw.To)
+	}
+	// From h5 the next node outside is h2 (after h1): the tour is done.
+	h5 := newAgent(t, "h5")
+	p.Nodes = []string{"h1", "h3", "h5"}
+	h5.part = p.clone()
+	h5.Step(Message{Type: MsgGrow, From: "h4", PartID: p.ID, Version: p.Version, Part: p.clone()})
+	if back := only(t, h5.Ready(), MsgGrow); back.To != "h1" {
+		t.Fatalf("request sent to %s, want it back at the leader h1", back.To)
+	}
+}

@@ -137,7 +137,11 @@ type Message struct {
 	// Host is the sender's snapshot (Snapshot).
 	Host *Host `json:",omitempty"`
 	// Hops counts forwards of a Grow request.
-	Hops    int     `json:",omitempty"`
+	Hops int `json:",omitempty"`
+	// Met marks a Grow request of a Blocked partition that passed another
+	// Blocked partition (a merge was offered): its leader keeps it Blocked
+	// for another tour instead of giving up (see Agent.tourDone).
+	Met     bool    `json:",omitempty"`
 	Outcome Outcome `json:",omitempty"`
 	Reason  string  `json:",omitempty"`
 	// Solved lists the events a Solved dissolution solved (Dissolve).

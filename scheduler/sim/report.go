@@ -31,6 +31,9 @@ type Report struct {
 		// solver, run on the whole cloud when the event ended, found a
 		// solution (a liveness miss).
 		UnsolvableWithGlobal int `json:"unsolvable_with_global_solution"`
+		// UnsolvableWithUnion: of those, the ones the union of the
+		// partitions blocked at the time could solve (merges missed them).
+		UnsolvableWithUnion int `json:"unsolvable_with_union_solution"`
 	} `json:"events"`
 	SolveMS    Percentiles `json:"solve_ms"`
 	Migrations struct {
@@ -114,8 +117,8 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "dvms simulate (%s): %d hosts, %d servers, workload %s, seed %d, %.0fs simulated in %.1fs\n",
 		r.Mode, r.Hosts, r.Servers, r.Workload, r.Seed, r.Duration, r.WallS)
-	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution), %d failed, %d aborted, %d in flight\n",
-		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)
+	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution, %d one in the union of the blocked partitions), %d failed, %d aborted, %d in flight\n",
+		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.UnsolvableWithUnion, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)
 	fmt.Fprintf(w, "  solve time  p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms (%d plans)\n",
 		r.SolveMS.P50, r.SolveMS.P95, r.SolveMS.P99, r.SolveMS.Max, r.SolveMS.Count)
 	fmt.Fprintf(w, "  migrations  %d (%d failed)   overload %.0f host-seconds\n", r.Migrations.Total, r.Migrations.Failed, r.OverloadSeconds)
