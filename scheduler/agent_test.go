@@ -435,3 +435,26 @@ func TestMemberContinuesTourUntilLeader(t *testing.T) {
 		t.Fatalf("request sent to %s, want it back at the leader h1", back.To)
 	}
 }
+
+// A blocked partition whose second tour met another blocked partition
+// (a merge was offered) tours again instead of giving up, up to maxTours.
+func TestMetRequestToursAgain(t *testing.T) {
+	h1 := newAgent(t, "h1")
+	g := only(t, overload(t, h1), MsgGrow)
+	h1.Step(g.Msg) // first tour: blocked
+	g = only(t, h1.Ready(), MsgGrow)
+	for tour := 2; tour < maxTours; tour++ {
+		g.Msg.Met = true
+		h1.Step(g.Msg)
+		rd := h1.Ready()
+		if p := h1.Partition(); p == nil || p.State != Blocked || p.Tours != tour {
+			t.Fatalf("tour %d: partition %+v, want still blocked", tour, p)
+		}
+		g = only(t, rd, MsgGrow)
+	}
+	g.Msg.Met = true
+	h1.Step(g.Msg)
+	if h1.Partition() != nil || len(records(h1.Ready(), RecEventEnded)) != 1 {
+		t.Fatalf("still touring after %d tours", maxTours)
+	}
+}
