@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,7 +59,8 @@ func (c RaftConfig) Validate() error {
 //
 // A RaftNode decides requests only while it leads; otherwise it returns
 // ErrNoQuorum naming the leader. RaftGroup forwards to the leader inside
-// one process. Forwarding between processes (over NATS) is not built yet.
+// one process; Service runs one RaftNode per agent over TCP and forwards
+// requests between processes over the bus.
 type RaftNode struct {
 	cfg RaftConfig
 	r   *raft.Raft
@@ -68,27 +71,92 @@ type RaftNode struct {
 type raftFSM struct {
 	mu  sync.Mutex
 	fsm *FSM
+	// seen holds the decision of every request applied with a request id
+	// in the last dedupWindow of entry time: a request retried after an
+	// unknown outcome (leader lost, answer lost, message duplicated) is
+	// answered with its first decision instead of being applied twice.
+	seen map[string]seenDecision
+	// group names the group (set by the first group entry, see
+	// raftEntry); two groups of one region meeting is detected with it.
+	group string
+}
+
+// dedupWindow is how long, in entry time, a request id is remembered.
+// It must exceed the time a caller keeps retrying one request.
+const dedupWindow = 5 * time.Minute
+
+type seenDecision struct {
+	Decision Decision
+	Time     time.Time
+}
+
+// raftEntry is one log entry: a Command, tagged with the id of the
+// request that proposed it (retries of one request commit once), or a
+// group entry naming the group. Entries written before the tags existed
+// decode as plain commands.
+type raftEntry struct {
+	Command
+	Req   string `json:",omitempty"`
+	Group string `json:",omitempty"`
+}
+
+func newRaftFSM() *raftFSM {
+	return &raftFSM{fsm: NewFSM(), seen: make(map[string]seenDecision)}
 }
 
 func (f *raftFSM) Apply(l *raft.Log) any {
-	var c Command
-	if err := json.Unmarshal(l.Data, &c); err != nil {
+	var e raftEntry
+	if err := json.Unmarshal(l.Data, &e); err != nil {
 		return Decision{Reason: "undecodable entry: " + err.Error()}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.fsm.Apply(c)
+	if e.Group != "" {
+		if f.group == "" {
+			f.group = e.Group
+		}
+		return Decision{Committed: true}
+	}
+	if e.Req != "" {
+		if s, ok := f.seen[e.Req]; ok {
+			d := s.Decision
+			d.Nodes = slices.Clone(d.Nodes)
+			return d
+		}
+	}
+	d := f.fsm.Apply(e.Command)
+	if e.Req != "" {
+		f.seen[e.Req] = seenDecision{Decision: d, Time: f.fsm.Now()}
+		d.Nodes = slices.Clone(d.Nodes)
+		horizon := f.fsm.Now().Add(-dedupWindow)
+		for id, s := range f.seen {
+			if s.Time.Before(horizon) {
+				delete(f.seen, id)
+			}
+		}
+	}
+	return d
+}
+
+// groupID is the group named by the log so far ("" before its group
+// entry is applied).
+func (f *raftFSM) groupID() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.group
 }
 
 type fsmSnapshot struct {
 	Now     time.Time
 	Records []Record
+	Seen    map[string]seenDecision `json:",omitempty"`
+	Group   string                  `json:",omitempty"`
 }
 
 func (f *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &fsmSnapshot{Now: f.fsm.Now(), Records: f.fsm.Records()}, nil
+	return &fsmSnapshot{Now: f.fsm.Now(), Records: f.fsm.Records(), Seen: maps.Clone(f.seen), Group: f.group}, nil
 }
 
 func (f *raftFSM) Restore(rc io.ReadCloser) error {
@@ -100,6 +168,11 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fsm.Restore(s.Now, s.Records)
+	f.seen = s.Seen
+	if f.seen == nil {
+		f.seen = make(map[string]seenDecision)
+	}
+	f.group = s.Group
 	return nil
 }
 
@@ -125,7 +198,7 @@ func NewRaftNode(cfg RaftConfig, t raft.Transport, now func() time.Time, bootstr
 	rc.LeaderLeaseTimeout, rc.CommitTimeout = cfg.LeaderLeaseTimeout, cfg.CommitTimeout
 	rc.Logger = hclog.NewNullLogger()
 	logs, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
-	f := &raftFSM{fsm: NewFSM()}
+	f := newRaftFSM()
 	if len(bootstrap) > 0 {
 		if err := raft.BootstrapCluster(rc, logs, logs, snaps, t, raft.Configuration{Servers: bootstrap}); err != nil {
 			return nil, fmt.Errorf("raft bootstrap %s: %w", cfg.ID, err)
@@ -148,6 +221,12 @@ func (n *RaftNode) Raft() *raft.Raft { return n.r }
 func (n *RaftNode) Shutdown() error { return n.r.Shutdown().Error() }
 
 func (n *RaftNode) apply(ctx context.Context, c Command) (Decision, error) {
+	return n.applyEntry(ctx, raftEntry{Command: c})
+}
+
+// applyEntry proposes e, stamped with this member's clock, and waits for
+// its decision (at most ApplyTimeout, less if ctx ends sooner).
+func (n *RaftNode) applyEntry(ctx context.Context, e raftEntry) (Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return Decision{}, err
 	}
@@ -155,8 +234,8 @@ func (n *RaftNode) apply(ctx context.Context, c Command) (Decision, error) {
 		_, id := n.r.LeaderWithID()
 		return Decision{}, fmt.Errorf("%w: %s is not the leader (leader: %q)", ErrNoQuorum, n.cfg.ID, id)
 	}
-	c.Time = n.now()
-	data, err := json.Marshal(c)
+	e.Time = n.now()
+	data, err := json.Marshal(e)
 	if err != nil {
 		return Decision{}, fmt.Errorf("encode command: %w", err)
 	}

@@ -1,0 +1,728 @@
+package consensus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+)
+
+// Peer is one live member as membership (heartbeats) sees it.
+type Peer struct {
+	ID       string // host name
+	Site     string // may be ""
+	RaftAddr string // advertised raft TCP address; "" = this member cannot vote
+}
+
+// ServiceConfig configures one agent's part in its region's merge arbiter.
+type ServiceConfig struct {
+	Region string
+	ID     string // this agent's host
+	Site   string
+	// Bind is the TCP address raft listens on, e.g. "127.0.0.1:0" or
+	// ":7420"; "" = never a voter (requests are forwarded only).
+	Bind string
+	// Advertise is the address the other voters dial; "" = the bound
+	// address (which must then name one interface). A port 0 is replaced
+	// by the port actually bound.
+	Advertise string
+	// Voters is the size of the group: 1, 3, 5 or 7 (default 3).
+	Voters int
+	// Raft holds the raft timeouts; its ID is overwritten with ID and its
+	// zero fields take DefaultRaftConfig's values.
+	Raft RaftConfig
+	// RequestTimeout bounds one request, forwarding and retries included
+	// (default 3 s).
+	RequestTimeout time.Duration
+	// ProbeInterval is how often a member running a raft node sends a
+	// status probe and the leader makes at most one configuration change
+	// (default 500 ms).
+	ProbeInterval time.Duration
+	// BootstrapAfter is how long nobody may answer as a group member
+	// before the first selected voter starts a new group (default 5 s; it
+	// must exceed the time membership takes to see the live agents).
+	BootstrapAfter time.Duration
+}
+
+// withDefaults fills zero fields.
+func (c ServiceConfig) withDefaults() ServiceConfig {
+	if c.Voters == 0 {
+		c.Voters = 3
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 3 * time.Second
+	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = 500 * time.Millisecond
+	}
+	if c.BootstrapAfter == 0 {
+		c.BootstrapAfter = 5 * time.Second
+	}
+	d := DefaultRaftConfig(c.ID)
+	r := &c.Raft
+	r.ID = c.ID
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&r.HeartbeatTimeout, &d.HeartbeatTimeout}, {&r.ElectionTimeout, &d.ElectionTimeout},
+		{&r.LeaderLeaseTimeout, &d.LeaderLeaseTimeout}, {&r.CommitTimeout, &d.CommitTimeout},
+		{&r.ApplyTimeout, &d.ApplyTimeout},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	return c
+}
+
+// Validate lists every problem (after defaults are applied).
+func (c ServiceConfig) Validate() error {
+	var errs []error
+	if c.Region == "" || strings.ContainsAny(c.Region, " \t\r\n*>") {
+		errs = append(errs, fmt.Errorf("region %q: required, no spaces or wildcards", c.Region))
+	}
+	if c.ID == "" {
+		errs = append(errs, errors.New("id (host) is required"))
+	}
+	if c.Voters < 1 || c.Voters > 7 || c.Voters%2 == 0 {
+		errs = append(errs, fmt.Errorf("voters = %d: want 1, 3, 5 or 7", c.Voters))
+	}
+	if c.RequestTimeout <= 0 || c.ProbeInterval <= 0 || c.BootstrapAfter < c.ProbeInterval {
+		errs = append(errs, errors.New("need request_timeout > 0 and 0 < probe_interval <= bootstrap_after"))
+	}
+	if err := c.Raft.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ServiceStatus is what a Service knows of its group, for logs and tests.
+type ServiceStatus struct {
+	Voter  bool     // this agent's raft node is a voter of the group
+	Leader string   // leader's host as last known ("" = unknown)
+	Voters []string // the group's voters as last known, sorted
+}
+
+// Service is an agent's part in its region's merge arbiter (DESIGN §5.4):
+// one small standing Raft group per region whose voters are agents,
+// reachable from every agent over the bus. It implements Arbiter.
+//
+// # Requests
+//
+// Register, Merge, Dissolve and Get go to the group's leader: applied
+// directly when this agent's own raft node leads, otherwise published on
+// RequestSubject(region), where every member running a raft node listens;
+// only the leader answers, on this Service's own reply subject, matched
+// by a random request id. Other members stay silent, so nothing can mask
+// the leader's answer. An unanswered request is sent again every fifth of
+// RequestTimeout (leadership may have moved): the entry carries the
+// request id and the replicated state machine applies one id at most
+// once, so a retry returns the first decision instead of applying twice.
+//
+// With no answer within RequestTimeout (or before ctx ends), Register and
+// Get return ErrNoQuorum, Merge and Dissolve ErrUnknownOutcome: the
+// request may have been applied by a leader whose answer was lost; the
+// caller re-reads with Get before proposing again. A refused request is
+// not an error: its Decision says why.
+//
+// # Voters
+//
+// The voters are SelectVoters(live peers, Voters): deterministic, spread
+// across sites. A Service runs a raft node (hashicorp/raft over its own
+// TCP transport, in-memory stores) only while it is selected or in the
+// group's configuration. The leader moves the configuration toward its
+// own selection, one change per ProbeInterval: it removes a voter that
+// membership no longer lists (only while the live voters stay a majority
+// of what remains), adds a selected peer once that peer's raft node runs
+// and answers probes, hands leadership to a selected voter if it is not
+// selected itself, and removes unselected voters beyond Voters. A node
+// removed from the configuration shuts down.
+//
+// # Bootstrapping, and the rule against two groups
+//
+// Every running raft node sends a status probe each ProbeInterval and
+// answers every probe with its state, saying whether it is a member of a
+// group (its node is in a non-empty configuration). A Service starts a
+// new group, with itself as only voter, only when all of these hold:
+// its node runs and has never held a configuration; it is the first of
+// SelectVoters of its own peer list and has been for BootstrapAfter; no
+// member of any group has answered or probed for BootstrapAfter (and
+// since Run began); no other candidate with a smaller id announced
+// itself in that time. So an agent restarted with an empty store never
+// starts a second group while any voter of the existing group still runs
+// and reaches it over the bus: it waits to be added back (at the same
+// address the leader simply catches it up).
+//
+// Limits: if every voter is lost at once, or the bus is cut so that one
+// side has no voter, a new group starts empty on that side: partitions
+// only register again, but merges decided on both sides of a cut are not
+// ordered with each other. When the sides meet again, members of the
+// younger group see the older one in status messages, shut their nodes
+// down and join the older group empty. A group that has lost a majority
+// of its voters for good decides nothing (ErrNoQuorum) until they come
+// back or every remaining voter restarts. The stores are in memory: a
+// voter that restarts comes back empty, and if a majority restarts at
+// once before catching up, entries they had acknowledged can be lost.
+//
+// Timing uses the wall clock (timeouts, probes); now only stamps entries
+// (lease expiry). All methods are safe for concurrent use; the Arbiter
+// methods also work before Run as long as another agent's group serves.
+type Service struct {
+	cfg       ServiceConfig
+	bus       bus.Transport
+	now       func() time.Time
+	log       zerolog.Logger
+	mux       *listenerMux // nil when Bind is ""
+	addr      string       // advertised raft address
+	replySubj string
+	replySub  bus.Subscription
+	reqs      chan wireReq // forwarded requests for the workers
+	wake      chan struct{}
+	started   atomic.Bool
+
+	mu         sync.Mutex
+	peers      []Peer
+	node       *serviceNode
+	pending    map[string]chan wireReply
+	seen       map[string]seenState // others' status, by id
+	self       wireState            // own status as last computed
+	lastMember time.Time            // last status from a group member
+	runStart   time.Time
+	known      ServiceStatus // leader and voters as last heard
+
+	// manager goroutine only
+	candidateSince time.Time
+	removedSince   time.Time
+	lastBlocked    string
+
+	forwarded, applied atomic.Int64 // requests sent on the bus, applied locally
+}
+
+type seenState struct {
+	st wireState
+	at time.Time
+}
+
+// serviceNode is a running raft node and what goes with it.
+type serviceNode struct {
+	raft      *RaftNode
+	trans     *raft.NetworkTransport
+	sub       bus.Subscription
+	started   time.Time
+	wasMember bool   // manager goroutine only
+	group     string // group id it bootstrapped, written once it leads
+}
+
+const (
+	serviceWorkers = 4
+	requestQueue   = 256
+)
+
+// NewService opens the raft listener (so RaftAddr is known before Run)
+// and subscribes to this Service's reply subject.
+func NewService(cfg ServiceConfig, t bus.Transport, now func() time.Time, log zerolog.Logger) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("merge arbiter service: %w", err)
+	}
+	if t == nil || now == nil {
+		return nil, errors.New("merge arbiter service: a bus transport and a clock are required")
+	}
+	s := &Service{
+		cfg: cfg, bus: t, now: now, log: log,
+		reqs: make(chan wireReq, requestQueue), wake: make(chan struct{}, 1),
+		pending: map[string]chan wireReply{}, seen: map[string]seenState{},
+	}
+	if cfg.Bind != "" {
+		ln, err := net.Listen("tcp", cfg.Bind)
+		if err != nil {
+			return nil, fmt.Errorf("merge arbiter service: raft listener: %w", err)
+		}
+		adv, err := advertised(cfg.Advertise, ln.Addr())
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("merge arbiter service: %w", err)
+		}
+		s.mux, s.addr = newListenerMux(ln, adv), adv
+	}
+	s.self = wireState{ID: cfg.ID, Addr: s.addr}
+	s.replySubj = ReplySubject(cfg.Region) + "." + newToken()
+	sub, err := t.Subscribe(s.replySubj, s.onReply)
+	if err != nil {
+		if s.mux != nil {
+			s.mux.close()
+		}
+		return nil, fmt.Errorf("merge arbiter service: %w", err)
+	}
+	s.replySub = sub
+	return s, nil
+}
+
+// advertised is the address other voters dial: adv with a port 0
+// replaced by the bound one, or the bound address itself.
+func advertised(adv string, bound net.Addr) (string, error) {
+	_, bport, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return "", fmt.Errorf("bound address %s: %w", bound, err)
+	}
+	if adv == "" {
+		h, _, _ := net.SplitHostPort(bound.String())
+		if ip := net.ParseIP(h); ip == nil || ip.IsUnspecified() {
+			return "", fmt.Errorf("raft listens on every address (%s): set an advertise address", bound)
+		}
+		return bound.String(), nil
+	}
+	h, p, err := net.SplitHostPort(adv)
+	if err != nil {
+		return "", fmt.Errorf("advertise %q: %w", adv, err)
+	}
+	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+		return "", fmt.Errorf("advertise %q: name a host others can reach", adv)
+	}
+	if p == "" || p == "0" {
+		p = bport
+	}
+	return net.JoinHostPort(h, p), nil
+}
+
+// RaftAddr is the advertised raft address, "" when Bind is "".
+func (s *Service) RaftAddr() string { return s.addr }
+
+// SetPeers replaces the live membership (this agent included or not). It
+// does not block; the latest call wins.
+func (s *Service) SetPeers(peers []Peer) {
+	cp := slices.Clone(peers)
+	s.mu.Lock()
+	s.peers = cp
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// livePeers is the peer list with this agent as it really is.
+func (s *Service) livePeers() []Peer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Peer, 0, len(s.peers)+1)
+	for _, p := range s.peers {
+		if p.ID != s.cfg.ID {
+			out = append(out, p)
+		}
+	}
+	return append(out, Peer{ID: s.cfg.ID, Site: s.cfg.Site, RaftAddr: s.addr})
+}
+
+// Status reports what this Service knows of its group.
+func (s *Service) Status() ServiceStatus {
+	s.mu.Lock()
+	n, known := s.node, s.known
+	s.mu.Unlock()
+	known.Voters = slices.Clone(known.Voters)
+	if n == nil {
+		return known
+	}
+	_, lid := n.raft.r.LeaderWithID()
+	f := n.raft.r.GetConfiguration()
+	if f.Error() != nil {
+		return known
+	}
+	conf := f.Configuration()
+	return ServiceStatus{Voter: hasVoter(conf, s.cfg.ID), Leader: string(lid), Voters: voterIDs(conf)}
+}
+
+// Run serves until ctx ends, then shuts the raft node, the listener and
+// its goroutines down. It may be called once.
+func (s *Service) Run(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("merge arbiter service: Run called twice")
+	}
+	s.mu.Lock()
+	s.runStart = time.Now()
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	if s.mux != nil {
+		wg.Go(s.mux.acceptLoop)
+	}
+	for range serviceWorkers {
+		wg.Go(func() { s.work(ctx) })
+	}
+	s.log.Info().Str("region", s.cfg.Region).Str("raft", s.addr).Int("voters", s.cfg.Voters).
+		Bool("can_vote", s.mux != nil).Msg("merge arbiter service running")
+	s.manage(ctx)
+	s.stopNode("service stopping")
+	if err := s.replySub.Unsubscribe(); err != nil {
+		s.log.Warn().Err(err).Msg("merge arbiter: unsubscribe replies")
+	}
+	if s.mux != nil {
+		s.mux.close()
+	}
+	wg.Wait()
+	return nil
+}
+
+// currentNode is the running raft node, or nil.
+func (s *Service) currentNode() *serviceNode {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.node
+}
+
+// leading is this agent's raft node if it leads, else nil.
+func (s *Service) leading() *RaftNode {
+	if n := s.currentNode(); n != nil && n.raft.Leader() {
+		return n.raft
+	}
+	return nil
+}
+
+// Register implements Arbiter.
+func (s *Service) Register(ctx context.Context, r Registration) (Decision, error) {
+	rep, err := s.request(ctx, wireReq{Kind: kindRegister, Reg: &r}, ErrNoQuorum)
+	if err != nil {
+		return Decision{}, err
+	}
+	return decisionOf(rep)
+}
+
+// Merge implements Arbiter.
+func (s *Service) Merge(ctx context.Context, p, q Ref) (Decision, error) {
+	rep, err := s.request(ctx, wireReq{Kind: kindMerge, P: &p, Q: &q}, ErrUnknownOutcome)
+	if err != nil {
+		return Decision{}, err
+	}
+	return decisionOf(rep)
+}
+
+// Dissolve implements Arbiter.
+func (s *Service) Dissolve(ctx context.Context, r Ref) (Decision, error) {
+	rep, err := s.request(ctx, wireReq{Kind: kindDissolve, P: &r}, ErrUnknownOutcome)
+	if err != nil {
+		return Decision{}, err
+	}
+	return decisionOf(rep)
+}
+
+// Get implements Arbiter: read on the leader after a barrier.
+func (s *Service) Get(ctx context.Context, id string) (Record, bool, error) {
+	rep, err := s.request(ctx, wireReq{Kind: kindGet, Key: id}, ErrNoQuorum)
+	if err != nil {
+		return Record{}, false, err
+	}
+	if !rep.Found || rep.Record == nil {
+		return Record{}, false, nil
+	}
+	return *rep.Record, true, nil
+}
+
+var _ Arbiter = (*Service)(nil)
+
+func decisionOf(rep wireReply) (Decision, error) {
+	if rep.Decision == nil {
+		return Decision{}, fmt.Errorf("%w: answer from %s without a decision", ErrUnknownOutcome, rep.From)
+	}
+	return *rep.Decision, nil
+}
+
+// retryPause is the wait before sending again after an error answer.
+const retryPause = 50 * time.Millisecond
+
+// request sends req to the leader (itself or over the bus) until it
+// answers, RequestTimeout passes or ctx ends; then it returns onTimeout.
+func (s *Service) request(ctx context.Context, req wireReq, onTimeout error) (wireReply, error) {
+	req.V, req.ID, req.From, req.Reply = wireVersion, newToken(), s.cfg.ID, s.replySubj
+	deadline := time.Now().Add(s.cfg.RequestTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return wireReply{}, fmt.Errorf("merge arbiter %s: encode: %w", req.Kind, err)
+	}
+	answers := make(chan wireReply, 8)
+	s.mu.Lock()
+	s.pending[req.ID] = answers
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.pending, req.ID)
+		s.mu.Unlock()
+	}()
+	resend := max(s.cfg.RequestTimeout/5, retryPause)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var last error
+	for {
+		pause := resend
+		if n := s.leading(); n != nil {
+			s.applied.Add(1)
+			actx, cancel := context.WithDeadline(ctx, deadline)
+			rep, err := s.serve(actx, n, req)
+			cancel()
+			if err == nil {
+				rep.From = s.cfg.ID
+				return rep, nil
+			}
+			last, pause = err, retryPause
+		} else {
+			s.forwarded.Add(1)
+			if err := s.bus.Publish(ctx, RequestSubject(s.cfg.Region), data); err != nil {
+				last, pause = fmt.Errorf("publish: %w", err), retryPause
+			}
+		}
+		next := time.Now().Add(pause)
+		if next.After(deadline) {
+			next = deadline
+		}
+		for waiting := true; waiting; {
+			timer.Reset(time.Until(next))
+			select {
+			case <-ctx.Done():
+				return wireReply{}, fmt.Errorf("merge arbiter %s: %w: %w", req.Kind, onTimeout, ctx.Err())
+			case rep := <-answers:
+				if rep.Err == "" {
+					s.noteLeader(rep.From)
+					return rep, nil
+				}
+				last = fmt.Errorf("%s answered %s: %s", rep.From, rep.Err, rep.Msg)
+				if soon := time.Now().Add(retryPause); soon.Before(next) {
+					next = soon
+				}
+			case <-timer.C:
+				waiting = false
+			}
+		}
+		if !time.Now().Before(deadline) {
+			if last == nil {
+				last = errors.New("no leader answered")
+			}
+			return wireReply{}, fmt.Errorf("merge arbiter %s in region %s: %w: no decision within %s (last: %v)",
+				req.Kind, s.cfg.Region, onTimeout, s.cfg.RequestTimeout, last)
+		}
+	}
+}
+
+// serve applies req on n, which leads (or did a moment ago).
+func (s *Service) serve(ctx context.Context, n *RaftNode, req wireReq) (wireReply, error) {
+	var d Decision
+	var err error
+	switch req.Kind {
+	case kindRegister:
+		d, err = n.applyEntry(ctx, raftEntry{Command: Command{Op: OpRegister, Reg: *req.Reg}, Req: req.ID})
+	case kindMerge:
+		d, err = n.applyEntry(ctx, raftEntry{Command: Command{Op: OpMerge, P: *req.P, Q: *req.Q}, Req: req.ID})
+	case kindDissolve:
+		d, err = n.applyEntry(ctx, raftEntry{Command: Command{Op: OpDissolve, P: *req.P}, Req: req.ID})
+	case kindGet:
+		rec, ok, err := n.Get(ctx, req.Key)
+		if err != nil {
+			return wireReply{}, err
+		}
+		return wireReply{V: wireVersion, ID: req.ID, Record: &rec, Found: ok}, nil
+	default:
+		return wireReply{}, fmt.Errorf("unknown request kind %q", req.Kind)
+	}
+	if err != nil {
+		return wireReply{}, err
+	}
+	return wireReply{V: wireVersion, ID: req.ID, Decision: &d}, nil
+}
+
+// onRequest takes messages on RequestSubject (subscribed while a raft
+// node runs). It must not block: requests go to the workers.
+func (s *Service) onRequest(_ string, data []byte) {
+	req, err := decodeReq(data, s.cfg.Region)
+	if err != nil {
+		s.log.Warn().Err(err).Int("bytes", len(data)).Msg("merge arbiter: malformed request dropped")
+		return
+	}
+	if req.Kind == kindStatus {
+		if req.Reply == s.replySubj {
+			return // our own probe
+		}
+		s.noteState(*req.State)
+		s.mu.Lock()
+		st := s.self
+		n := s.node
+		s.mu.Unlock()
+		if n != nil {
+			st.IsLeader = n.raft.Leader()
+			_, lid := n.raft.r.LeaderWithID()
+			st.Leader = string(lid)
+		}
+		s.reply(req, wireReply{State: &st})
+		return
+	}
+	if s.leading() == nil {
+		return // only the leader answers
+	}
+	select {
+	case s.reqs <- req:
+	default:
+		s.log.Warn().Str("request", req.ID).Str("from", req.From).Msg("merge arbiter: request queue full, request dropped")
+	}
+}
+
+// work applies forwarded requests while this node leads.
+func (s *Service) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case req := <-s.reqs:
+			n := s.leading()
+			if n == nil {
+				continue
+			}
+			actx, cancel := context.WithTimeout(ctx, s.cfg.Raft.ApplyTimeout)
+			rep, err := s.serve(actx, n, req)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				code := errCodeUnknown
+				if errors.Is(err, ErrNoQuorum) {
+					code = errCodeNoQuorum
+				}
+				rep = wireReply{Err: code, Msg: err.Error()}
+			}
+			s.reply(req, rep)
+		}
+	}
+}
+
+func (s *Service) reply(req wireReq, rep wireReply) {
+	rep.V, rep.ID, rep.From = wireVersion, req.ID, s.cfg.ID
+	data, err := json.Marshal(rep)
+	if err != nil {
+		s.log.Error().Err(err).Str("request", req.ID).Msg("merge arbiter: encode answer")
+		return
+	}
+	if err := s.bus.Publish(context.Background(), req.Reply, data); err != nil {
+		s.log.Warn().Err(err).Str("request", req.ID).Str("to", req.From).Msg("merge arbiter: answer not sent")
+	}
+}
+
+// onReply takes answers on this Service's reply subject.
+func (s *Service) onReply(_ string, data []byte) {
+	rep, err := decodeReply(data)
+	if err != nil {
+		s.log.Warn().Err(err).Int("bytes", len(data)).Msg("merge arbiter: malformed answer dropped")
+		return
+	}
+	if rep.State != nil && rep.State.ID == rep.From {
+		s.noteState(*rep.State)
+	}
+	s.mu.Lock()
+	ch := s.pending[rep.ID]
+	s.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- rep:
+		default:
+		}
+	}
+}
+
+// noteState records another member's status.
+func (s *Service) noteState(st wireState) {
+	if st.ID == s.cfg.ID {
+		return
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen[st.ID] = seenState{st: st, at: now}
+	if st.Member {
+		s.lastMember = now
+	}
+	if st.IsLeader {
+		s.known = ServiceStatus{Leader: st.ID, Voters: slices.Clone(st.Voters)}
+	}
+}
+
+func (s *Service) noteLeader(id string) {
+	s.mu.Lock()
+	if s.known.Leader != id {
+		s.known = ServiceStatus{Leader: id}
+	}
+	s.mu.Unlock()
+}
+
+// startNode starts a raft node (without bootstrapping) on the listener.
+func (s *Service) startNode() error {
+	sess := s.mux.session()
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: sess, MaxPool: 3, Timeout: max(2*time.Second, 4*s.cfg.Raft.ElectionTimeout),
+		Logger: hclog.NewNullLogger(),
+	})
+	rn, err := NewRaftNode(s.cfg.Raft, trans, s.now, nil)
+	if err != nil {
+		_ = trans.Close()
+		return err
+	}
+	sub, err := s.bus.Subscribe(RequestSubject(s.cfg.Region), s.onRequest)
+	if err != nil {
+		_ = rn.Shutdown()
+		_ = trans.Close()
+		return err
+	}
+	s.mu.Lock()
+	s.node = &serviceNode{raft: rn, trans: trans, sub: sub, started: time.Now()}
+	s.self = wireState{ID: s.cfg.ID, Addr: s.addr, Running: true}
+	s.mu.Unlock()
+	s.log.Info().Str("raft", s.addr).Msg("merge arbiter: raft node started")
+	return nil
+}
+
+// stopNode shuts the raft node down, if one runs.
+func (s *Service) stopNode(why string) {
+	s.mu.Lock()
+	n := s.node
+	s.node = nil
+	s.self = wireState{ID: s.cfg.ID, Addr: s.addr}
+	s.mu.Unlock()
+	if n == nil {
+		return
+	}
+	if err := n.sub.Unsubscribe(); err != nil {
+		s.log.Warn().Err(err).Msg("merge arbiter: unsubscribe requests")
+	}
+	if err := n.raft.Shutdown(); err != nil {
+		s.log.Warn().Err(err).Msg("merge arbiter: raft shutdown")
+	}
+	_ = n.trans.Close()
+	s.log.Info().Str("reason", why).Msg("merge arbiter: raft node stopped")
+}
+
+func hasVoter(c raft.Configuration, id string) bool {
+	for _, sv := range c.Servers {
+		if string(sv.ID) == id && sv.Suffrage == raft.Voter {
+			return true
+		}
+	}
+	return false
+}
+
+func voterIDs(c raft.Configuration) []string {
+	var out []string
+	for _, sv := range c.Servers {
+		if sv.Suffrage == raft.Voter {
+			out = append(out, string(sv.ID))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
