@@ -339,7 +339,11 @@ func (s *Service) Status() ServiceStatus {
 		return known
 	}
 	conf := f.Configuration()
-	return ServiceStatus{Voter: hasVoter(conf, s.cfg.ID), Leader: string(lid), Voters: voterIDs(conf)}
+	st := ServiceStatus{Voter: hasVoter(conf, s.cfg.ID), Leader: string(lid), Voters: voterIDs(conf)}
+	if len(conf.Servers) == 0 { // not in a group yet: what others said
+		st.Leader, st.Voters = known.Leader, known.Voters
+	}
+	return st
 }
 
 // Run serves until ctx ends, then shuts the raft node, the listener and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -119,6 +120,12 @@ func (l *testLog) count(s string) int {
 
 func (l *testLog) contains(s string) bool { return l.count(s) > 0 }
 
+func (l *testLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
 // testRaft is DefaultRaftConfig made roomier for a loaded 2-core machine
 // under -race: fewer spurious elections.
 func testRaft() consensus.RaftConfig {
@@ -143,6 +150,8 @@ type cluster struct {
 	voters  int
 	timeout time.Duration
 	log     *testLog
+	// wrap, if set, wraps each agent's transport (fault injection).
+	wrap func(id string, t bus.Transport) bus.Transport
 
 	mu     sync.Mutex
 	agents map[string]*agent
@@ -172,7 +181,11 @@ func (c *cluster) start(id, site, bind string) *agent {
 	cfg := consensus.ServiceConfig{Region: c.region, ID: id, Site: site, Bind: bind, Voters: c.voters, Raft: testRaft(),
 		RequestTimeout: c.timeout, ProbeInterval: 100 * time.Millisecond, BootstrapAfter: time.Second}
 	log := zerolog.New(c.log).Level(zerolog.InfoLevel).With().Timestamp().Str("host", id).Logger()
-	svc, err := consensus.NewService(cfg, tr, c.now, log)
+	var bt bus.Transport = tr
+	if c.wrap != nil {
+		bt = c.wrap(id, tr)
+	}
+	svc, err := consensus.NewService(cfg, bt, c.now, log)
 	if err != nil {
 		_ = tr.Close()
 		c.t.Fatal(err)
@@ -602,4 +615,87 @@ func TestServiceConfigValidation(t *testing.T) {
 	if err := s.Run(ctx); err != nil { // releases the listener
 		t.Fatal(err)
 	}
+}
+
+// cutNet cuts the bus between two sides: every message is tagged with its
+// sender, and a receiver on the other side drops it while the cut holds.
+type cutNet struct {
+	mu   sync.Mutex
+	side map[string]string
+	cut  bool
+}
+
+func (n *cutNet) blocked(from, to string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cut && n.side[from] != n.side[to]
+}
+
+type cutTransport struct {
+	bus.Transport
+	net *cutNet
+	id  string
+}
+
+func (c *cutTransport) Publish(ctx context.Context, subject string, data []byte) error {
+	return c.Transport.Publish(ctx, subject, append([]byte(c.id+"\x00"), data...))
+}
+
+func (c *cutTransport) Subscribe(subject string, h bus.Handler) (bus.Subscription, error) {
+	return c.Transport.Subscribe(subject, func(s string, d []byte) {
+		i := bytes.IndexByte(d, 0)
+		if i < 0 || c.net.blocked(string(d[:i]), c.id) {
+			return
+		}
+		h(s, d[i+1:])
+	})
+}
+
+// Two sides cut apart from the start each form a group (no voter on the
+// other side answers); when the cut heals, the younger group's members
+// leave it and the region ends with one group on the selected voters,
+// never more than Voters+1 of them at a time.
+func TestServiceTwoGroupsMeet(t *testing.T) {
+	c := newCluster(t, 3, time.Now)
+	cn := &cutNet{side: map[string]string{}, cut: true}
+	c.wrap = func(id string, tr bus.Transport) bus.Transport { return &cutTransport{Transport: tr, net: cn, id: id} }
+	sides := map[string][]string{"a": {"h1", "h2", "h3"}, "b": {"h4", "h5", "h6"}}
+	cn.mu.Lock()
+	for side, ids := range sides {
+		for _, id := range ids {
+			cn.side[id] = side
+		}
+	}
+	cn.mu.Unlock()
+	// Side b forms first, so its group is the older one, whose voters are
+	// not the ones selected once the sides meet: its leader must bring
+	// h1-h3 in, hand leadership over and retire h4-h6.
+	for _, side := range []string{"b", "a"} {
+		ids := sides[side]
+		var peers []consensus.Peer
+		for _, id := range ids {
+			peers = append(peers, consensus.Peer{ID: id, RaftAddr: c.start(id, "", "127.0.0.1:0").svc.RaftAddr()})
+		}
+		for _, id := range ids {
+			c.agent(id).svc.SetPeers(peers)
+		}
+		eventually(t, 20*time.Second, "a group on side "+side, func() (bool, string) {
+			st := c.agent(ids[0]).svc.Status()
+			return st.Leader != "" && slices.Equal(st.Voters, ids), fmt.Sprintf("%+v", st)
+		})
+	}
+	cn.mu.Lock()
+	cn.cut = false
+	cn.mu.Unlock()
+	leader := c.converged(30 * time.Second)
+	if !c.log.contains("two groups in this region") {
+		t.Fatal("the younger group's members did not report leaving it")
+	}
+	if regexp.MustCompile(`"voters":\["[^"]*"(,"[^"]*"){4,}\]`).MatchString(c.log.String()) {
+		t.Fatal("the group grew past Voters+1 while moving")
+	}
+	if d, err := c.agent("h5").svc.Register(context.Background(), reg("p", "h5")); err != nil || !d.Committed {
+		t.Fatalf("register after the groups met: %+v %v", d, err)
+	}
+	t.Logf("one group after the cut healed: leader %s, voters %v", leader.id, leader.svc.Status().Voters)
 }

@@ -319,12 +319,13 @@ func (s *Service) reconcile(n *RaftNode, conf raft.Configuration, peers, selecte
 		}
 	}
 	// 3. A selected peer whose raft node runs joins, up to Voters (one
-	// more while an unselected voter waits to be replaced).
+	// more while an unselected voter waits to be replaced: the group
+	// never grows past Voters+1).
 	for _, p := range selected {
 		if inConf[p.ID] {
 			continue
 		}
-		if len(voters) >= s.cfg.Voters && undesired == 0 {
+		if len(voters) > s.cfg.Voters || (len(voters) == s.cfg.Voters && undesired == 0) {
 			break
 		}
 		if !s.ready(p) {
