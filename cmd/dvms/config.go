@@ -45,6 +45,14 @@ type fileConfig struct {
 	PromUUIDLabel string
 	Arbiter       string
 	Voters        int
+
+	Site           string
+	RaftBind       string
+	RaftAdvertise  string
+	Heartbeat      time.Duration
+	DeadAfter      time.Duration
+	UnshelveEvery  time.Duration
+	UnshelveMargin float64
 }
 
 func defaultFileConfig(host string) fileConfig {
@@ -55,6 +63,8 @@ func defaultFileConfig(host string) fileConfig {
 		Agent:   scheduler.DefaultConfig(host), Runtime: runtime.DefaultConfig(),
 		MonitorSource: "nova-diagnostics", CgroupRoot: "/sys/fs/cgroup", PromUUIDLabel: "uuid",
 		Arbiter: "raft", Voters: 3,
+		RaftBind: "0.0.0.0:7420", Heartbeat: time.Second, DeadAfter: 5 * time.Second,
+		UnshelveEvery: 30 * time.Second, UnshelveMargin: 0.1,
 	}
 }
 
@@ -145,6 +155,7 @@ func loadConfig(path, host string) (fileConfig, error) {
 	r.str("DEFAULT", "region", &c.Region)
 	r.str("DEFAULT", "log_level", &c.LogLevel)
 	r.str("DEFAULT", "log_format", &c.LogFormat)
+	r.str("DEFAULT", "site", &c.Site)
 	r.str("nova", "os_cloud", &c.OSCloud)
 	r.str("nova", "clouds_yaml", &c.CloudsYAML)
 	r.seconds("nova", "request_timeout", &c.RequestTimeout)
@@ -175,6 +186,9 @@ func loadConfig(path, host string) (fileConfig, error) {
 	r.seconds("scheduler", "migration_timeout", &rt.Exec.MigrationTimeout)
 	r.seconds("scheduler", "poll_interval", &rt.Exec.Poll)
 	r.bool("scheduler", "advise_only", &rt.Exec.DryRun)
+	r.seconds("scheduler", "stop_grace", &rt.StopGrace)
+	r.seconds("scheduler", "unshelve_interval", &c.UnshelveEvery)
+	r.float("scheduler", "unshelve_headroom", &c.UnshelveMargin)
 	rt.Region = c.Region
 	r.seconds("monitor", "interval", &rt.Monitor)
 	pattern := rt.DrainReason.String()
@@ -193,6 +207,10 @@ func loadConfig(path, host string) (fileConfig, error) {
 	r.str("monitor", "prometheus_uuid_label", &c.PromUUIDLabel)
 	r.str("consensus", "arbiter", &c.Arbiter)
 	r.int("consensus", "voters", &c.Voters)
+	r.str("consensus", "bind", &c.RaftBind)
+	r.str("consensus", "advertise", &c.RaftAdvertise)
+	r.seconds("consensus", "heartbeat_interval", &c.Heartbeat)
+	r.seconds("consensus", "dead_after", &c.DeadAfter)
 	r.errs = append(r.errs, c.validate())
 	return c, errors.Join(r.errs...)
 }
@@ -231,6 +249,12 @@ func (c fileConfig) validate() error {
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		errs = append(errs, fmt.Errorf("[DEFAULT] log_format %q: want json or console", c.LogFormat))
+	}
+	if c.Heartbeat <= 0 || c.DeadAfter <= 2*c.Heartbeat {
+		errs = append(errs, fmt.Errorf("[consensus] need 0 < heartbeat_interval (%s) and dead_after (%s) > 2 x heartbeat_interval", c.Heartbeat, c.DeadAfter))
+	}
+	if c.UnshelveEvery < 0 || c.UnshelveMargin < 0 || c.UnshelveMargin >= 1 {
+		errs = append(errs, errors.New("[scheduler] need unshelve_interval >= 0 and 0 <= unshelve_headroom < 1"))
 	}
 	if c.NATSURL == "" {
 		errs = append(errs, errors.New("[nats] url is required"))

@@ -4,42 +4,20 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/dvms-project/dvms/nova/openstack"
 )
 
 // TestFunctionalDrain runs `dvms drain HOST --wait` and `dvms undrain HOST`
 // on an empty host of the functional cloud (devstack/functional) and
 // reads the service state back through the client.
 func TestFunctionalDrain(t *testing.T) {
-	cloud := os.Getenv("OS_CLOUD")
-	if cloud == "" {
-		cloud = "dvms-functional"
-	}
-	file := os.Getenv("OS_CLIENT_CONFIG_FILE")
-	if file == "" {
-		file = "/tmp/dvms-functional/clouds.yaml"
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfg := openstack.DefaultConfig(cloud)
-	cfg.CloudsFile = file
-	cl, err := openstack.New(ctx, cfg)
-	if err != nil {
-		msg := fmt.Sprintf("FUNCTIONAL TIER NOT RUN: no usable cloud %q in %s: %v", cloud, file, err)
-		if os.Getenv("DVMS_FUNCTIONAL_REQUIRED") != "" {
-			t.Fatal(msg + " (DVMS_FUNCTIONAL_REQUIRED is set)")
-		}
-		fmt.Fprintln(os.Stderr, "*** "+msg)
-		t.Skip(msg)
-	}
+	fc := functionalCloud(t, ctx)
+	cl := fc.cl
 	hs, err := cl.Hosts(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -54,16 +32,10 @@ func TestFunctionalDrain(t *testing.T) {
 	if host == "" {
 		t.Skip("no empty enabled host to drain")
 	}
-	bin := os.Getenv("DVMS_BIN")
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "dvms")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-			t.Fatalf("build dvms: %v\n%s", err, out)
-		}
-	}
+	bin := dvmsBinary(t, ctx)
 	run := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Env = append(os.Environ(), "OS_CLOUD="+cloud, "OS_CLIENT_CONFIG_FILE="+file)
+		cmd.Env = fc.env()
 		out, err := cmd.CombinedOutput()
 		t.Logf("dvms %s:\n%s", strings.Join(args, " "), out)
 		return string(out), err

@@ -13,6 +13,10 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// version is the build's version, set with
+// -ldflags "-X main.version=..." (DevStack's plugin does).
+var version = "dev"
+
 // commands is filled by the init functions of this package's files.
 var commands []*cli.Command
 

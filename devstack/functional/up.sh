@@ -361,7 +361,7 @@ wait_for 180 "nova-api on $NOVA_PORT" http_ok "http://$DVMS_FUNC_HOST_IP:$NOVA_P
   || fail_with_log "starting nova-api" "$LOG_DIR/nova-api.log"
 
 dd if=/dev/zero of="$STATE_DIR/dvms-tiny.raw" bs=1M count=1 status=none
-run_logged "flavors dvms.tiny, dvms.small and image dvms-tiny" "$LOG_DIR/bootstrap.log" \
+run_logged "flavors dvms.tiny, dvms.small, image dvms-tiny, quotas" "$LOG_DIR/bootstrap.log" \
   "$PYTHON" "$HARNESS_DIR/files/bootstrap.py" resources "$STATE_DIR/dvms-tiny.raw"
 
 # ------------------------------------------------------- computes are up ---

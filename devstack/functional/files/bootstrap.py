@@ -71,6 +71,11 @@ def resources(conn, argv):
         if conn.compute.find_flavor(name, ignore_missing=True) is None:
             conn.compute.create_flavor(name=name, vcpus=vcpus, ram=ram, disk=disk, is_public=True)
             say("created flavor %s (%d vCPU, %d MB, %d GB)" % (name, vcpus, ram, disk))
+    # Nova's default quota (10 instances, 20 cores) is below what the
+    # functional tests boot (40 servers on 8 hosts).
+    project_id = conn.current_project_id
+    conn.set_compute_quotas(project_id, instances=200, cores=400, ram=409600)
+    say("compute quotas of the admin project: 200 instances, 400 cores, 400 GB RAM")
     image = conn.image.find_image("dvms-tiny", ignore_missing=True)
     if image is not None and image.status != "active":
         conn.image.delete_image(image)
