@@ -189,6 +189,11 @@ func (s *fsmSnapshot) Release() {}
 // NewRaftNode starts a member on transport t. bootstrap, when not empty,
 // is the initial voter set (give the same set to every first member).
 func NewRaftNode(cfg RaftConfig, t raft.Transport, now func() time.Time, bootstrap []raft.Server) (*RaftNode, error) {
+	return newRaftNode(cfg, t, now, bootstrap, hclog.NewNullLogger())
+}
+
+// newRaftNode is NewRaftNode with hashicorp/raft's own log going to logger.
+func newRaftNode(cfg RaftConfig, t raft.Transport, now func() time.Time, bootstrap []raft.Server, logger hclog.Logger) (*RaftNode, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -196,7 +201,7 @@ func NewRaftNode(cfg RaftConfig, t raft.Transport, now func() time.Time, bootstr
 	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.HeartbeatTimeout, rc.ElectionTimeout = cfg.HeartbeatTimeout, cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout, rc.CommitTimeout = cfg.LeaderLeaseTimeout, cfg.CommitTimeout
-	rc.Logger = hclog.NewNullLogger()
+	rc.Logger = logger
 	logs, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
 	f := newRaftFSM()
 	if len(bootstrap) > 0 {

@@ -150,10 +150,12 @@ type ServiceStatus struct {
 //
 // # Bootstrapping, and the rule against two groups
 //
-// Every running raft node sends a status probe each ProbeInterval and
-// answers every probe with its state, saying whether it is a member of a
-// group (its node is in a non-empty configuration). A Service starts a
-// new group, with itself as only voter, only when all of these hold:
+// Every running raft node sends a status probe with its state each
+// ProbeInterval, saying whether it is a member of a group (its node is
+// in a non-empty configuration); members also answer every probe. The
+// first raft node starts only BootstrapAfter/2 after Run (membership has
+// heard the others by then). A Service starts a new group, with itself
+// as only voter, only when all of these hold:
 // its node runs and has never held a configuration; it is the first of
 // SelectVoters of its own peer list and has been for BootstrapAfter; no
 // member of any group has answered or probed for BootstrapAfter (and
@@ -560,6 +562,12 @@ func (s *Service) onRequest(_ string, data []byte) {
 		st := s.self
 		n := s.node
 		s.mu.Unlock()
+		if !st.Member {
+			// Only group members answer (at most Voters+1 of them): a
+			// prober learns that a group exists at once. Everyone else's
+			// state travels in its own probes.
+			return
+		}
 		if n != nil {
 			st.IsLeader = n.raft.Leader()
 			_, lid := n.raft.r.LeaderWithID()
@@ -668,11 +676,12 @@ func (s *Service) noteLeader(id string) {
 // startNode starts a raft node (without bootstrapping) on the listener.
 func (s *Service) startNode() error {
 	sess := s.mux.session()
+	logger := s.raftLogger()
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: sess, MaxPool: 3, Timeout: max(2*time.Second, 4*s.cfg.Raft.ElectionTimeout),
-		Logger: hclog.NewNullLogger(),
+		Logger: logger,
 	})
-	rn, err := NewRaftNode(s.cfg.Raft, trans, s.now, nil)
+	rn, err := newRaftNode(s.cfg.Raft, trans, s.now, nil, logger)
 	if err != nil {
 		_ = trans.Close()
 		return err
@@ -689,6 +698,24 @@ func (s *Service) startNode() error {
 	s.mu.Unlock()
 	s.log.Info().Str("raft", s.addr).Msg("merge arbiter: raft node started")
 	return nil
+}
+
+// raftLogger passes hashicorp/raft's own warnings and errors to the
+// service log at debug level (they are frequent while a voter is down:
+// turn debug on to see them), and costs nothing otherwise.
+func (s *Service) raftLogger() hclog.Logger {
+	if s.log.GetLevel() > zerolog.DebugLevel {
+		return hclog.NewNullLogger()
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: raftLogWriter{s.log}, DisableTime: true})
+}
+
+// raftLogWriter turns hclog lines into debug records.
+type raftLogWriter struct{ log zerolog.Logger }
+
+func (w raftLogWriter) Write(p []byte) (int, error) {
+	w.log.Debug().Str("raft_log", strings.TrimSpace(string(p))).Msg("merge arbiter: hashicorp/raft")
+	return len(p), nil
 }
 
 // stopNode shuts the raft node down, if one runs.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -179,7 +180,7 @@ func (c *cluster) start(id, site, bind string) *agent {
 		c.t.Fatal(err)
 	}
 	cfg := consensus.ServiceConfig{Region: c.region, ID: id, Site: site, Bind: bind, Voters: c.voters, Raft: testRaft(),
-		RequestTimeout: c.timeout, ProbeInterval: 100 * time.Millisecond, BootstrapAfter: time.Second}
+		RequestTimeout: c.timeout, ProbeInterval: 100 * time.Millisecond, BootstrapAfter: 600 * time.Millisecond}
 	log := zerolog.New(c.log).Level(zerolog.InfoLevel).With().Timestamp().Str("host", id).Logger()
 	var bt bus.Transport = tr
 	if c.wrap != nil {
@@ -698,4 +699,28 @@ func TestServiceTwoGroupsMeet(t *testing.T) {
 		t.Fatalf("register after the groups met: %+v %v", d, err)
 	}
 	t.Logf("one group after the cut healed: leader %s, voters %v", leader.id, leader.svc.Status().Voters)
+}
+
+// Once Run has returned, nothing it started is left running: no raft
+// goroutine, no connection handler, no accept loop, no worker.
+func TestServiceRunLeavesNoGoroutines(t *testing.T) {
+	c := newCluster(t, 3, time.Now)
+	for i := range 3 {
+		c.start(fmt.Sprintf("h%d", i+1), "", "127.0.0.1:0")
+	}
+	leader := c.converged(20 * time.Second)
+	if d, err := c.nonLeader(leader).svc.Register(context.Background(), reg("p", "h9")); err != nil || !d.Committed {
+		t.Fatalf("register: %+v %v", d, err)
+	}
+	c.stopAll()
+	eventually(t, 10*time.Second, "goroutines of stopped services gone", func() (bool, string) {
+		buf := make([]byte, 1<<20)
+		var left []string
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "hashicorp/raft") || strings.Contains(g, "dvms/consensus.(*") {
+				left = append(left, g)
+			}
+		}
+		return len(left) == 0, strings.Join(left, "\n\n")
+	})
 }

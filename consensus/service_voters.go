@@ -80,6 +80,7 @@ func (s *Service) step(ctx context.Context) {
 	selfSel := slices.ContainsFunc(selected, func(p Peer) bool { return p.ID == self })
 	first := len(selected) > 0 && selected[0].ID == self
 
+	s.prune()
 	n := s.currentNode()
 	if n != nil && n.raft.r.State() == raft.Shutdown {
 		s.stopNode("raft stopped itself")
@@ -87,7 +88,7 @@ func (s *Service) step(ctx context.Context) {
 	}
 	if n == nil {
 		s.candidateSince, s.removedSince = time.Time{}, time.Time{}
-		if s.mux == nil || !selfSel {
+		if s.mux == nil || !selfSel || s.settling() {
 			return
 		}
 		if err := s.startNode(); err != nil {
@@ -143,8 +144,29 @@ func (s *Service) step(ctx context.Context) {
 	}
 }
 
-// probe publishes this member's state; every running member answers
-// with its own.
+// settling holds the first raft node back for half of BootstrapAfter
+// after Run starts: membership first hears the other agents' heartbeats,
+// so in a region starting at once only the selected agents start a node
+// (each agent alone in its first peer list would select itself).
+func (s *Service) settling() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(s.runStart) < s.cfg.BootstrapAfter/2
+}
+
+// prune forgets the status of agents silent for long.
+func (s *Service) prune() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, ss := range s.seen {
+		if time.Since(ss.at) > 10*s.fresh() {
+			delete(s.seen, id)
+		}
+	}
+}
+
+// probe publishes this member's state; group members answer with
+// theirs.
 func (s *Service) probe(ctx context.Context, st wireState, n *serviceNode) {
 	st.IsLeader = n.raft.Leader()
 	_, lid := n.raft.r.LeaderWithID()

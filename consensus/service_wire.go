@@ -18,9 +18,10 @@ import (
 //     the decision, or err "no_quorum" (not applied: it lost leadership
 //     before proposing) or "unknown" (proposed, outcome unknown). Other
 //     members stay silent, so no answer can mask the leader's.
-//   - status: carries the sender's state; every member running a raft
-//     node answers with its own state. This is the probe behind
-//     bootstrapping and voter management.
+//   - status: carries the sender's state (every agent running a raft
+//     node sends one each probe interval); members of a group answer
+//     with their own state. This is what bootstrapping and voter
+//     management go by.
 const wireVersion = 1
 
 // RequestSubject is where the members of region's arbiter group take
