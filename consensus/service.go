@@ -144,9 +144,14 @@ type ServiceStatus struct {
 // own selection, one change per ProbeInterval: it removes a voter that
 // membership no longer lists (only while the live voters stay a majority
 // of what remains), adds a selected peer once that peer's raft node runs
-// and answers probes, hands leadership to a selected voter if it is not
-// selected itself, and removes unselected voters beyond Voters. A node
-// removed from the configuration shuts down.
+// and probes (as a learner first, promoted to voter once it reports the
+// entry that added it, so an unreachable address never counts in a
+// quorum), hands leadership to a selected voter if it is not selected
+// itself, and removes unselected voters beyond Voters (the group never
+// has more than Voters+1 voters). A node removed from the configuration
+// shuts down. A selected agent the leader cannot reach stays a learner
+// (logged) and is not replaced by another: the group runs one voter
+// short until its address is fixed.
 //
 // # Bootstrapping, and the rule against two groups
 //
@@ -205,6 +210,7 @@ type Service struct {
 	// manager goroutine only
 	candidateSince time.Time
 	removedSince   time.Time
+	learnerSince   map[string]time.Time // leader: when each learner was added
 	lastBlocked    string
 
 	forwarded, applied atomic.Int64 // requests sent on the bus, applied locally
@@ -217,12 +223,13 @@ type seenState struct {
 
 // serviceNode is a running raft node and what goes with it.
 type serviceNode struct {
-	raft      *RaftNode
-	trans     *raft.NetworkTransport
-	sub       bus.Subscription
-	started   time.Time
-	wasMember bool   // manager goroutine only
-	group     string // group id it bootstrapped, written once it leads
+	raft       *RaftNode
+	trans      *raft.NetworkTransport
+	sub        bus.Subscription
+	started    time.Time
+	wasMember  bool   // manager goroutine only
+	wasLearner bool   // manager goroutine only
+	group      string // group id it bootstrapped, written once it leads
 }
 
 const (
@@ -243,7 +250,7 @@ func NewService(cfg ServiceConfig, t bus.Transport, now func() time.Time, log ze
 	s := &Service{
 		cfg: cfg, bus: t, now: now, log: log,
 		reqs: make(chan wireReq, requestQueue), wake: make(chan struct{}, 1),
-		pending: map[string]chan wireReply{}, seen: map[string]seenState{},
+		pending: map[string]chan wireReply{}, seen: map[string]seenState{}, learnerSince: map[string]time.Time{},
 	}
 	if cfg.Bind != "" {
 		ln, err := net.Listen("tcp", cfg.Bind)
@@ -745,6 +752,26 @@ func hasVoter(c raft.Configuration, id string) bool {
 		}
 	}
 	return false
+}
+
+func hasLearner(c raft.Configuration, id string) bool {
+	for _, sv := range c.Servers {
+		if string(sv.ID) == id && sv.Suffrage == raft.Nonvoter {
+			return true
+		}
+	}
+	return false
+}
+
+func learnerIDs(c raft.Configuration) []string {
+	var out []string
+	for _, sv := range c.Servers {
+		if sv.Suffrage == raft.Nonvoter {
+			out = append(out, string(sv.ID))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func voterIDs(c raft.Configuration) []string {

@@ -173,13 +173,18 @@ func newCluster(t *testing.T, voters int, now func() time.Time) *cluster {
 // start runs a service for host id ("" bind = forward only).
 func (c *cluster) start(id, site, bind string) *agent {
 	c.t.Helper()
+	return c.startAdvertising(id, site, bind, "")
+}
+
+func (c *cluster) startAdvertising(id, site, bind, advertise string) *agent {
+	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tr, err := bus.ConnectNATS(ctx, bus.Config{URL: c.url, Name: id})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cfg := consensus.ServiceConfig{Region: c.region, ID: id, Site: site, Bind: bind, Voters: c.voters, Raft: testRaft(),
+	cfg := consensus.ServiceConfig{Region: c.region, ID: id, Site: site, Bind: bind, Advertise: advertise, Voters: c.voters, Raft: testRaft(),
 		RequestTimeout: c.timeout, ProbeInterval: 100 * time.Millisecond, BootstrapAfter: 600 * time.Millisecond}
 	log := zerolog.New(c.log).Level(zerolog.InfoLevel).With().Timestamp().Str("host", id).Logger()
 	var bt bus.Transport = tr
@@ -723,4 +728,27 @@ func TestServiceRunLeavesNoGoroutines(t *testing.T) {
 		}
 		return len(left) == 0, strings.Join(left, "\n\n")
 	})
+}
+
+// A selected agent that advertises an address the leader cannot reach
+// joins as a learner and is never promoted: the others still form a
+// group that decides (added straight as a voter, it would have wedged the
+// group of one that bootstrapped: two voters, one unreachable).
+func TestServiceUnreachableVoterNotPromoted(t *testing.T) {
+	c := newCluster(t, 3, time.Now)
+	c.start("h1", "", "127.0.0.1:0")
+	c.startAdvertising("h2", "", "127.0.0.1:0", "127.0.0.1:1") // nothing listens there
+	c.start("h3", "", "127.0.0.1:0")
+	c.syncPeers()
+	eventually(t, 20*time.Second, "h1 and h3 vote, h2 does not", func() (bool, string) {
+		c.syncPeers()
+		st := c.agent("h1").svc.Status()
+		return st.Leader != "" && slices.Equal(st.Voters, []string{"h1", "h3"}), fmt.Sprintf("%+v", st)
+	})
+	if d, err := c.agent("h2").svc.Register(context.Background(), reg("p", "h2")); err != nil || !d.Committed {
+		t.Fatalf("register through the unreachable agent: %+v %v", d, err)
+	}
+	if st := c.agent("h2").svc.Status(); st.Voter {
+		t.Fatalf("unreachable h2 became a voter: %+v", st)
+	}
 }

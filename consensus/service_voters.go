@@ -104,20 +104,24 @@ func (s *Service) step(ctx context.Context) {
 		return
 	}
 	conf := f.Configuration()
-	member := hasVoter(conf, self)
+	member, learner := hasVoter(conf, self), hasLearner(conf, self)
 	if member && !n.wasMember {
 		n.wasMember = true
 		s.log.Info().Strs("voters", voterIDs(conf)).Msg("merge arbiter: this agent is a voter")
 	}
+	if learner && !n.wasLearner {
+		n.wasLearner = true
+		s.log.Info().Strs("voters", voterIDs(conf)).Msg("merge arbiter: this agent is catching up as a learner")
+	}
 	group := n.raft.fsm.groupID()
 	switch {
-	case n.wasMember && !member && len(conf.Servers) > 0:
+	case (n.wasMember || n.wasLearner) && !member && !learner && len(conf.Servers) > 0:
 		s.stopNode("removed from the group's configuration")
 		return
 	case !n.wasMember && len(conf.Servers) == 0 && !selfSel && time.Since(n.started) > s.cfg.BootstrapAfter:
 		s.stopNode("not selected as a voter")
 		return
-	case member && s.removedByLeader(n, group):
+	case (member || learner) && s.removedByLeader(n, group):
 		s.stopNode("the leader's configuration no longer lists this agent")
 		return
 	case member && group != "" && s.olderGroup(group) != "":
@@ -128,7 +132,8 @@ func (s *Service) step(ctx context.Context) {
 	}
 
 	candidate := len(conf.Servers) == 0 && first
-	st := wireState{ID: self, Addr: s.addr, Running: true, Member: member, Voters: voterIDs(conf), Group: group, Candidate: candidate}
+	st := wireState{ID: self, Addr: s.addr, Running: true, Member: member, Learner: learner, Voters: voterIDs(conf),
+		Learners: learnerIDs(conf), Group: group, Candidate: candidate}
 	s.mu.Lock()
 	s.self = st
 	s.mu.Unlock()
@@ -191,14 +196,15 @@ func (s *Service) removedByLeader(n *serviceNode, group string) bool {
 		return false
 	}
 	s.mu.Lock()
-	var leader *wireState
+	var leader *seenState
 	for _, ss := range s.seen {
-		if ss.st.IsLeader && ss.st.Member && ss.st.Group == group && time.Since(ss.at) < s.fresh() {
-			leader = &ss.st
+		if ss.st.IsLeader && ss.st.Member && ss.st.Group == group && time.Since(ss.at) < s.fresh() &&
+			(leader == nil || ss.at.After(leader.at)) {
+			leader = &ss
 		}
 	}
 	s.mu.Unlock()
-	if leader == nil || slices.Contains(leader.Voters, s.cfg.ID) {
+	if leader == nil || slices.Contains(leader.st.Voters, s.cfg.ID) || slices.Contains(leader.st.Learners, s.cfg.ID) {
 		s.removedSince = time.Time{}
 		return false
 	}
@@ -282,7 +288,7 @@ func (s *Service) lead(ctx context.Context, n *serviceNode, conf raft.Configurat
 	if f := n.raft.r.GetConfiguration(); f.Error() == nil {
 		s.mu.Lock()
 		if s.node == n {
-			s.self.Voters = voterIDs(f.Configuration())
+			s.self.Voters, s.self.Learners = voterIDs(f.Configuration()), learnerIDs(f.Configuration())
 		}
 		s.mu.Unlock()
 	}
@@ -302,16 +308,17 @@ func (s *Service) reconcile(n *RaftNode, conf raft.Configuration, peers, selecte
 	for _, p := range selected {
 		desired[p.ID] = true
 	}
-	var voters []raft.Server
+	var voters, learners []raft.Server
 	inConf := map[string]bool{}
 	liveVoters, undesired := 0, 0
 	for _, sv := range conf.Servers {
+		inConf[string(sv.ID)] = true
 		if sv.Suffrage != raft.Voter {
+			learners = append(learners, sv)
 			continue
 		}
 		voters = append(voters, sv)
 		id := string(sv.ID)
-		inConf[id] = true
 		if _, ok := live[id]; ok {
 			liveVoters++
 		}
@@ -340,22 +347,42 @@ func (s *Service) reconcile(n *RaftNode, conf raft.Configuration, peers, selecte
 			return "move voter " + id + " to " + p.RaftAddr, n.r.AddVoter(v.ID, raft.ServerAddress(p.RaftAddr), 0, timeout)
 		}
 	}
-	// 3. A selected peer whose raft node runs joins, up to Voters (one
-	// more while an unselected voter waits to be replaced: the group
-	// never grows past Voters+1).
-	for _, p := range selected {
-		if inConf[p.ID] {
-			continue
+	// 3. Learners (non-voters) no longer live or selected leave; they
+	// count for no quorum.
+	for _, l := range learners {
+		if p, ok := live[string(l.ID)]; !ok || !desired[p.ID] || p.RaftAddr != string(l.Address) {
+			return "remove learner " + string(l.ID), n.r.RemoveServer(l.ID, 0, timeout)
 		}
-		if len(voters) > s.cfg.Voters || (len(voters) == s.cfg.Voters && undesired == 0) {
-			break
-		}
-		if !s.ready(p) {
-			continue
-		}
-		return "add voter " + p.ID, n.r.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, timeout)
 	}
-	// 4. An unselected leader hands over to a selected voter.
+	// 4. A selected peer whose raft node runs joins, up to Voters (one
+	// more while an unselected voter waits to be replaced: the group
+	// never has more than Voters+1 voters). It joins as a learner first
+	// and is promoted once it reports that it received the entry adding
+	// it: a voter the leader cannot reach (wrong advertise address,
+	// firewall) would otherwise count in the quorum at once, and a group
+	// of one growing to two would wedge.
+	grow := len(voters) < s.cfg.Voters || (len(voters) == s.cfg.Voters && undesired > 0)
+	for _, p := range selected {
+		if !grow || (inConf[p.ID] && !slices.ContainsFunc(learners, func(l raft.Server) bool { return string(l.ID) == p.ID })) {
+			continue
+		}
+		st, fresh := s.stateOf(p.ID)
+		switch {
+		case !fresh || !st.Running || st.Member || st.Addr != p.RaftAddr:
+		case !inConf[p.ID]:
+			s.learnerSince[p.ID] = time.Now()
+			return "add learner " + p.ID, n.r.AddNonvoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, timeout)
+		case st.Learner:
+			delete(s.learnerSince, p.ID)
+			return "promote learner " + p.ID, n.r.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, timeout)
+		default:
+			if since, ok := s.learnerSince[p.ID]; ok && time.Since(since) > 10*s.fresh() {
+				s.blocked(fmt.Sprintf("learner %s at %s has not caught up after %s: can this leader reach that address? (advertise)",
+					p.ID, p.RaftAddr, time.Since(since).Round(time.Second)))
+			}
+		}
+	}
+	// 5. An unselected leader hands over to a selected voter.
 	if !desired[self] && len(voters) > 1 {
 		for _, v := range voters {
 			if _, ok := live[string(v.ID)]; ok && string(v.ID) != self && desired[string(v.ID)] {
@@ -363,7 +390,7 @@ func (s *Service) reconcile(n *RaftNode, conf raft.Configuration, peers, selecte
 			}
 		}
 	}
-	// 5. Unselected voters beyond Voters leave.
+	// 6. Unselected voters beyond Voters leave.
 	if len(voters) > s.cfg.Voters {
 		for _, v := range voters {
 			if string(v.ID) == self || desired[string(v.ID)] {
@@ -381,12 +408,18 @@ func (s *Service) reconcile(n *RaftNode, conf raft.Configuration, peers, selecte
 }
 
 // ready reports whether p's raft node runs at p's address, outside any
-// group, as its recent status says: it can be added as a voter.
+// group, as its recent status says.
 func (s *Service) ready(p Peer) bool {
+	st, fresh := s.stateOf(p.ID)
+	return fresh && st.Running && !st.Member && !st.Learner && st.Addr == p.RaftAddr
+}
+
+// stateOf is id's last status and whether it is recent.
+func (s *Service) stateOf(id string) (wireState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, ok := s.seen[p.ID]
-	return ok && time.Since(ss.at) < s.fresh() && ss.st.Running && !ss.st.Member && ss.st.Addr == p.RaftAddr
+	ss, ok := s.seen[id]
+	return ss.st, ok && time.Since(ss.at) < s.fresh()
 }
 
 // blocked logs why reconciliation cannot proceed, once per reason.

@@ -73,7 +73,11 @@ type wireState struct {
 	Addr    string `json:"addr,omitempty"`
 	Running bool   `json:"running"` // its raft node runs
 	// Member: its node is in its group's configuration (it has a group).
-	Member   bool     `json:"member"`
+	Member bool `json:"member"`
+	// Learner: its node is in the configuration as a non-voter,
+	// catching up before it is promoted.
+	Learner  bool     `json:"learner,omitempty"`
+	Learners []string `json:"learners,omitempty"`
 	IsLeader bool     `json:"is_leader,omitempty"`
 	Leader   string   `json:"leader,omitempty"`
 	Voters   []string `json:"voters,omitempty"`
