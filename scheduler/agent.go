@@ -639,7 +639,10 @@ func (a *Agent) maybeSolve() {
 	a.phase = phSolving
 	a.rd.Solve = append(a.rd.Solve, SolveRequest{
 		PartID: a.part.ID, Version: a.part.Version, Limits: a.cfg.Limits, Timeout: a.cfg.SolveTimeout,
-		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds, Preempt: a.cfg.Preempt},
+		// Preemption is the last resort: only once the partition cannot
+		// grow (Blocked after a full tour, or the whole ring).
+		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds,
+			Preempt: a.cfg.Preempt && (a.part.Tours > 0 || len(a.part.Nodes) >= len(a.ring))},
 	})
 }
 

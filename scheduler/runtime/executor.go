@@ -239,10 +239,16 @@ func (e *Executor) recheck(ctx context.Context, a scheduler.Action, in *incoming
 		if err != nil {
 			return "destination demand unknown: " + err.Error()
 		}
+		// Only the servers Nova lists on the destination count: a source
+		// may answer for more than one host (a shared file).
 		var cpu, ram float64
-		for _, v := range d {
-			cpu += v.CPU
-			ram += v.RAMMB
+		for _, s := range servers {
+			if v, ok := d[s.ID]; ok {
+				cpu += v.CPU
+				ram += v.RAMMB
+			} else {
+				ram += float64(s.RAMMB) // unknown demand: the flavor's RAM, as ToHost
+			}
 		}
 		cpu += in.cpu[a.To] + mine.CPU
 		ram += in.ram[a.To] + mine.RAMMB

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/demand/cgroup"
+	"github.com/dvms-project/dvms/nova/demand/diagnostics"
+	"github.com/dvms-project/dvms/nova/demand/file"
+	"github.com/dvms-project/dvms/nova/demand/prometheus"
+	"github.com/dvms-project/dvms/nova/openstack"
+	"github.com/dvms-project/dvms/scheduler/runtime"
+)
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:  "agent",
+		Usage: "run the sidecar agent of one compute host",
+		Description: "Watches HOST's servers and nova-compute service, takes part in the\n" +
+			"decentralized scheduling of its region over NATS and executes plans through the\n" +
+			"Nova API. Configuration: --config (etc/dvms/dvms.conf.sample documents every\n" +
+			"option), then DVMS_* environment variables, then these flags. SIGTERM or SIGINT\n" +
+			"stops it gracefully: no new event or partition, a plan being executed is finished\n" +
+			"(at most [scheduler] stop_grace).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "host", EnvVars: []string{"DVMS_HOST"}, Usage: "compute host name as Nova knows it (default: this machine's host name)"},
+			&cli.StringFlag{Name: "config", EnvVars: []string{"DVMS_CONFIG"}, Usage: "INI configuration file"},
+			&cli.StringFlag{Name: "os-cloud", Usage: "cloud name in clouds.yaml (overrides [nova] os_cloud)"},
+			&cli.StringFlag{Name: "nats-url", Usage: "NATS server URL(s) (overrides [nats] url)"},
+			&cli.BoolFlag{Name: "embedded-nats", Usage: "run a NATS server in this process on [nats] url's address (one-host trials)"},
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides [DEFAULT] log_level)"},
+		},
+		Action: runAgent,
+	})
+}
+
+// agentConfig loads the configuration for the agent of host with the
+// flags applied, listing every problem.
+func agentConfig(c *cli.Context) (fileConfig, error) {
+	host := c.String("host")
+	if host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fileConfig{}, fmt.Errorf("--host not given and no host name: %w", err)
+		}
+		host = h
+	}
+	cfg, err := loadConfig(c.String("config"), host)
+	if c.IsSet("os-cloud") {
+		cfg.OSCloud = c.String("os-cloud")
+	}
+	if c.IsSet("nats-url") {
+		cfg.NATSURL = c.String("nats-url")
+	}
+	if c.IsSet("log-level") {
+		cfg.LogLevel = c.String("log-level")
+	}
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if _, lerr := parseLevel(cfg.LogLevel); lerr != nil && c.IsSet("log-level") {
+		errs = append(errs, fmt.Errorf("--log-level: %w", lerr))
+	}
+	if cfg.Arbiter == "local" && !c.Bool("embedded-nats") {
+		errs = append(errs, errors.New("[consensus] arbiter = local lets every agent decide merges alone: only for a single agent with --embedded-nats; use raft"))
+	}
+	if _, _, serr := net.SplitHostPort(cfg.RaftBind); serr != nil && cfg.RaftBind != "" {
+		errs = append(errs, fmt.Errorf("[consensus] bind %q: want host:port", cfg.RaftBind))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func runAgent(c *cli.Context) error {
+	cfg, err := agentConfig(c)
+	if err != nil {
+		return fmt.Errorf("agent configuration:\n%w", err)
+	}
+	log := newLogger(cfg.LogLevel, cfg.LogFormat).With().Str("agent", cfg.Agent.ID).Logger()
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	a, err := startAgent(ctx, cfg, c.Bool("embedded-nats"), log)
+	if err != nil {
+		return err
+	}
+	return a.wait()
+}
+
+// agentProc is a running agent: its runner, membership, arbiter and the
+// connections they share. Stop order matters: the runner first (it may
+// still need the arbiter and the bus to end its partition), then the
+// goodbye heartbeat, then the arbiter, then the connections.
+type agentProc struct {
+	log      zerolog.Logger
+	runner   *runtime.Runner
+	member   *runtime.Membership
+	arbiter  agentArbiter
+	reviver  reviver
+	tr       *bus.NATS
+	embedded *bus.Embedded
+
+	runDone  chan error
+	stopRest context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+func newIncarnation() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return strconv.FormatInt(time.Now().Unix(), 36) + hex.EncodeToString(b)
+}
+
+// startAgent wires and starts every part; the runner stops when ctx ends.
+func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.Logger) (*agentProc, error) {
+	p := &agentProc{log: log, runDone: make(chan error, 1)}
+	host := cfg.Agent.ID
+	cfg.Agent.Incarnation = newIncarnation()
+	ok := false
+	defer func() {
+		if !ok {
+			p.close()
+		}
+	}()
+
+	natsURL := cfg.NATSURL
+	if embedded {
+		ec, err := embeddedConfig(natsURL)
+		if err != nil {
+			return nil, err
+		}
+		if p.embedded, err = bus.StartEmbedded(ec); err != nil {
+			return nil, fmt.Errorf("embedded NATS on %s: %w", natsURL, err)
+		}
+		natsURL = p.embedded.ClientURL()
+		log.Info().Str("url", natsURL).Msg("embedded NATS server started")
+	}
+	bc := bus.DefaultConfig()
+	bc.URL, bc.Name, bc.CredsFile = natsURL, "dvms-agent-"+host, cfg.NATSCreds
+	bc.TLSCA, bc.TLSCert, bc.TLSKey = cfg.TLSCA, cfg.TLSCert, cfg.TLSKey
+	bc.OnStateChange = func(event string, err error) {
+		log.Warn().Err(err).Str("nats", event).Msg("NATS connection state changed")
+	}
+	tr, err := bus.ConnectNATS(ctx, bc)
+	if err != nil {
+		return nil, fmt.Errorf("connect NATS %s: %w", natsURL, err)
+	}
+	p.tr = tr
+
+	oc := openstack.DefaultConfig(cfg.OSCloud)
+	oc.CloudsFile, oc.RequestTimeout = cfg.CloudsYAML, cfg.RequestTimeout
+	nc, err := openstack.New(ctx, oc)
+	if err != nil {
+		return nil, fmt.Errorf("nova: %w", err)
+	}
+	if _, err := nc.Host(ctx, host); err != nil {
+		return nil, fmt.Errorf("nova has no usable compute host %q (is --host the name `openstack compute service list` shows?): %w", host, err)
+	}
+	src, err := demandSource(cfg, nc)
+	if err != nil {
+		return nil, err
+	}
+
+	arb, err := newArbiter(cfg, tr, natsURL, log)
+	if err != nil {
+		return nil, err
+	}
+	p.arbiter = arb
+
+	p.runner, err = runtime.New(cfg.Runtime, cfg.Agent, []string{host}, runtime.Deps{
+		Bus: tr, Nova: nc, Demand: src, Arbiter: arb, Clock: runtime.Wall{}, Log: log,
+		Seed: time.Now().UnixNano(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	mc := runtime.MembershipConfig{Region: cfg.Region, Interval: cfg.Heartbeat, DeadAfter: cfg.DeadAfter,
+		Self: runtime.Heartbeat{Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation, Raft: arb.RaftAddr()}}
+	if p.member, err = runtime.NewMembership(mc, tr, runtime.Wall{}, log); err != nil {
+		return nil, err
+	}
+	peers := func() {
+		var ps []consensus.Peer
+		for _, m := range p.member.Members() {
+			ps = append(ps, consensus.Peer{ID: m.Host, Site: m.Site, RaftAddr: m.Raft})
+		}
+		arb.SetPeers(ps)
+	}
+	p.member.OnUp = func(h string) { p.runner.MemberUp(h); peers() }
+	p.member.OnDown = func(h string) { p.runner.MemberDown(h); peers() }
+	peers()
+
+	if p.reviver, err = newReviver(cfg, nc, src, log); err != nil {
+		return nil, err
+	}
+
+	// Arbiter, membership and reviver outlive the runner's ctx: they stop
+	// after it (see agentProc).
+	rest, stopRest := context.WithCancel(context.WithoutCancel(ctx))
+	p.stopRest = stopRest
+	p.goRun(func() error { return arb.Run(rest) }, "merge arbiter")
+	memberCtx, stopMember := context.WithCancel(rest)
+	p.goRun(func() error { return p.member.Run(memberCtx) }, "membership")
+	if p.reviver != nil {
+		p.goRun(func() error {
+			return p.reviver.Run(ctx, func() bool { return p.runner.Partition() != nil })
+		}, "unshelve")
+	}
+	go func() {
+		err := p.runner.Run(ctx)
+		stopMember() // goodbye heartbeat once the partition role is handed back
+		p.runDone <- err
+	}()
+	log.Info().Str("version", version).Str("incarnation", cfg.Agent.Incarnation).Str("nats", natsURL).
+		Str("raft", arb.RaftAddr()).Str("demand", cfg.MonitorSource).Bool("advise_only", cfg.Runtime.Exec.DryRun).
+		Msg("agent started")
+	ok = true
+	return p, nil
+}
+
+func (p *agentProc) goRun(f func() error, what string) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := f(); err != nil {
+			p.log.Error().Err(err).Str("part", what).Msg("stopped with an error")
+		}
+	}()
+}
+
+// wait returns when the runner has stopped (ctx ended), after the other
+// parts stopped too.
+func (p *agentProc) wait() error {
+	err := <-p.runDone
+	p.close()
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	p.log.Info().Msg("agent stopped")
+	return nil
+}
+
+func (p *agentProc) close() {
+	if p.stopRest != nil {
+		p.stopRest()
+	}
+	p.wg.Wait()
+	if p.tr != nil {
+		_ = p.tr.Close()
+	}
+	if p.embedded != nil {
+		p.embedded.Shutdown()
+	}
+}
+
+// embeddedConfig turns [nats] url into the address an embedded server
+// listens on.
+func embeddedConfig(raw string) (bus.EmbeddedConfig, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return bus.EmbeddedConfig{}, fmt.Errorf("--embedded-nats: [nats] url %q: want nats://HOST:PORT", raw)
+	}
+	port := 4222
+	if s := u.Port(); s != "" {
+		if port, err = strconv.Atoi(s); err != nil {
+			return bus.EmbeddedConfig{}, fmt.Errorf("--embedded-nats: [nats] url %q: bad port", raw)
+		}
+	}
+	return bus.EmbeddedConfig{Host: u.Hostname(), Port: port}, nil
+}
+
+// demandSource builds the configured metrics source.
+func demandSource(cfg fileConfig, nc *openstack.Client) (nova.DemandSource, error) {
+	var src nova.DemandSource
+	var err error
+	switch cfg.MonitorSource {
+	case "file":
+		src, err = file.New(file.DefaultConfig(cfg.FilePath))
+	case "cgroup":
+		cc := cgroup.DefaultConfig()
+		cc.Root, cc.Host = cfg.CgroupRoot, cfg.Agent.ID
+		src, err = cgroup.New(cc)
+	case "nova-diagnostics":
+		src, err = diagnostics.New(diagnostics.DefaultConfig(), nc)
+	case "prometheus":
+		pc := prometheus.DefaultConfig()
+		pc.URL, pc.CPUQuery, pc.RAMQuery, pc.UUIDLabel = cfg.PromURL, cfg.PromCPUQuery, cfg.PromRAMQuery, cfg.PromUUIDLabel
+		src, err = prometheus.New(pc)
+	default:
+		err = fmt.Errorf("unknown source %q", cfg.MonitorSource)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("[monitor] source %s: %w", cfg.MonitorSource, err)
+	}
+	return src, nil
+}

@@ -1,0 +1,616 @@
+//go:build functional
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dvms-project/dvms/nova"
+)
+
+// TestFunctionalAgents runs one `dvms agent` process per compute host of
+// the functional cloud (a real Nova, devstack/functional) over a real NATS
+// server (Debian's nats-server started by up.sh), with 40 servers, and
+// checks through the stock openstack CLI what an operator would:
+// maintenance drain, overload, preemption with unshelve, and a compute
+// crash mid-drain. Demand comes from the `file` source the test writes.
+func TestFunctionalAgents(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	fc := functionalCloud(t, ctx)
+	bin := dvmsBinary(t, ctx)
+	hosts := funcHosts(t, ctx, fc)
+	if len(hosts) < 8 {
+		t.Fatalf("want 8 compute hosts (up.sh 8), have %v", hosts)
+	}
+	w := &world{t: t, ctx: ctx, fc: fc, hosts: hosts, demand: filepath.Join(t.TempDir(), "demand.json")}
+	enableAll := func() {
+		for _, h := range hosts {
+			if err := fc.cl.SetServiceStatus(context.Background(), h, false, ""); err != nil {
+				t.Logf("enable %s: %v", h, err)
+			}
+		}
+	}
+	enableAll() // a previous run may have been cut short
+	w.deleteServers()
+	t.Cleanup(w.deleteServers)
+	t.Cleanup(enableAll)
+	w.writeDemand(nil)
+	w.bootServers(5)
+
+	fleet := startFleet(t, fc, bin, hosts, w.demand)
+	defer fleet.stop(t)
+	if !w.eventually("agents joined", time.Minute, func() bool { return fleet.allLogged("agent started") }) {
+		t.Fatal("agents did not start; see " + fleet.logDir)
+	}
+	time.Sleep(3 * time.Second) // heartbeats: every agent hears the others
+
+	t.Run("MaintenanceDrainFromOpenstackCLI", func(t *testing.T) { w.t = t; w.drain(fleet, "compute-1") })
+	t.Run("Overload", func(t *testing.T) { w.t = t; w.overload(fleet, "compute-2") })
+	t.Run("PreemptionAndUnshelve", func(t *testing.T) { w.t = t; w.preempt("compute-1") })
+	t.Run("ComputeKilledMidDrain", func(t *testing.T) { w.t = t; w.fault(fleet, bin, "compute-3", "compute-8") })
+	w.t = t
+	fleet.stop(t)
+}
+
+type world struct {
+	t      *testing.T
+	ctx    context.Context
+	fc     funcCloud
+	hosts  []string
+	demand string
+	ids    []string // the test's servers
+}
+
+func funcHosts(t *testing.T, ctx context.Context, fc funcCloud) []string {
+	hs, err := fc.cl.Hosts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (w *world) eventually(what string, d time.Duration, cond func() bool) bool {
+	w.t.Helper()
+	start := time.Now()
+	for time.Since(start) < d {
+		if cond() {
+			w.t.Logf("%s after %s", what, time.Since(start).Round(time.Second))
+			return true
+		}
+		select {
+		case <-w.ctx.Done():
+			return false
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return cond()
+}
+
+func (w *world) osc(args ...string) string {
+	w.t.Helper()
+	out, err := w.fc.osc(w.t, w.ctx, args...)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return out
+}
+
+// placement maps each host to the test's servers on it (from Nova).
+func (w *world) placement() map[string][]nova.Server {
+	w.t.Helper()
+	out := map[string][]nova.Server{}
+	for _, h := range w.hosts {
+		ss, err := w.fc.cl.Servers(w.ctx, h)
+		if err != nil {
+			w.t.Fatalf("servers on %s: %v", h, err)
+		}
+		for _, s := range ss {
+			if slices.Contains(w.ids, s.ID) {
+				out[h] = append(out[h], s)
+			}
+		}
+	}
+	return out
+}
+
+func (w *world) deleteServers() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := w.fc.osc(w.t, ctx, "server", "list", "--all-projects", "--name", "^dvmsft-", "-f", "value", "-c", "ID")
+	if err != nil {
+		w.t.Logf("cleanup: %v", err)
+		return
+	}
+	ids := strings.Fields(out)
+	if len(ids) == 0 {
+		return
+	}
+	if _, err := w.fc.osc(w.t, ctx, append([]string{"server", "delete", "--wait"}, ids...)...); err != nil {
+		w.t.Logf("cleanup: %v", err)
+	}
+}
+
+// bootServers boots per dvms.tiny servers on every host (pinned with the
+// admin availability-zone syntax) and waits until all are ACTIVE.
+func (w *world) bootServers(per int) {
+	w.t.Helper()
+	start := time.Now()
+	// One CLI call per server (this client rejects --nic none with
+	// --min/--max), the hosts in parallel.
+	errs := make(chan error, len(w.hosts))
+	for _, h := range w.hosts {
+		go func() {
+			for i := 1; i <= per; i++ {
+				if _, err := w.fc.osc(w.t, w.ctx, "server", "create", "--flavor", "dvms.tiny", "--image", "dvms-tiny", "--nic", "none",
+					"--availability-zone", "nova:"+h, fmt.Sprintf("dvmsft-%s-%d", h, i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range w.hosts {
+		if err := <-errs; err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	want := per * len(w.hosts)
+	ok := w.eventually(fmt.Sprintf("%d servers ACTIVE", want), 5*time.Minute, func() bool {
+		out, err := w.fc.osc(w.t, w.ctx, "server", "list", "--all-projects", "--name", "^dvmsft-", "-f", "json", "-c", "ID", "-c", "Status")
+		if err != nil {
+			return false
+		}
+		var rows []struct{ ID, Status string }
+		if json.Unmarshal([]byte(out), &rows) != nil {
+			return false
+		}
+		w.ids = w.ids[:0]
+		active := 0
+		for _, r := range rows {
+			w.ids = append(w.ids, r.ID)
+			if r.Status == "ACTIVE" {
+				active++
+			}
+			if r.Status == "ERROR" {
+				w.t.Fatalf("server %s went to ERROR while booting", r.ID)
+			}
+		}
+		return active == want && len(rows) == want
+	})
+	if !ok {
+		w.t.Fatalf("%d servers not ACTIVE after 5 min", want)
+	}
+	w.t.Logf("booted %d servers in %s", want, time.Since(start).Round(time.Second))
+}
+
+// writeDemand writes the file demand source atomically: server id →
+// cores (RAM is 256 MB each).
+func (w *world) writeDemand(cpu map[string]float64) {
+	w.t.Helper()
+	doc := map[string]map[string]float64{}
+	for id, c := range cpu {
+		doc[id] = map[string]float64{"cpu": c, "ram_mb": 256}
+	}
+	data, _ := json.Marshal(doc)
+	tmp := w.demand + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, w.demand); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// ---- maintenance drain ----
+
+type migrationRow struct {
+	ID        int    `json:"Id"`
+	Server    string `json:"Server UUID"`
+	Source    string `json:"Source Compute"`
+	Dest      string `json:"Dest Compute"`
+	Status    string `json:"Status"`
+	Type      string `json:"Type"`
+	CreatedAt string `json:"Created At"`
+	UpdatedAt string `json:"Updated At"`
+}
+
+func (w *world) migrationsFrom(host string) []migrationRow {
+	w.t.Helper()
+	out := w.osc("server", "migration", "list", "--host", host, "-f", "json")
+	var rows []migrationRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		w.t.Fatalf("migration list: %v\n%s", err, out)
+	}
+	return rows
+}
+
+func (w *world) drain(f *fleet, host string) {
+	t := w.t
+	before := w.placement()[host]
+	if len(before) == 0 {
+		t.Fatalf("%s has none of the test's servers", host)
+	}
+	start := time.Now()
+	w.osc("compute", "service", "set", "--disable", "--disable-reason", "maintenance", host, "nova-compute")
+	if !w.eventually(host+" empty", 6*time.Minute, func() bool { return len(w.placement()[host]) == 0 }) {
+		t.Fatalf("%s still has %d servers after 6 min; agent logs in %s", host, len(w.placement()[host]), f.logDir)
+	}
+	took := time.Since(start)
+
+	// `openstack server migration list --host`: every server that left went
+	// by a completed live migration, none failed.
+	var sum time.Duration
+	moved := map[string]bool{}
+	for _, m := range w.migrationsFrom(host) {
+		if m.Source != host || !slices.ContainsFunc(before, func(s nova.Server) bool { return s.ID == m.Server }) {
+			continue
+		}
+		if m.Type != "live-migration" || m.Status != "completed" {
+			t.Errorf("migration %d of %s: %s %s, want a completed live-migration", m.ID, m.Server, m.Type, m.Status)
+			continue
+		}
+		moved[m.Server] = true
+		c, err1 := time.Parse("2006-01-02T15:04:05.000000", m.CreatedAt)
+		u, err2 := time.Parse("2006-01-02T15:04:05.000000", m.UpdatedAt)
+		if err1 == nil && err2 == nil {
+			sum += u.Sub(c)
+		}
+	}
+	if len(moved) != len(before) {
+		t.Errorf("%d servers left %s but migration list shows %d completed live migrations", len(before), host, len(moved))
+	}
+	t.Logf("DRAIN %s: %d servers moved in %s (disable -> empty); sum of the migrations' own durations %s",
+		host, len(before), took.Round(100*time.Millisecond), sum)
+
+	// `openstack server event list`: the live-migration action of each
+	// server carries the request id the agent recorded.
+	acts := f.actions()
+	for id := range moved {
+		var a *agentAction
+		for i := range acts {
+			if acts[i].Server == id && acts[i].Action == "live-migrate" {
+				a = &acts[i]
+			}
+		}
+		if a == nil || a.NovaRequestID == "" || !strings.HasPrefix(a.RequestID, "req-") || a.Event == "" {
+			t.Errorf("no agent record of the live migration of %s (with event id, request ids): %+v", id, a)
+			continue
+		}
+		out := w.osc("server", "event", "list", id, "-f", "json")
+		var evs []struct {
+			RequestID string `json:"Request ID"`
+			Action    string `json:"Action"`
+		}
+		if err := json.Unmarshal([]byte(out), &evs); err != nil {
+			t.Fatalf("event list: %v", err)
+		}
+		if !slices.ContainsFunc(evs, func(e struct {
+			RequestID string `json:"Request ID"`
+			Action    string `json:"Action"`
+		}) bool {
+			return e.Action == "live-migration" && e.RequestID == a.NovaRequestID
+		}) {
+			t.Errorf("server event list %s has no live-migration with request id %s (agent event %s): %+v", id, a.NovaRequestID, a.Event, evs)
+		}
+	}
+	// Disabled hosts are never destinations: compute-1 stays empty while
+	// the next phases run (it is the capacity that returns later).
+}
+
+// ---- overload ----
+
+func (w *world) overload(f *fleet, host string) {
+	t := w.t
+	pl := w.placement()
+	cpu := map[string]float64{}
+	for h, ss := range pl {
+		for _, s := range ss {
+			cpu[s.ID] = 0.5
+			if h == host {
+				cpu[s.ID] = 10.0 / float64(len(ss)) // 10 cores of demand on 8
+			}
+		}
+	}
+	w.writeDemand(cpu)
+	overloaded := func() []string {
+		var over []string
+		for h, ss := range w.placement() {
+			sum := 0.0
+			for _, s := range ss {
+				sum += cpu[s.ID]
+			}
+			if sum > 8+1e-9 {
+				over = append(over, fmt.Sprintf("%s=%.1f", h, sum))
+			}
+		}
+		return over
+	}
+	t.Logf("overloaded at start: %v", overloaded())
+	if !w.eventually("no host overloaded", 4*time.Minute, func() bool { return len(overloaded()) == 0 }) {
+		t.Fatalf("still overloaded after 4 min: %v; agent logs in %s", overloaded(), f.logDir)
+	}
+	n := 0
+	for _, a := range f.actions() {
+		if a.From == host && a.Action == "live-migrate" {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("overload solved without any live migration from " + host)
+	}
+}
+
+// ---- preemption ----
+
+// preempt loads every enabled host to 7.6 of 8 cores and one to 9, so that
+// no migration can help (every server is bigger than any host's slack):
+// the lowest-priority server is shelved (offloaded). Ending the
+// maintenance of capacity (an empty host) lets an agent unshelve it.
+func (w *world) preempt(capacity string) {
+	t := w.t
+	pl := w.placement()
+	target := ""
+	for h, ss := range pl {
+		if h != capacity && (target == "" || len(ss) > len(pl[target]) || (len(ss) == len(pl[target]) && h < target)) {
+			target = h
+		}
+	}
+	cpu := map[string]float64{}
+	for h, ss := range pl {
+		total := 7.6
+		if h == target {
+			total = 9
+		}
+		for _, s := range ss {
+			cpu[s.ID] = total / float64(len(ss))
+		}
+	}
+	victim := pl[target][0].ID
+	w.osc("server", "set", "--property", "dvms:priority=-1", victim)
+	w.writeDemand(cpu)
+	status := func(id string) (string, string) {
+		s, err := w.fc.cl.Server(w.ctx, id)
+		if err != nil {
+			t.Fatalf("server %s: %v", id, err)
+		}
+		return s.Status, s.Host
+	}
+	if !w.eventually("lowest-priority server shelved", 4*time.Minute, func() bool {
+		st, _ := status(victim)
+		return st == nova.StatusShelvedOffloaded
+	}) {
+		st, h := status(victim)
+		t.Fatalf("victim %s on %s is %s, not SHELVED_OFFLOADED, after 4 min", victim, h, st)
+	}
+	for _, id := range w.ids {
+		if st, _ := status(id); id != victim && (st == nova.StatusShelvedOffloaded || st == nova.StatusShelved) {
+			t.Errorf("server %s (priority 0) was shelved too", id)
+		}
+	}
+	t.Logf("PREEMPTION: %s (dvms:priority=-1) shelved-offloaded from %s", victim, target)
+
+	w.osc("compute", "service", "set", "--enable", capacity, "nova-compute")
+	if !w.eventually("shelved server unshelved", 4*time.Minute, func() bool {
+		st, _ := status(victim)
+		return st == nova.StatusActive
+	}) {
+		st, h := status(victim)
+		t.Fatalf("victim %s is %s on %q, not ACTIVE, 4 min after capacity returned", victim, st, h)
+	}
+	_, h := status(victim)
+	t.Logf("UNSHELVE: %s unshelved onto %s once %s was enabled", victim, h, capacity)
+	out := w.osc("server", "event", "list", victim, "-f", "value", "-c", "Action")
+	if !strings.Contains(out, "shelveOffload") && !strings.Contains(out, "shelve") || !strings.Contains(out, "unshelve") {
+		t.Errorf("event list of %s lacks shelve/unshelve:\n%s", victim, out)
+	}
+	w.writeDemand(nil) // quiet again
+}
+
+// ---- Nova fault ----
+
+// fault drains host and kills the nova-compute of dead (marked down)
+// while the drain runs: the drain must finish on the other hosts, no
+// server lost, and the fault reported by the agents.
+func (w *world) fault(f *fleet, bin, host, dead string) {
+	t := w.t
+	before := len(w.placement()[host])
+	if before == 0 {
+		t.Fatalf("%s has no servers to drain", host)
+	}
+	harness := filepath.Join("..", "..", "devstack", "functional", "compute.sh")
+	restart := func() {
+		cmd := exec.Command("bash", harness, "start", dead)
+		cmd.Env = w.fc.env()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("restart %s: %v\n%s", dead, err, out)
+		}
+	}
+	cmd := exec.CommandContext(w.ctx, bin, "drain", host, "--reason", "dvms:maintenance fault test")
+	cmd.Env = w.fc.env()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("dvms drain %s: %v\n%s", host, err, out)
+	}
+	// Mid-drain: as soon as the first migration off host was accepted.
+	if !w.eventually("first migration off "+host, 2*time.Minute, func() bool {
+		return slices.ContainsFunc(f.actions(), func(a agentAction) bool { return a.From == host })
+	}) {
+		t.Fatalf("no migration off %s started", host)
+	}
+	cmd = exec.Command("bash", harness, "kill", "--mark-down", dead)
+	cmd.Env = w.fc.env()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kill %s: %v\n%s", dead, err, out)
+	}
+	t.Logf("killed nova-compute of %s (forced down) mid-drain of %s", dead, host)
+	defer restart()
+	if !w.eventually(host+" empty despite the crash", 6*time.Minute, func() bool { return len(w.placement()[host]) == 0 }) {
+		t.Fatalf("%s still has %d servers; agent logs in %s", host, len(w.placement()[host]), f.logDir)
+	}
+	// No server lost: every test server is still known to Nova and
+	// hosted (or the one left offloaded by the preemption test, none).
+	out := w.osc("server", "list", "--all-projects", "--name", "^dvmsft-", "-f", "json", "-c", "ID", "-c", "Status")
+	var rows []struct{ ID, Status string }
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(w.ids) {
+		t.Errorf("%d servers listed, want %d", len(rows), len(w.ids))
+	}
+	for _, r := range rows {
+		if r.Status == "ERROR" {
+			t.Errorf("server %s in ERROR after the fault", r.ID)
+		}
+	}
+	// Reported: what the agents did around the dead host is in their logs.
+	failed, toDead := 0, 0
+	for _, a := range f.records() {
+		if a.Message == "action failed" || a.Message == "action refused by nova" {
+			failed++
+		}
+		if a.Message == "action accepted by nova" && a.Dest == dead {
+			toDead++
+		}
+	}
+	t.Logf("FAULT: %s drained (%d servers) with %s killed; %d actions failed or refused (recorded with their event), %d sent to %s",
+		host, before, dead, failed, toDead, dead)
+	_ = w.fc.cl.SetServiceStatus(w.ctx, host, false, "")
+}
+
+// ---- the agents ----
+
+type fleet struct {
+	logDir string
+	procs  map[string]*exec.Cmd
+	waits  map[string]chan error
+	logs   map[string]string
+	done   bool
+}
+
+func startFleet(t *testing.T, fc funcCloud, bin string, hosts []string, demand string) *fleet {
+	t.Helper()
+	f := &fleet{logDir: filepath.Join(fc.dir, "logs"), procs: map[string]*exec.Cmd{}, waits: map[string]chan error{}, logs: map[string]string{}}
+	if err := os.MkdirAll(f.logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hosts {
+		logPath := filepath.Join(f.logDir, "dvms-agent-"+h+".log")
+		lf, err := os.Create(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "agent", "--host", h, "--config", filepath.Join(fc.dir, "etc", "dvms.conf"))
+		cmd.Env = fc.env(
+			"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH="+demand, "DVMS_MONITOR_INTERVAL=1",
+			"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
+			"DVMS_SCHEDULER_PREEMPT=true", "DVMS_SCHEDULER_UNSHELVE_INTERVAL=3",
+			"DVMS_SCHEDULER_POLL_INTERVAL=1", "DVMS_SCHEDULER_RETRY_BACKOFF=2", "DVMS_SCHEDULER_MAX_RETRY_BACKOFF=8",
+			"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info")
+		cmd.Stdout, cmd.Stderr = lf, lf
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start agent %s: %v", h, err)
+		}
+		lf.Close()
+		ch := make(chan error, 1)
+		go func() { ch <- cmd.Wait() }()
+		f.procs[h], f.waits[h], f.logs[h] = cmd, ch, logPath
+	}
+	t.Cleanup(func() { f.stop(t) })
+	return f
+}
+
+// stop sends SIGTERM to every agent: each must exit 0 (graceful) within
+// a minute.
+func (f *fleet) stop(t *testing.T) {
+	if f.done {
+		return
+	}
+	f.done = true
+	for _, c := range f.procs {
+		_ = c.Process.Signal(syscall.SIGTERM)
+	}
+	for h, ch := range f.waits {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Errorf("agent %s exited with %v after SIGTERM (log %s)", h, err, f.logs[h])
+			}
+		case <-time.After(time.Minute):
+			_ = f.procs[h].Process.Kill()
+			t.Errorf("agent %s did not stop within a minute of SIGTERM (log %s)", h, f.logs[h])
+		}
+	}
+}
+
+// logLine is one agent log record (zerolog JSON).
+type logLine struct {
+	Level         string `json:"level"`
+	Message       string `json:"message"`
+	Event         string `json:"event"`
+	Server        string `json:"server"`
+	From          string `json:"host"`
+	Action        string `json:"action"`
+	Dest          string `json:"dest"`
+	RequestID     string `json:"request_id"`
+	NovaRequestID string `json:"nova_request_id"`
+}
+
+type agentAction = logLine
+
+func (f *fleet) records() []logLine {
+	var out []logLine
+	for _, p := range f.logs {
+		fh, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var l logLine
+			if json.Unmarshal(sc.Bytes(), &l) == nil {
+				out = append(out, l)
+			}
+		}
+		fh.Close()
+	}
+	return out
+}
+
+// actions are the actions the agents sent to Nova, with their ids.
+func (f *fleet) actions() []agentAction {
+	var out []agentAction
+	for _, l := range f.records() {
+		if l.Message == "action accepted by nova" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (f *fleet) allLogged(msg string) bool {
+	for _, p := range f.logs {
+		data, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(data), `"message":"`+msg+`"`) {
+			return false
+		}
+	}
+	return true
+}
