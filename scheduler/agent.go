@@ -642,7 +642,7 @@ func (a *Agent) maybeSolve() {
 		// Preemption is the last resort: only once the partition cannot
 		// grow (Blocked after a full tour, or the whole ring).
 		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds,
-			Preempt: a.cfg.Preempt && (a.part.Tours > 0 || len(a.part.Nodes) >= len(a.ring))},
+			Preempt: a.cfg.Preempt && (a.part.State == Blocked || len(a.part.Nodes) >= len(a.ring))},
 	})
 }
 
@@ -748,6 +748,12 @@ func (a *Agent) tourDone(met bool) {
 	a.broadcast(a.update())
 	a.record(Record{Kind: RecBlocked, Nodes: slices.Clone(p.Nodes)})
 	a.rd.Arbiter = append(a.rd.Arbiter, ArbiterRequest{Op: ArbRegister, Part: *p.clone(), Lease: a.cfg.Lease})
+	if a.cfg.Preempt {
+		// The partition cannot grow: solve once more, preemption allowed
+		// now; without a solution the request tours again (SolveDone).
+		a.collect()
+		return
+	}
 	a.forward()
 }
 

@@ -458,3 +458,45 @@ func TestMetRequestToursAgain(t *testing.T) {
 		t.Fatalf("still touring after %d tours", maxTours)
 	}
 }
+
+// Preemption is the last resort: a growing partition solves without it;
+// once blocked (it cannot grow) it solves again with it.
+func TestPreemptOnlyWhenBlocked(t *testing.T) {
+	cfg := DefaultConfig("h1")
+	cfg.Preempt = true
+	h1, err := NewAgent(cfg, ring5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1.now = t0
+	h2 := newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	g := only(t, overload(t, h1), MsgGrow)
+	// h2 joins and solves: preemption not allowed yet.
+	h2.cfg.Preempt = true
+	h2.Step(g.Msg)
+	h1.Step(only(t, h2.Ready(), MsgUpdate).Msg)
+	h2.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
+	rd := h2.Ready()
+	if len(rd.Solve) != 1 || rd.Solve[0].Problem.Preempt {
+		t.Fatalf("growing partition: solve requests %+v, want one without preemption", rd.Solve)
+	}
+	// Alone, h1's request comes back: blocked, it solves with preemption.
+	h3 := newAgent(t, "h3")
+	cfg3 := DefaultConfig("h3")
+	cfg3.Preempt = true
+	h3.cfg = cfg3
+	h3.Observe(t0, hostWith("h3", 6))
+	for range cfg3.K {
+		h3.Observe(t0, hostWith("h3", 6))
+	}
+	g3 := only(t, h3.Ready(), MsgGrow)
+	h3.Step(g3.Msg) // every other node busy: the request came back
+	rd = h3.Ready()
+	if p := h3.Partition(); p == nil || p.State != Blocked {
+		t.Fatalf("partition %+v, want blocked", p)
+	}
+	if len(rd.Solve) != 1 || !rd.Solve[0].Problem.Preempt {
+		t.Fatalf("blocked partition: solve requests %+v, want one with preemption", rd.Solve)
+	}
+}
