@@ -71,6 +71,10 @@ const (
 	MetaPriority = "dvms:priority"
 	// MetaPin: "true" means dvms never moves this server.
 	MetaPin = "dvms:pin"
+	// MetaShelved marks a server dvms shelved (preemption); its value is
+	// the dvms event id. Only servers with it are unshelved by dvms: a
+	// server an operator shelved stays shelved.
+	MetaShelved = "dvms:shelved"
 )
 
 // Service is the nova-compute service of a host.
@@ -208,6 +212,11 @@ type Client interface {
 	// SetServiceStatus disables (with reason) or enables the
 	// nova-compute service of host.
 	SetServiceStatus(ctx context.Context, host string, disabled bool, reason string) error
+	// SetServerMetadata sets one metadata key of a server; value ""
+	// deletes the key (absent already is no error).
+	SetServerMetadata(ctx context.Context, serverID, key, value string) error
+	// ShelvedServers lists the SHELVED_OFFLOADED servers of all projects.
+	ShelvedServers(ctx context.Context) ([]Server, error)
 }
 
 // Demand is what a server really uses, as a metrics source measures it.

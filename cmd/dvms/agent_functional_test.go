@@ -431,6 +431,7 @@ func (w *world) preempt(capacity string) {
 // server lost, and the fault reported by the agents.
 func (w *world) fault(f *fleet, bin, host, dead string) {
 	t := w.t
+	w.writeDemand(nil) // room everywhere but on the dead host
 	before := len(w.placement()[host])
 	if before == 0 {
 		t.Fatalf("%s has no servers to drain", host)

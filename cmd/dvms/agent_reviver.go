@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/scheduler/runtime"
 )
 
 // reviver unshelves what preemption shelved once capacity returns.
@@ -13,7 +14,19 @@ type reviver interface {
 	Run(ctx context.Context, busy func() bool) error
 }
 
-// newReviver: not wired yet (waits for runtime.Reviver).
+// newReviver: with [scheduler] preempt and unshelve_interval > 0, the
+// agent unshelves dvms-shelved servers onto its own host when it has room.
 func newReviver(cfg fileConfig, c nova.Client, d nova.DemandSource, log zerolog.Logger) (reviver, error) {
-	return nil, nil
+	if !cfg.Agent.Preempt || cfg.UnshelveEvery <= 0 {
+		return nil, nil
+	}
+	rc := runtime.DefaultReviverConfig(cfg.Agent.ID)
+	rc.Interval, rc.Headroom, rc.Thresholds = cfg.UnshelveEvery, cfg.UnshelveMargin, cfg.Agent.Thresholds
+	rc.DrainReason, rc.DryRun = cfg.Runtime.DrainReason, cfg.Runtime.Exec.DryRun
+	rc.Timeout, rc.Poll = cfg.Runtime.Exec.MigrationTimeout, cfg.Runtime.Exec.Poll
+	r, err := runtime.NewReviver(rc, c, d, runtime.Wall{}, log)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }

@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/dvms-project/dvms/nova"
@@ -386,4 +388,47 @@ func (c *Cloud) receipt(ctx context.Context, serverID, action string) nova.Recei
 	c.actions[serverID] = append(c.actions[serverID], Action{Name: action,
 		GlobalRequestID: r.GlobalRequestID, LocalRequestID: r.LocalRequestID, Start: c.clock.Now()})
 	return r
+}
+
+// SetServerMetadata implements nova.Client: sets (value "" deletes) one
+// metadata key. nova.ErrNotFound for an unknown server.
+func (c *Cloud) SetServerMetadata(ctx context.Context, serverID, key, value string) error {
+	if err := c.gate(ctx, callAction, "set metadata of "+serverID); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance()
+	s, ok := c.servers[serverID]
+	if !ok {
+		return fmt.Errorf("set metadata %s of %s: %w", key, serverID, nova.ErrNotFound)
+	}
+	if value == "" {
+		delete(s.Metadata, key)
+		return nil
+	}
+	if s.Metadata == nil {
+		s.Metadata = map[string]string{}
+	}
+	s.Metadata[key] = value
+	return nil
+}
+
+// ShelvedServers implements nova.Client: every SHELVED_OFFLOADED server,
+// by ID.
+func (c *Cloud) ShelvedServers(ctx context.Context) ([]nova.Server, error) {
+	if err := c.gate(ctx, callRead, "list shelved servers"); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance()
+	var out []nova.Server
+	for _, s := range c.servers {
+		if s.Status == nova.StatusShelvedOffloaded {
+			out = append(out, s.view())
+		}
+	}
+	slices.SortFunc(out, func(a, b nova.Server) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
 }

@@ -306,6 +306,31 @@ func shelveOffloadUnshelve(t *testing.T, e Env) {
 	if slices.ContainsFunc(ss, func(s nova.Server) bool { return s.ID == id }) {
 		t.Errorf("offloaded server still listed on %s", src)
 	}
+	// The mark dvms sets on what it shelves, and the list the unshelving
+	// agents read.
+	if err := e.Client.SetServerMetadata(ctx, id, nova.MetaShelved, "ev-contract"); err != nil {
+		t.Fatal(err)
+	}
+	shelved, err := e.Client.ShelvedServers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(shelved, func(s nova.Server) bool { return s.ID == id })
+	if i < 0 || shelved[i].Metadata[nova.MetaShelved] != "ev-contract" || shelved[i].Status != nova.StatusShelvedOffloaded {
+		t.Errorf("ShelvedServers does not list %s with its mark: %+v", id, shelved)
+	}
+	if err := e.Client.SetServerMetadata(ctx, id, nova.MetaShelved, ""); err != nil {
+		t.Errorf("delete metadata: %v", err)
+	}
+	if err := e.Client.SetServerMetadata(ctx, id, nova.MetaShelved, ""); err != nil {
+		t.Errorf("deleting an absent key: %v, want no error", err)
+	}
+	if s, err := e.Client.Server(ctx, id); err != nil || s.Metadata[nova.MetaShelved] != "" {
+		t.Errorf("mark not deleted: %+v, %v", s.Metadata, err)
+	}
+	if err := e.Client.SetServerMetadata(ctx, unknownServer, nova.MetaShelved, "x"); !errors.Is(err, nova.ErrNotFound) {
+		t.Errorf("SetServerMetadata(unknown): err = %v, want nova.ErrNotFound", err)
+	}
 	if _, err := e.Client.Unshelve(ctx, id, dst); err != nil {
 		t.Fatal(err)
 	}

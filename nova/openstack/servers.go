@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -328,4 +329,55 @@ func (c *Client) Diagnostics(ctx context.Context, serverID string) ([]byte, erro
 		return nil, errors.New("diagnostics of " + serverID + ": empty answer")
 	}
 	return raw, nil
+}
+
+// SetServerMetadata implements nova.Client: PUT (or, for value "",
+// DELETE) /servers/{id}/metadata/{key}. Not retried on 5xx: the caller
+// re-reads the server.
+func (c *Client) SetServerMetadata(ctx context.Context, serverID, key, value string) error {
+	u := c.compute.ServiceURL("servers", url.PathEscape(serverID), "metadata", url.PathEscape(key))
+	r := request{sc: c.compute, method: http.MethodPut, url: u,
+		body: map[string]any{"meta": map[string]string{key: value}}, ok: []int{http.StatusOK}}
+	if value == "" {
+		r = request{sc: c.compute, method: http.MethodDelete, url: u, ok: []int{http.StatusNoContent}}
+	}
+	_, err := c.do(ctx, r)
+	if value == "" && errors.Is(err, nova.ErrNotFound) {
+		// No such key is what was asked; a missing server says so too,
+		// so tell them apart.
+		if _, serr := c.Server(ctx, serverID); serr == nil {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("set metadata %s of %s: %w", key, serverID, err)
+	}
+	return nil
+}
+
+// ShelvedServers implements nova.Client: GET /servers/detail with
+// all_tenants and status SHELVED_OFFLOADED, page by page.
+func (c *Client) ShelvedServers(ctx context.Context) ([]nova.Server, error) {
+	var out []nova.Server
+	marker := ""
+	for {
+		var page struct {
+			Servers []serverJSON `json:"servers"`
+		}
+		u := c.compute.ServiceURL("servers", "detail") + query(
+			"all_tenants", "True", "status", nova.StatusShelvedOffloaded, "limit", strconv.Itoa(pageSize), "marker", marker)
+		if _, err := c.get(ctx, c.compute, u, &page); err != nil {
+			return nil, fmt.Errorf("shelved servers: %w", err)
+		}
+		for _, s := range page.Servers {
+			if v := s.server(); v.Status == nova.StatusShelvedOffloaded {
+				out = append(out, v)
+			}
+		}
+		if len(page.Servers) < pageSize {
+			break
+		}
+		marker = page.Servers[len(page.Servers)-1].ID
+	}
+	return out, nil
 }

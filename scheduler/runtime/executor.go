@@ -163,6 +163,15 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 		r.Outcome, r.Reason = "skipped", "stopping: "+err.Error()
 		return r
 	}
+	if a.Kind == scheduler.Shelve {
+		// Mark it first: only servers dvms shelved are unshelved by dvms
+		// (Reviver). Without the mark, no shelve.
+		if err := e.nova.SetServerMetadata(ctx, a.Server, nova.MetaShelved, ev.ID); err != nil {
+			r.Outcome, r.Reason = "failed", "mark before shelving: "+err.Error()
+			log.Warn().Err(err).Msg("action failed: server not marked, not shelved")
+			return r
+		}
+	}
 	start := e.clock.Now()
 	rc, err := e.call(ctx, a)
 	r.Receipt = rc
@@ -172,6 +181,11 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 			r.Outcome = "skipped" // the server got busy: nothing was done
 		}
 		log.Warn().Err(err).Msg("action refused by nova")
+		if a.Kind == scheduler.Shelve {
+			// Not shelved: take the mark back (best effort; an ACTIVE
+			// server's mark is never acted on).
+			_ = e.nova.SetServerMetadata(ctx, a.Server, nova.MetaShelved, "")
+		}
 		return r
 	}
 	log.Info().Str("request_id", rc.GlobalRequestID).Str("nova_request_id", rc.LocalRequestID).Msg("action accepted by nova")

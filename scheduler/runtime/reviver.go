@@ -1,0 +1,206 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/scheduler"
+)
+
+// ReviverConfig tunes the unshelving of preempted servers.
+type ReviverConfig struct {
+	Host string
+	// Interval between rounds; each round unshelves at most one server.
+	Interval time.Duration
+	// Headroom is the fraction of the overload thresholds left free after
+	// an unshelve (so a server does not come back only to be shelved again).
+	Headroom    float64
+	Thresholds  scheduler.Thresholds
+	DrainReason *regexp.Regexp
+	// Timeout bounds one unshelve, request to ACTIVE; Poll is the interval
+	// of the status reads meanwhile.
+	Timeout time.Duration
+	Poll    time.Duration
+	// DryRun logs what would be unshelved and does nothing.
+	DryRun bool
+}
+
+// DefaultReviverConfig: a round every 30 s, 10 % headroom.
+func DefaultReviverConfig(host string) ReviverConfig {
+	return ReviverConfig{Host: host, Interval: 30 * time.Second, Headroom: 0.1, Thresholds: scheduler.DefaultThresholds(),
+		DrainReason: DefaultConfig().DrainReason, Timeout: 10 * time.Minute, Poll: 2 * time.Second}
+}
+
+// Validate lists every problem.
+func (c ReviverConfig) Validate() error {
+	var errs []error
+	if c.Host == "" {
+		errs = append(errs, errors.New("reviver: host is required"))
+	}
+	if c.Interval <= 0 || c.Timeout <= 0 || c.Poll <= 0 {
+		errs = append(errs, errors.New("reviver: interval, timeout and poll must be > 0"))
+	}
+	if c.Headroom < 0 || c.Headroom >= 1 {
+		errs = append(errs, fmt.Errorf("reviver: headroom %v must be in [0, 1)", c.Headroom))
+	}
+	return errors.Join(errs...)
+}
+
+// Reviver gives back what preemption took: when its host has room, it
+// unshelves there the most important server dvms shelved (metadata
+// nova.MetaShelved). Several agents may race for the same server: Nova
+// accepts one unshelve and answers the others 409, which they skip.
+type Reviver struct {
+	cfg   ReviverConfig
+	nova  nova.Client
+	dem   nova.DemandSource
+	clock Clock
+	log   zerolog.Logger
+	round int
+}
+
+// NewReviver returns a reviver for cfg.Host; Run starts it.
+func NewReviver(cfg ReviverConfig, c nova.Client, d nova.DemandSource, clock Clock, log zerolog.Logger) (*Reviver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if c == nil || clock == nil {
+		return nil, errors.New("reviver: nova client and clock are required")
+	}
+	return &Reviver{cfg: cfg, nova: c, dem: d, clock: clock, log: log.With().Str("part", "unshelve").Logger()}, nil
+}
+
+// Run does a round every Interval until ctx ends. busy reports whether
+// the agent is handling an event (in a partition): the round is skipped,
+// the partition's plan may be counting on this host's room.
+func (r *Reviver) Run(ctx context.Context, busy func() bool) error {
+	t := r.clock.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if busy != nil && busy() {
+			continue
+		}
+		if _, err := r.Round(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("unshelve round failed")
+		}
+	}
+}
+
+// Round tries once: it returns the id of the server unshelved onto the
+// host ("" when none was).
+func (r *Reviver) Round(ctx context.Context) (string, error) {
+	r.round++
+	h, err := Sample(ctx, r.nova, r.dem, r.cfg.Host, r.cfg.DrainReason)
+	if err != nil {
+		return "", err
+	}
+	if h.Disabled || h.Draining {
+		return "", nil
+	}
+	shelved, err := r.nova.ShelvedServers(ctx)
+	if err != nil {
+		return "", fmt.Errorf("list shelved servers: %w", err)
+	}
+	var mine []nova.Server
+	for _, s := range shelved {
+		if s.Metadata[nova.MetaShelved] != "" && s.Metadata[nova.MetaPin] != "true" {
+			mine = append(mine, s)
+		}
+	}
+	if len(mine) == 0 {
+		return "", nil
+	}
+	prio := func(s nova.Server) int { p, _ := strconv.Atoi(s.Metadata[nova.MetaPriority]); return p }
+	slices.SortFunc(mine, func(a, b nova.Server) int {
+		return cmp.Or(cmp.Compare(prio(b), prio(a)), strings.Compare(a.ID, b.ID))
+	})
+	var demand map[string]nova.Demand
+	if r.dem != nil {
+		if demand, err = r.dem.Demand(ctx, r.cfg.Host); err != nil {
+			return "", fmt.Errorf("demand of %s: %w", r.cfg.Host, err)
+		}
+	}
+	cpu, ram := 0.0, 0.0
+	for _, s := range h.Servers {
+		cpu, ram = cpu+s.CPU, ram+s.RAM
+	}
+	keep := 1 - r.cfg.Headroom
+	for _, s := range mine {
+		// A server's demand when it ran: as the source measures it if it
+		// still answers for it, else its flavor (pessimistic).
+		d := nova.Demand{CPU: float64(s.VCPUs), RAMMB: float64(s.RAMMB)}
+		if v, ok := demand[s.ID]; ok {
+			d = v
+		}
+		if cpu+d.CPU > h.CPUs*r.cfg.Thresholds.CPUOverload*keep || ram+d.RAMMB > h.RAMMB*r.cfg.Thresholds.RAMOverload*keep ||
+			h.UsedVCPUs+float64(s.VCPUs) > h.AllocVCPUs || h.UsedRAMMB+float64(s.RAMMB) > h.AllocRAMMB {
+			continue
+		}
+		return r.unshelve(ctx, s, d)
+	}
+	return "", nil
+}
+
+func (r *Reviver) unshelve(ctx context.Context, s nova.Server, d nova.Demand) (string, error) {
+	mark := s.Metadata[nova.MetaShelved]
+	rid := RequestID("unshelve:" + mark + ":" + s.ID + ":" + strconv.Itoa(r.round))
+	log := r.log.With().Str("server", s.ID).Str("host", r.cfg.Host).Str("shelved_by", mark).Str("request_id", rid).
+		Float64("cpu", d.CPU).Float64("ram_mb", d.RAMMB).Logger()
+	if r.cfg.DryRun {
+		log.Info().Msg("advise: would unshelve")
+		return "", nil
+	}
+	ctx = nova.WithRequestID(ctx, rid)
+	rc, err := r.nova.Unshelve(ctx, s.ID, r.cfg.Host)
+	if errors.Is(err, nova.ErrConflict) {
+		log.Info().Err(err).Msg("unshelve refused: another agent was first")
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("unshelve %s onto %s: %w", s.ID, r.cfg.Host, err)
+	}
+	log.Info().Str("nova_request_id", rc.LocalRequestID).Msg("unshelve accepted by nova")
+	start := r.clock.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-r.clock.After(r.cfg.Poll):
+		}
+		v, err := r.nova.Server(ctx, s.ID)
+		switch {
+		case err != nil:
+			log.Warn().Err(err).Msg("unshelve: server re-read failed")
+		case v.Status == nova.StatusActive && v.TaskState == "":
+			if err := r.nova.SetServerMetadata(ctx, s.ID, nova.MetaShelved, ""); err != nil {
+				log.Warn().Err(err).Msg("unshelved, but the dvms:shelved mark stays")
+			}
+			log.Info().Str("on", v.Host).Dur("took", r.clock.Now().Sub(start)).Msg("unshelved")
+			return s.ID, nil
+		case v.Status == nova.StatusShelvedOffloaded && v.TaskState == "":
+			// Nova accepted, then found no valid host (it changed meanwhile).
+			log.Warn().Msg("unshelve ended with the server still offloaded (no valid host)")
+			return "", nil
+		case v.Status == nova.StatusError:
+			return "", fmt.Errorf("unshelve %s onto %s: server went to ERROR", s.ID, r.cfg.Host)
+		}
+		if r.clock.Now().Sub(start) > r.cfg.Timeout {
+			return "", fmt.Errorf("unshelve %s onto %s: not ACTIVE after %s (%w)", s.ID, r.cfg.Host, r.cfg.Timeout, nova.ErrTimeout)
+		}
+	}
+}
