@@ -610,7 +610,10 @@ func (a *Agent) onUpdate(m Message) {
 			a.phase = phNone // leadership moved on
 		}
 		a.part, a.heard = p.clone(), a.now
-		if p.State == Growing && p.Leader != a.cfg.ID {
+		// Growing: the new leader collects. Blocked: a leader with
+		// preemption on collects again (tourDone); otherwise the snapshot
+		// is ignored, one message per member per blocking.
+		if (p.State == Growing || p.State == Blocked) && p.Leader != a.cfg.ID {
 			a.send(p.Leader, Message{Type: MsgSnapshot, PartID: p.ID, Version: p.Version, Host: ptr(a.snapshot())})
 		}
 	}

@@ -500,3 +500,17 @@ func TestPreemptOnlyWhenBlocked(t *testing.T) {
 		t.Fatalf("blocked partition: solve requests %+v, want one with preemption", rd.Solve)
 	}
 }
+
+// A member answers a blocked partition's update with its snapshot: the
+// leader re-collects to solve with preemption.
+func TestBlockedUpdateGetsSnapshots(t *testing.T) {
+	h2 := newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	p := &Partition{ID: "p-y", Version: 2, Initiator: "h1", Leader: "h3", Nodes: []string{"h1", "h2", "h3"}, State: Growing}
+	h2.part = p.clone()
+	p.Version, p.State = 3, Blocked
+	h2.Step(Message{Type: MsgUpdate, From: "h3", PartID: p.ID, Version: p.Version, Part: p.clone()})
+	if s := only(t, h2.Ready(), MsgSnapshot); s.To != "h3" || s.Msg.Version != 3 {
+		t.Fatalf("snapshot %+v, want one to h3 at version 3", s)
+	}
+}
