@@ -152,25 +152,9 @@ func (w *world) deleteServers() {
 func (w *world) bootServers(per int) {
 	w.t.Helper()
 	start := time.Now()
-	// One CLI call per server (this client rejects --nic none with
-	// --min/--max), the hosts in parallel.
-	errs := make(chan error, len(w.hosts))
 	for _, h := range w.hosts {
-		go func() {
-			for i := 1; i <= per; i++ {
-				if _, err := w.fc.osc(w.t, w.ctx, "server", "create", "--flavor", "dvms.tiny", "--image", "dvms-tiny", "--nic", "none",
-					"--availability-zone", "nova:"+h, fmt.Sprintf("dvmsft-%s-%d", h, i)); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for range w.hosts {
-		if err := <-errs; err != nil {
-			w.t.Fatal(err)
-		}
+		w.osc("server", "create", "--flavor", "dvms.tiny", "--image", "dvms-tiny", "--nic", "none",
+			"--availability-zone", "nova:"+h, "--min", fmt.Sprint(per), "--max", fmt.Sprint(per), "dvmsft-"+h)
 	}
 	want := per * len(w.hosts)
 	ok := w.eventually(fmt.Sprintf("%d servers ACTIVE", want), 5*time.Minute, func() bool {
