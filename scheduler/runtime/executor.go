@@ -20,6 +20,12 @@ type ExecConfig struct {
 	MigrationTimeout time.Duration
 	// Poll is the interval between status reads while following an action.
 	Poll time.Duration
+	// ReadTimeout bounds one status read while following an action, so a
+	// read that hangs costs one poll, not the whole MigrationTimeout (the
+	// gophercloud client has its own per-request bound; a nova.Client
+	// that has none, like nova/fake's injected timeouts, gets this one).
+	// Zero means 30 s.
+	ReadTimeout time.Duration
 	// Retries of a call that failed with nova.ErrUnavailable (5xx,
 	// connection), spaced by Backoff doubling each time.
 	Retries int
@@ -309,6 +315,10 @@ func (e *Executor) call(ctx context.Context, a scheduler.Action) (nova.Receipt, 
 func (e *Executor) follow(ctx context.Context, a scheduler.Action, start time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, e.wall(e.cfg.MigrationTimeout))
 	defer cancel()
+	readTimeout := e.cfg.ReadTimeout
+	if readTimeout <= 0 {
+		readTimeout = 30 * time.Second
+	}
 	offloaded := false
 	for {
 		select {
@@ -316,52 +326,63 @@ func (e *Executor) follow(ctx context.Context, a scheduler.Action, start time.Ti
 			return fmt.Errorf("%s %s: %w", a.Kind, a.Server, nova.ErrTimeout)
 		case <-e.clock.After(e.cfg.Poll):
 		}
-		switch a.Kind {
-		case scheduler.LiveMigrate:
-			ms, err := e.nova.Migrations(ctx, a.Server)
-			if err != nil {
-				continue // transient: keep following until the timeout
-			}
-			for _, m := range ms {
-				if m.CreatedAt.Before(start.Add(-time.Second)) || m.Dest != a.To {
-					continue
-				}
-				if !m.Terminal() {
-					break
-				}
-				if m.Succeeded() {
-					return nil
-				}
-				return fmt.Errorf("live-migrate %s to %s: migration %s ended %s", a.Server, a.To, m.ID, m.Status)
-			}
-		case scheduler.Shelve:
-			s, err := e.nova.Server(ctx, a.Server)
-			if err != nil {
-				continue
-			}
-			switch {
-			case s.Status == nova.StatusShelvedOffloaded:
-				return nil
-			case s.Status == nova.StatusShelved && s.TaskState == "" && !offloaded:
-				if _, err := e.nova.ShelveOffload(ctx, a.Server); err == nil {
-					offloaded = true
-				}
-			case s.Status == nova.StatusError:
-				return fmt.Errorf("shelve %s: server in ERROR", a.Server)
-			}
-		case scheduler.Unshelve:
-			s, err := e.nova.Server(ctx, a.Server)
-			if err != nil {
-				continue
-			}
-			if s.Status == nova.StatusActive && s.TaskState == "" {
-				return nil
-			}
-			if s.Status == nova.StatusError {
-				return fmt.Errorf("unshelve %s: server in ERROR", a.Server)
-			}
+		if done, err := e.poll(ctx, a, start, readTimeout, &offloaded); done {
+			return err
 		}
 	}
+}
+
+// poll reads the state of a followed action once, within readTimeout; done
+// reports that the action ended (err says how).
+func (e *Executor) poll(ctx context.Context, a scheduler.Action, start time.Time, readTimeout time.Duration, offloaded *bool) (done bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, e.wall(readTimeout))
+	defer cancel()
+	switch a.Kind {
+	case scheduler.LiveMigrate:
+		ms, err := e.nova.Migrations(ctx, a.Server)
+		if err != nil {
+			return false, nil // transient: keep following until the timeout
+		}
+		for _, m := range ms {
+			if m.CreatedAt.Before(start.Add(-time.Second)) || m.Dest != a.To {
+				continue
+			}
+			if !m.Terminal() {
+				return false, nil
+			}
+			if m.Succeeded() {
+				return true, nil
+			}
+			return true, fmt.Errorf("live-migrate %s to %s: migration %s ended %s", a.Server, a.To, m.ID, m.Status)
+		}
+	case scheduler.Shelve:
+		s, err := e.nova.Server(ctx, a.Server)
+		if err != nil {
+			return false, nil
+		}
+		switch {
+		case s.Status == nova.StatusShelvedOffloaded:
+			return true, nil
+		case s.Status == nova.StatusShelved && s.TaskState == "" && !*offloaded:
+			if _, err := e.nova.ShelveOffload(ctx, a.Server); err == nil {
+				*offloaded = true
+			}
+		case s.Status == nova.StatusError:
+			return true, fmt.Errorf("shelve %s: server in ERROR", a.Server)
+		}
+	case scheduler.Unshelve:
+		s, err := e.nova.Server(ctx, a.Server)
+		if err != nil {
+			return false, nil
+		}
+		if s.Status == nova.StatusActive && s.TaskState == "" {
+			return true, nil
+		}
+		if s.Status == nova.StatusError {
+			return true, fmt.Errorf("unshelve %s: server in ERROR", a.Server)
+		}
+	}
+	return false, nil
 }
 
 // wall converts a duration of the executor's clock to wall time.
