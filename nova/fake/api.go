@@ -391,7 +391,11 @@ func (c *Cloud) receipt(ctx context.Context, serverID, action string) nova.Recei
 }
 
 // SetServerMetadata implements nova.Client: sets (value "" deletes) one
-// metadata key. nova.ErrNotFound for an unknown server.
+// metadata key. nova.ErrNotFound for an unknown server; nova.ErrConflict,
+// as Nova's 409, unless the server is ACTIVE with no task (Nova Zed
+// accepts ACTIVE, PAUSED, SUSPENDED and STOPPED, which this cloud does
+// not model, and refuses SHELVED and SHELVED_OFFLOADED: mark before
+// shelving, unmark after unshelving).
 func (c *Cloud) SetServerMetadata(ctx context.Context, serverID, key, value string) error {
 	if err := c.gate(ctx, callAction, "set metadata of "+serverID); err != nil {
 		return err
@@ -402,6 +406,9 @@ func (c *Cloud) SetServerMetadata(ctx context.Context, serverID, key, value stri
 	s, ok := c.servers[serverID]
 	if !ok {
 		return fmt.Errorf("set metadata %s of %s: %w", key, serverID, nova.ErrNotFound)
+	}
+	if s.Status != nova.StatusActive || s.TaskState != "" {
+		return fmt.Errorf("set metadata %s of %s: server is %s with task state %q: %w", key, serverID, s.Status, s.TaskState, nova.ErrConflict)
 	}
 	if value == "" {
 		delete(s.Metadata, key)

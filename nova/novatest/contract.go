@@ -277,6 +277,11 @@ func shelveOffloadUnshelve(t *testing.T, e Env) {
 	hs := twoHosts(t, e)
 	src, dst := hs[0], hs[1]
 	id := mustCreate(t, e, "dvms-contract-shelve", src)
+	// The mark dvms sets before it shelves (Nova refuses metadata changes
+	// of a shelved server, so it cannot come later).
+	if err := e.Client.SetServerMetadata(ctx, id, nova.MetaShelved, "ev-contract"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.Client.Shelve(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -306,11 +311,7 @@ func shelveOffloadUnshelve(t *testing.T, e Env) {
 	if slices.ContainsFunc(ss, func(s nova.Server) bool { return s.ID == id }) {
 		t.Errorf("offloaded server still listed on %s", src)
 	}
-	// The mark dvms sets on what it shelves, and the list the unshelving
-	// agents read.
-	if err := e.Client.SetServerMetadata(ctx, id, nova.MetaShelved, "ev-contract"); err != nil {
-		t.Fatal(err)
-	}
+	// The list the unshelving agents read, with the mark.
 	shelved, err := e.Client.ShelvedServers(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -319,14 +320,10 @@ func shelveOffloadUnshelve(t *testing.T, e Env) {
 	if i < 0 || shelved[i].Metadata[nova.MetaShelved] != "ev-contract" || shelved[i].Status != nova.StatusShelvedOffloaded {
 		t.Errorf("ShelvedServers does not list %s with its mark: %+v", id, shelved)
 	}
-	if err := e.Client.SetServerMetadata(ctx, id, nova.MetaShelved, ""); err != nil {
-		t.Errorf("delete metadata: %v", err)
-	}
-	if err := e.Client.SetServerMetadata(ctx, id, nova.MetaShelved, ""); err != nil {
-		t.Errorf("deleting an absent key: %v, want no error", err)
-	}
-	if s, err := e.Client.Server(ctx, id); err != nil || s.Metadata[nova.MetaShelved] != "" {
-		t.Errorf("mark not deleted: %+v, %v", s.Metadata, err)
+	// Nova Zed: 409 "Cannot 'update metadata' instance ... while it is in
+	// vm_state shelved_offloaded".
+	if err := e.Client.SetServerMetadata(ctx, id, nova.MetaShelved, ""); !errors.Is(err, nova.ErrConflict) {
+		t.Errorf("SetServerMetadata(shelved-offloaded): err = %v, want nova.ErrConflict", err)
 	}
 	if err := e.Client.SetServerMetadata(ctx, unknownServer, nova.MetaShelved, "x"); !errors.Is(err, nova.ErrNotFound) {
 		t.Errorf("SetServerMetadata(unknown): err = %v, want nova.ErrNotFound", err)
@@ -344,6 +341,16 @@ func shelveOffloadUnshelve(t *testing.T, e Env) {
 	}
 	if ss, err := e.Client.Servers(ctx, dst); err != nil || !slices.ContainsFunc(ss, func(s nova.Server) bool { return s.ID == id }) {
 		t.Errorf("unshelved server not listed on %s (%v)", dst, err)
+	}
+	// ACTIVE again: the mark comes off (the reviver's last step).
+	if err := e.Client.SetServerMetadata(ctx, id, nova.MetaShelved, ""); err != nil {
+		t.Errorf("delete metadata: %v", err)
+	}
+	if err := e.Client.SetServerMetadata(ctx, id, nova.MetaShelved, ""); err != nil {
+		t.Errorf("deleting an absent key: %v, want no error", err)
+	}
+	if s, err := e.Client.Server(ctx, id); err != nil || s.Metadata[nova.MetaShelved] != "" {
+		t.Errorf("mark not deleted: %+v, %v", s.Metadata, err)
 	}
 }
 
