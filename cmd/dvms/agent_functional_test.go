@@ -550,7 +550,7 @@ type logLine struct {
 	Message       string `json:"message"`
 	Event         string `json:"event"`
 	Server        string `json:"server"`
-	From          string `json:"host"`
+	From          string `json:"from"`
 	Action        string `json:"action"`
 	Dest          string `json:"dest"`
 	RequestID     string `json:"request_id"`

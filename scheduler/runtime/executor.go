@@ -154,7 +154,7 @@ type incoming struct {
 
 func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Action, in *incoming) ActionResult {
 	r := ActionResult{Action: a}
-	log := e.log.With().Str("event", ev.ID).Str("server", a.Server).Str("host", a.From).Str("action", a.Kind.String()).Str("dest", a.To).Logger()
+	log := e.log.With().Str("event", ev.ID).Str("server", a.Server).Str("from", a.From).Str("action", a.Kind.String()).Str("dest", a.To).Logger()
 	if why := e.recheck(ctx, a, in); why != "" {
 		r.Outcome, r.Reason = "skipped", why
 		log.Info().Str("reason", why).Msg("action skipped after re-check")
