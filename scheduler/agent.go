@@ -206,7 +206,7 @@ const (
 )
 
 // Agent is the DVMS state machine of one host. It is not safe for
-// concurrent use: one goroutine owns it (scheduler/runtime).
+// concurrent use: one goroutine owns it (scheduler/node).
 type Agent struct {
 	cfg  Config
 	ring []string // live members, sorted

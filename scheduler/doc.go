@@ -11,6 +11,6 @@
 // hundreds of agents and replay a failure from its seed.
 //
 // This package must not import bus, nova, consensus or any logging or I/O
-// package; scheduler/runtime drives it with real clocks and transports.
+// package; scheduler/node drives it with real clocks and transports.
 // See README.md for the vocabulary and the pipeline.
 package scheduler

@@ -26,7 +26,7 @@ import (
 	"github.com/dvms-project/dvms/nova/demand/file"
 	"github.com/dvms-project/dvms/nova/demand/prometheus"
 	"github.com/dvms-project/dvms/nova/openstack"
-	"github.com/dvms-project/dvms/scheduler/runtime"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 func init() {
@@ -109,8 +109,8 @@ func runAgent(c *cli.Context) error {
 // goodbye heartbeat, then the arbiter, then the connections.
 type agentProc struct {
 	log      zerolog.Logger
-	runner   *runtime.Runner
-	member   *runtime.Membership
+	runner   *node.Runner
+	member   *node.Membership
 	arbiter  agentArbiter
 	reviver  reviver
 	tr       *bus.NATS
@@ -183,16 +183,16 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 	}
 	p.arbiter = arb
 
-	p.runner, err = runtime.New(cfg.Runtime, cfg.Agent, []string{host}, runtime.Deps{
-		Bus: tr, Nova: nc, Demand: src, Arbiter: arb, Clock: runtime.Wall{}, Log: log,
+	p.runner, err = node.New(cfg.Runtime, cfg.Agent, []string{host}, node.Deps{
+		Bus: tr, Nova: nc, Demand: src, Arbiter: arb, Clock: node.Wall{}, Log: log,
 		Seed: time.Now().UnixNano(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	mc := runtime.MembershipConfig{Region: cfg.Region, Interval: cfg.Heartbeat, DeadAfter: cfg.DeadAfter,
-		Self: runtime.Heartbeat{Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation, Raft: arb.RaftAddr()}}
-	if p.member, err = runtime.NewMembership(mc, tr, runtime.Wall{}, log); err != nil {
+	mc := node.MembershipConfig{Region: cfg.Region, Interval: cfg.Heartbeat, DeadAfter: cfg.DeadAfter,
+		Self: node.Heartbeat{Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation, Raft: arb.RaftAddr()}}
+	if p.member, err = node.NewMembership(mc, tr, node.Wall{}, log); err != nil {
 		return nil, err
 	}
 	peers := func() {

@@ -6,7 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/nova"
-	"github.com/dvms-project/dvms/scheduler/runtime"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 // reviver unshelves what preemption shelved once capacity returns.
@@ -20,11 +20,11 @@ func newReviver(cfg fileConfig, c nova.Client, d nova.DemandSource, log zerolog.
 	if !cfg.Agent.Preempt || cfg.UnshelveEvery <= 0 {
 		return nil, nil
 	}
-	rc := runtime.DefaultReviverConfig(cfg.Agent.ID)
+	rc := node.DefaultReviverConfig(cfg.Agent.ID)
 	rc.Interval, rc.Headroom, rc.Thresholds = cfg.UnshelveEvery, cfg.UnshelveMargin, cfg.Agent.Thresholds
 	rc.DrainReason, rc.DryRun = cfg.Runtime.DrainReason, cfg.Runtime.Exec.DryRun
 	rc.Timeout, rc.Poll = cfg.Runtime.Exec.MigrationTimeout, cfg.Runtime.Exec.Poll
-	r, err := runtime.NewReviver(rc, c, d, runtime.Wall{}, log)
+	r, err := node.NewReviver(rc, c, d, node.Wall{}, log)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 	"gopkg.in/ini.v1"
 
 	"github.com/dvms-project/dvms/scheduler"
-	"github.com/dvms-project/dvms/scheduler/runtime"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 // fileConfig is the agent configuration read from the INI file
@@ -34,7 +34,7 @@ type fileConfig struct {
 	TLSKey    string
 
 	Agent   scheduler.Config
-	Runtime runtime.Config
+	Runtime node.Config
 
 	MonitorSource string
 	FilePath      string
@@ -60,7 +60,7 @@ func defaultFileConfig(host string) fileConfig {
 		Region: "RegionOne", LogLevel: "info", LogFormat: "json",
 		OSCloud: "envvars", RequestTimeout: 30 * time.Second,
 		NATSURL: "nats://127.0.0.1:4222",
-		Agent:   scheduler.DefaultConfig(host), Runtime: runtime.DefaultConfig(),
+		Agent:   scheduler.DefaultConfig(host), Runtime: node.DefaultConfig(),
 		MonitorSource: "nova-diagnostics", CgroupRoot: "/sys/fs/cgroup", PromUUIDLabel: "uuid",
 		Arbiter: "raft", Voters: 3,
 		RaftBind: "0.0.0.0:7420", Heartbeat: time.Second, DeadAfter: 5 * time.Second,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
-	"github.com/dvms-project/dvms/scheduler/runtime"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 // central is the baseline DESIGN §7 compares against: one optimizer
@@ -21,15 +21,15 @@ type central struct {
 	cloud  *fake.Cloud
 	hosts  []string
 	cfg    Config
-	clock  *runtime.Scaled
+	clock  *node.Scaled
 	st     *stats
 	rng    *rand.Rand
-	exec   *runtime.Executor
+	exec   *node.Executor
 	rounds int
 }
 
-func newCentral(cloud *fake.Cloud, hosts []string, cfg Config, clock *runtime.Scaled, st *stats, seed int64) *central {
-	ex := runtime.NewExecutor(cfg.Runtime.Exec, cloud, cloud, cfg.Agent.Thresholds, clock, zerolog.Nop())
+func newCentral(cloud *fake.Cloud, hosts []string, cfg Config, clock *node.Scaled, st *stats, seed int64) *central {
+	ex := node.NewExecutor(cfg.Runtime.Exec, cloud, cloud, cfg.Agent.Thresholds, clock, zerolog.Nop())
 	return &central{cloud: cloud, hosts: hosts, cfg: cfg, clock: clock, st: st, rng: rand.New(rand.NewSource(seed)), exec: ex}
 }
 
@@ -54,7 +54,7 @@ func (c *central) round(ctx context.Context) {
 	c.rounds++
 	all := make([]scheduler.Host, 0, len(c.hosts))
 	for _, h := range c.hosts {
-		sh, err := runtime.Sample(ctx, c.cloud, c.cloud, h, c.cfg.Runtime.DrainReason)
+		sh, err := node.Sample(ctx, c.cloud, c.cloud, h, c.cfg.Runtime.DrainReason)
 		if err != nil {
 			continue
 		}
@@ -97,7 +97,7 @@ func (c *central) round(ctx context.Context) {
 			c.st.record("central", scheduler.Record{Kind: scheduler.RecPlanned, Event: ev, Moves: plan.Len()})
 		}
 	}
-	var res runtime.ExecResult
+	var res node.ExecResult
 	if sol.OK && err == nil && plan.Len() > 0 {
 		res = c.exec.Execute(ctx, events[0], plan)
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
-	"github.com/dvms-project/dvms/scheduler/runtime"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 // Config is a simulation.
@@ -58,7 +58,7 @@ type Config struct {
 	CentralPeriod     time.Duration
 	CentralSolveLimit time.Duration
 	Agent             scheduler.Config // template; ID and Incarnation filled in
-	Runtime           runtime.Config
+	Runtime           node.Config
 	// Progress, if set, receives a live status line every wall second.
 	Progress io.Writer
 	Log      zerolog.Logger
@@ -66,7 +66,7 @@ type Config struct {
 
 // DefaultConfig is a small, quick simulation.
 func DefaultConfig() Config {
-	rt := runtime.DefaultConfig()
+	rt := node.DefaultConfig()
 	rt.Region = "sim"
 	rt.Exec.Poll = 500 * time.Millisecond
 	rt.Exec.MigrationTimeout = 2 * time.Minute
@@ -189,7 +189,7 @@ type agentSlot struct {
 	host   string
 	cancel context.CancelFunc
 	done   chan struct{}
-	r      *runtime.Runner
+	r      *node.Runner
 }
 
 // Run runs one simulation and returns its report.
@@ -199,7 +199,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	wallStart := time.Now()
 	rng := rand.New(rand.NewSource(cfg.Seed))
-	clock := runtime.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), cfg.TimeScale)
+	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), cfg.TimeScale)
 
 	fc := fake.DefaultConfig()
 	fc.Seed = cfg.Seed
@@ -255,7 +255,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		arb = g
 	}
 	var migrating atomic.Int64
-	hooks := runtime.Hooks{
+	hooks := node.Hooks{
 		OnRecord: st.record,
 		OnSend:   func(string, scheduler.Message) { st.messages.Add(1) },
 	}
@@ -266,7 +266,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		ac := cfg.Agent
 		ac.ID = hosts[i]
 		ac.Incarnation = fmt.Sprintf("%x", rng.Int63())
-		r, err := runtime.New(cfg.Runtime, ac, hosts, runtime.Deps{
+		r, err := node.New(cfg.Runtime, ac, hosts, node.Deps{
 			Bus: nc, Nova: cloud, Demand: cloud, Arbiter: arb, Clock: clock, Hooks: hooks,
 			Log: cfg.Log, Seed: rng.Int63(),
 		})
@@ -493,7 +493,7 @@ func globalCheck(recs []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts [
 	ctx := context.Background()
 	all := make([]scheduler.Host, 0, len(hosts))
 	for _, h := range hosts {
-		sh, err := runtime.Sample(ctx, cloud, cloud, h, cfg.Runtime.DrainReason)
+		sh, err := node.Sample(ctx, cloud, cloud, h, cfg.Runtime.DrainReason)
 		if err != nil {
 			continue
 		}

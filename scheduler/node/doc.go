@@ -1,4 +1,4 @@
-// Package runtime drives one scheduler.Agent with a clock, a bus.Transport,
+// Package node drives one scheduler.Agent with a clock, a bus.Transport,
 // a nova.Client, a nova.DemandSource and a consensus.Arbiter: one goroutine
 // owns the agent; the monitor, the solver, the plan executor and arbiter
 // calls run in goroutines it starts and waits for. It also holds the
@@ -6,4 +6,4 @@
 // (DESIGN §5.5).
 //
 // It depends on interfaces only; cmd/ wires concrete implementations.
-package runtime
+package node

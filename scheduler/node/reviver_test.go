@@ -1,4 +1,4 @@
-package runtime_test
+package node_test
 
 import (
 	"context"
@@ -10,15 +10,15 @@ import (
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
-	"github.com/dvms-project/dvms/scheduler/runtime"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 // reviverCloud: host-a (8 cores) with load, host-b for the others, and
 // offloaded servers: two marked by dvms (priorities 5 and 1), one
 // shelved by an operator (no mark).
-func reviverCloud(t *testing.T, loadA float64) (*fake.Cloud, *runtime.Scaled) {
+func reviverCloud(t *testing.T, loadA float64) (*fake.Cloud, *node.Scaled) {
 	t.Helper()
-	clock := runtime.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 100)
+	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 100)
 	c := fake.New(fake.DefaultConfig(), clock)
 	for _, h := range []string{"host-a", "host-b"} {
 		c.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 2, RAMAllocRatio: 1})
@@ -41,11 +41,11 @@ func reviverCloud(t *testing.T, loadA float64) (*fake.Cloud, *runtime.Scaled) {
 	return c, clock
 }
 
-func newReviver(t *testing.T, c *fake.Cloud, clock runtime.Clock) *runtime.Reviver {
+func newReviver(t *testing.T, c *fake.Cloud, clock node.Clock) *node.Reviver {
 	t.Helper()
-	cfg := runtime.DefaultReviverConfig("host-a")
+	cfg := node.DefaultReviverConfig("host-a")
 	cfg.Interval, cfg.Poll = time.Second, 500*time.Millisecond
-	r, err := runtime.NewReviver(cfg, c, c, clock, zerolog.Nop())
+	r, err := node.NewReviver(cfg, c, c, clock, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestReviverConflictSkipped(t *testing.T) {
 func TestExecutorMarksShelved(t *testing.T) {
 	ctx := context.Background()
 	c, clock := reviverCloud(t, 1)
-	e := runtime.NewExecutor(runtime.DefaultExecConfig(), c, c, scheduler.DefaultThresholds(), clock, zerolog.Nop())
+	e := node.NewExecutor(node.DefaultExecConfig(), c, c, scheduler.DefaultThresholds(), clock, zerolog.Nop())
 	ev := scheduler.Event{ID: "ev-shelve", Kind: scheduler.Overload, Host: "host-a"}
 	plan := scheduler.Plan{Steps: [][]scheduler.Action{{{Kind: scheduler.Shelve, Server: "busy", From: "host-a", VCPUs: 4, RAMMB: 2048}}}}
 	res := e.Execute(ctx, ev, plan)

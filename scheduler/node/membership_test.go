@@ -1,4 +1,4 @@
-package runtime_test
+package node_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
-	"github.com/dvms-project/dvms/scheduler/runtime"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 type memberEvents struct {
@@ -24,15 +24,15 @@ func (e *memberEvents) has(list *[]string, host string) bool {
 	return slices.Contains(*list, host)
 }
 
-func startMember(t *testing.T, ctx context.Context, url, host, incarnation string, ev *memberEvents) (*runtime.Membership, func()) {
+func startMember(t *testing.T, ctx context.Context, url, host, incarnation string, ev *memberEvents) (*node.Membership, func()) {
 	t.Helper()
 	tr, err := bus.ConnectNATS(ctx, bus.Config{URL: url, Name: host})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := runtime.MembershipConfig{Region: "mt", Interval: 50 * time.Millisecond, DeadAfter: 400 * time.Millisecond,
-		Self: runtime.Heartbeat{Host: host, Site: "site-a", Incarnation: incarnation, Raft: "127.0.0.1:1"}}
-	m, err := runtime.NewMembership(cfg, tr, runtime.Wall{}, zerolog.Nop())
+	cfg := node.MembershipConfig{Region: "mt", Interval: 50 * time.Millisecond, DeadAfter: 400 * time.Millisecond,
+		Self: node.Heartbeat{Host: host, Site: "site-a", Incarnation: incarnation, Raft: "127.0.0.1:1"}}
+	m, err := node.NewMembership(cfg, tr, node.Wall{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

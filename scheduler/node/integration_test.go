@@ -1,4 +1,4 @@
-package runtime_test
+package node_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
-	"github.com/dvms-project/dvms/scheduler/runtime"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 type cluster struct {
@@ -30,7 +30,7 @@ type cluster struct {
 // server, on a simulated cloud whose first host is overloaded.
 func startCluster(t *testing.T, ctx context.Context, n int, scale float64) *cluster {
 	t.Helper()
-	clock := runtime.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), scale)
+	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), scale)
 	c := &cluster{cloud: fake.New(fake.DefaultConfig(), clock)}
 	for i := 1; i <= n; i++ {
 		h := fmt.Sprintf("compute-%d", i)
@@ -55,7 +55,7 @@ func startCluster(t *testing.T, ctx context.Context, n int, scale float64) *clus
 	c.ns = ns
 	t.Cleanup(ns.Shutdown)
 	arb := consensus.NewLocal(clock.Now)
-	rc := runtime.DefaultConfig()
+	rc := node.DefaultConfig()
 	rc.Region = "it"
 	rc.Exec.Poll = 200 * time.Millisecond
 	for _, h := range c.hosts {
@@ -65,9 +65,9 @@ func startCluster(t *testing.T, ctx context.Context, n int, scale float64) *clus
 		}
 		ac := scheduler.DefaultConfig(h)
 		ac.Incarnation = "it"
-		r, err := runtime.New(rc, ac, c.hosts, runtime.Deps{
+		r, err := node.New(rc, ac, c.hosts, node.Deps{
 			Bus: tr, Nova: c.cloud, Demand: c.cloud, Arbiter: arb, Clock: clock, Log: zerolog.Nop(),
-			Hooks: runtime.Hooks{OnRecord: func(_ string, r scheduler.Record) {
+			Hooks: node.Hooks{OnRecord: func(_ string, r scheduler.Record) {
 				c.mu.Lock()
 				c.recs = append(c.recs, r)
 				c.mu.Unlock()

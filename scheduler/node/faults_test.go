@@ -1,4 +1,4 @@
-package runtime_test
+package node_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
-	"github.com/dvms-project/dvms/scheduler/runtime"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 // Whole runners (not the pure simulator) over the in-memory hub with 10 %
@@ -28,7 +28,7 @@ import (
 // partition.
 func TestRunnersUnderMessageAndNovaFaults(t *testing.T) {
 	const n = 12
-	clock := runtime.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 10)
+	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 10)
 	fc := fake.DefaultConfig()
 	fc.FaultRate = 0.05
 	cloud := fake.New(fc, clock)
@@ -97,16 +97,16 @@ func TestRunnersUnderMessageAndNovaFaults(t *testing.T) {
 	var mu sync.Mutex
 	ended := map[scheduler.Outcome]int{}
 	failedNoEvent := 0
-	rc := runtime.DefaultConfig()
+	rc := node.DefaultConfig()
 	rc.Region = "faults"
 	rc.Exec.Poll = 200 * time.Millisecond
-	var runners []*runtime.Runner
+	var runners []*node.Runner
 	for _, h := range hosts {
 		ac := scheduler.DefaultConfig(h)
 		ac.Incarnation = "f"
-		r, err := runtime.New(rc, ac, hosts, runtime.Deps{
+		r, err := node.New(rc, ac, hosts, node.Deps{
 			Bus: hub.Transport(h), Nova: cloud, Demand: cloud, Arbiter: group, Clock: clock, Log: testLog(t, h),
-			Hooks: runtime.Hooks{
+			Hooks: node.Hooks{
 				OnRecord: func(_ string, r scheduler.Record) {
 					if r.Kind == scheduler.RecEventEnded {
 						mu.Lock()
@@ -114,7 +114,7 @@ func TestRunnersUnderMessageAndNovaFaults(t *testing.T) {
 						mu.Unlock()
 					}
 				},
-				OnExec: func(_ string, ev scheduler.Event, res runtime.ExecResult) {
+				OnExec: func(_ string, ev scheduler.Event, res node.ExecResult) {
 					for _, a := range res.Actions {
 						if a.Outcome == "failed" && ev.ID == "" {
 							mu.Lock()

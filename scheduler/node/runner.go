@@ -1,4 +1,4 @@
-package runtime
+package node
 
 import (
 	"context"
@@ -118,10 +118,10 @@ type Runner struct {
 // New returns a runner for agent configuration ac over members.
 func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("runtime config: %w", err)
+		return nil, fmt.Errorf("node config: %w", err)
 	}
 	if d.Bus == nil || d.Nova == nil || d.Arbiter == nil || d.Clock == nil {
-		return nil, errors.New("runtime: bus, nova, arbiter and clock are required")
+		return nil, errors.New("node: bus, nova, arbiter and clock are required")
 	}
 	a, err := scheduler.NewAgent(ac, members)
 	if err != nil {
