@@ -26,6 +26,17 @@ type ExecConfig struct {
 	// that has none, like nova/fake's injected timeouts, gets this one).
 	// Zero means 30 s.
 	ReadTimeout time.Duration
+	// QueuePerHost is how many live migrations per source host the
+	// executor hands Nova beyond the one it runs (Nova queues them behind
+	// max_concurrent_live_migrations), counted on both ends while queued,
+	// so a host's next migration starts the moment the previous ends.
+	QueuePerHost int
+	// RecheckTimeout bounds the whole re-check of one action (all its reads).
+	RecheckTimeout time.Duration
+	// Unresponsive: a followed action whose status reads all failed for
+	// this long ends as failed (outcome unknown, recorded), so a hung Nova
+	// does not hold the partition for MigrationTimeout.
+	Unresponsive time.Duration
 	// Retries of a call that failed with nova.ErrUnavailable (5xx,
 	// connection), spaced by Backoff doubling each time.
 	Retries int
@@ -37,7 +48,8 @@ type ExecConfig struct {
 
 // DefaultExecConfig returns 10 min per action, 2 s polls, 3 retries.
 func DefaultExecConfig() ExecConfig {
-	return ExecConfig{MigrationTimeout: 10 * time.Minute, Poll: 2 * time.Second, Retries: 3, Backoff: time.Second}
+	return ExecConfig{MigrationTimeout: 10 * time.Minute, Poll: time.Second, Retries: 3, Backoff: time.Second,
+		QueuePerHost: 1, RecheckTimeout: 20 * time.Second, Unresponsive: time.Minute}
 }
 
 // Validate lists every problem.
@@ -48,6 +60,12 @@ func (c ExecConfig) Validate() error {
 	}
 	if c.Retries < 0 {
 		errs = append(errs, errors.New("retries must be >= 0"))
+	}
+	if c.QueuePerHost < 0 {
+		errs = append(errs, errors.New("queued_migrations_per_host must be >= 0"))
+	}
+	if c.RecheckTimeout <= 0 || c.Unresponsive <= 0 {
+		errs = append(errs, errors.New("recheck_timeout and nova_unresponsive_after must be > 0"))
 	}
 	return errors.Join(errs...)
 }

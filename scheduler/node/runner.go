@@ -24,8 +24,20 @@ type Config struct {
 	Region string
 	// Tick is the agent's tick (timeouts are checked at this period).
 	Tick time.Duration
-	// Monitor is the sampling interval of the host.
+	// Monitor is the sampling interval of the host: demand from the local
+	// source against the cached view of the host (no Nova request).
 	Monitor time.Duration
+	// Refresh is how often the cached view of the host's servers is
+	// re-read from Nova (one request); it is also re-read at once after a
+	// partition this agent was in ends, and when it joins one.
+	Refresh time.Duration
+	// PlacementRefresh is how often capacity and usage are re-read from
+	// placement at rest (three requests).
+	PlacementRefresh time.Duration
+	// ServiceWatch is the period of the region's maintenance watch: one
+	// agent of the region lists the nova-compute services and publishes
+	// changes over NATS.
+	ServiceWatch time.Duration
 	// DrainReason: a disabled nova-compute service whose reason matches
 	// is being drained (MAINTENANCE).
 	DrainReason *regexp.Regexp
@@ -42,6 +54,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Region: "RegionOne", Tick: 500 * time.Millisecond, Monitor: time.Second,
+		Refresh: time.Minute, PlacementRefresh: 10 * time.Minute, ServiceWatch: 2 * time.Second,
 		DrainReason: regexp.MustCompile(`^dvms:maintenance|^maintenance`), Inbox: 4096, StopGrace: 2 * time.Minute,
 		Exec: DefaultExecConfig(),
 	}
@@ -55,6 +68,12 @@ func (c Config) Validate() error {
 	}
 	if c.Tick <= 0 || c.Monitor <= 0 {
 		errs = append(errs, errors.New("tick and monitor_interval must be > 0"))
+	}
+	if c.Refresh < c.Monitor || c.PlacementRefresh < c.Refresh {
+		errs = append(errs, fmt.Errorf("need monitor interval (%s) <= refresh_interval (%s) <= placement_refresh_interval (%s)", c.Monitor, c.Refresh, c.PlacementRefresh))
+	}
+	if c.ServiceWatch <= 0 {
+		errs = append(errs, errors.New("service_watch_interval must be > 0"))
 	}
 	if c.DrainReason == nil {
 		errs = append(errs, errors.New("drain_reason_pattern is required"))
