@@ -133,6 +133,10 @@ type ArbiterResult struct {
 	Reason    string
 	Version   uint64
 	Nodes     []string
+	// Absorbed: the partition named by the request was absorbed into
+	// the partition Into (a refused Register or Dissolve, or a Read).
+	Absorbed bool
+	Into     string
 	// Unknown: the outcome is unknown (leader lost mid-apply): the agent
 	// re-reads before deciding anything.
 	Unknown bool

@@ -146,3 +146,16 @@ func findPivot(m *model, idx map[string]int, rest []Action) (int, string, bool) 
 func (a Action) asServer() Server {
 	return Server{ID: a.Server, Group: a.Group, Policy: a.Policy, VCPUs: a.VCPUs, RAMMB: a.RAMMB, CPU: a.CPU, RAM: a.RAM}
 }
+
+// SolveAndPlan is the leader's whole computation for a SolveRequest:
+// Solve, then, when a placement was found, BuildPlan over the same hosts
+// and thresholds. planErr is BuildPlan's error (no safe order). The
+// runtime, the deterministic simulator and the central baseline all call
+// it, so they plan alike.
+func SolveAndPlan(p Problem, lim Limits, opt SolveOptions) (sol Solution, plan Plan, planErr error) {
+	sol = Solve(p, opt)
+	if sol.OK {
+		plan, planErr = BuildPlan(p.Hosts, sol.Moves, p.Thresholds, lim)
+	}
+	return sol, plan, planErr
+}

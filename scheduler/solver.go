@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dvms-project/dvms/scheduler/fit"
 )
 
 // Problem is what a partition leader solves: the event and the snapshots
@@ -68,24 +70,18 @@ type model struct {
 }
 
 type mhost struct {
-	h              *Host
-	cpuCap, ramCap float64 // demand limits
-	cpu, ram       float64 // demand
-	usedV, usedR   float64 // allocation
-	dest           bool    // may receive servers
-	anti           map[string]int
+	h    *Host
+	lim  fit.Limit // demand and allocation limits
+	use  fit.Use   // demand and allocation carried
+	dest bool      // may receive servers
+	anti map[string]int
 }
 
 func newModel(p *Problem) *model {
 	m := &model{hosts: make([]mhost, len(p.Hosts)), thr: p.Thresholds}
 	for i := range p.Hosts {
 		h := &p.Hosts[i]
-		cpu, ram := h.Demand()
-		mh := mhost{
-			h: h, cpuCap: h.CPUs * p.Thresholds.CPUOverload, ramCap: h.RAMMB * p.Thresholds.RAMOverload,
-			cpu: cpu, ram: ram, usedV: h.UsedVCPUs, usedR: h.UsedRAMMB,
-			dest: !h.Disabled && !h.Draining,
-		}
+		mh := mhost{h: h, lim: p.Thresholds.Limit(h), use: h.Use(), dest: !h.Disabled && !h.Draining}
 		for _, s := range h.Servers {
 			if s.Group != "" && s.Policy == "anti-affinity" {
 				if mh.anti == nil {
@@ -123,10 +119,7 @@ func (m *model) fits(i int, s *Server) bool {
 	if !h.dest {
 		return false
 	}
-	if overCap(h.cpu+s.CPU, h.cpuCap) || overCap(h.ram+s.RAM, h.ramCap) {
-		return false
-	}
-	if overCap(h.usedV+float64(s.VCPUs), h.h.AllocVCPUs) || overCap(h.usedR+float64(s.RAMMB), h.h.AllocRAMMB) {
+	if !fit.Fits(h.use, s.Use(), h.lim) {
 		return false
 	}
 	if s.Policy == "anti-affinity" && h.anti[s.Group] > 0 {
@@ -137,10 +130,7 @@ func (m *model) fits(i int, s *Server) bool {
 
 func (m *model) add(i int, s *Server) {
 	h := &m.hosts[i]
-	h.cpu += s.CPU
-	h.ram += s.RAM
-	h.usedV += float64(s.VCPUs)
-	h.usedR += float64(s.RAMMB)
+	h.use = h.use.Plus(s.Use())
 	if s.Policy == "anti-affinity" {
 		if h.anti == nil {
 			h.anti = map[string]int{}
@@ -151,10 +141,7 @@ func (m *model) add(i int, s *Server) {
 
 func (m *model) remove(i int, s *Server) {
 	h := &m.hosts[i]
-	h.cpu -= s.CPU
-	h.ram -= s.RAM
-	h.usedV -= float64(s.VCPUs)
-	h.usedR -= float64(s.RAMMB)
+	h.use = h.use.Plus(s.Use().Neg())
 	if s.Policy == "anti-affinity" && h.anti != nil {
 		h.anti[s.Group]--
 	}
@@ -162,18 +149,18 @@ func (m *model) remove(i int, s *Server) {
 
 func (m *model) over(i int) bool {
 	h := &m.hosts[i]
-	return overCap(h.cpu, h.cpuCap) || overCap(h.ram, h.ramCap)
+	return fit.Overloaded(h.use, h.lim)
 }
 
 // headroom is the normalized spare demand capacity of host i.
 func (m *model) headroom(i int) float64 {
 	h := &m.hosts[i]
 	c, r := 1.0, 1.0
-	if h.cpuCap > 0 {
-		c = (h.cpuCap - h.cpu) / h.cpuCap
+	if h.lim.CPU > 0 {
+		c = (h.lim.CPU - h.use.CPU) / h.lim.CPU
 	}
-	if h.ramCap > 0 {
-		r = (h.ramCap - h.ram) / h.ramCap
+	if h.lim.RAM > 0 {
+		r = (h.lim.RAM - h.use.RAM) / h.lim.RAM
 	}
 	return min(c, r)
 }

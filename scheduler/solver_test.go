@@ -41,7 +41,17 @@ func randomPartition(rng *rand.Rand, n, perHost int) []Host {
 // both ends, and fails the test on any property violation.
 func applyPlan(t *testing.T, hosts []Host, plan Plan, thr Thresholds, lim Limits) {
 	t.Helper()
-	m := newModel(&Problem{Hosts: hosts, Thresholds: thr})
+	// An oracle independent of the solver's model and of package fit:
+	// plain sums per host, compared with the thresholds by hand.
+	type load struct{ cpu, ram, vcpus, rammb float64 }
+	loads := make([]load, len(hosts))
+	for i := range hosts {
+		for _, s := range hosts[i].Servers {
+			loads[i].cpu += s.CPU
+			loads[i].ram += s.RAM
+		}
+		loads[i].vcpus, loads[i].rammb = hosts[i].UsedVCPUs, hosts[i].UsedRAMMB
+	}
 	idx := map[string]int{}
 	where := map[string]string{}
 	for i := range hosts {
@@ -71,20 +81,21 @@ func applyPlan(t *testing.T, hosts []Host, plan Plan, thr Thresholds, lim Limits
 			if out[a.From] > lim.PerHost {
 				t.Fatalf("step %d: %d outgoing from %s > %d", k, out[a.From], a.From, lim.PerHost)
 			}
-			s := a.asServer()
 			d := idx[a.To]
-			m.add(d, &s)
-			h := &m.hosts[d]
-			if overCap(h.cpu, h.cpuCap) || overCap(h.ram, h.ramCap) || overCap(h.usedV, h.h.AllocVCPUs) || overCap(h.usedR, h.h.AllocRAMMB) {
+			l, h := &loads[d], &hosts[d]
+			l.cpu, l.ram, l.vcpus, l.rammb = l.cpu+a.CPU, l.ram+a.RAM, l.vcpus+float64(a.VCPUs), l.rammb+float64(a.RAMMB)
+			const slack = 1e-6
+			if l.cpu > h.CPUs*thr.CPUOverload+slack || l.ram > h.RAMMB*thr.RAMOverload+slack ||
+				l.vcpus > h.AllocVCPUs+slack || l.rammb > h.AllocRAMMB+slack {
 				t.Fatalf("step %d: %s overcommits %s mid-way", k, a, a.To)
 			}
-			if !h.dest {
+			if h.Disabled || h.Draining {
 				t.Fatalf("%s: destination is disabled or draining", a)
 			}
 		}
 		for _, a := range step {
-			s := a.asServer()
-			m.remove(idx[a.From], &s)
+			l := &loads[idx[a.From]]
+			l.cpu, l.ram, l.vcpus, l.rammb = l.cpu-a.CPU, l.ram-a.RAM, l.vcpus-float64(a.VCPUs), l.rammb-float64(a.RAMMB)
 			where[a.Server] = a.To
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dvms-project/dvms/scheduler/fit"
 )
 
 // EventKind is what an agent reacts to (DESIGN §4).
@@ -111,10 +113,38 @@ func (t Thresholds) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Limit is what host h accepts under t: its demand limits (physical
+// capacity × overload thresholds) and its allocatable placement capacity.
+// Whether a destination fits is fit.Check against this limit, the one
+// rule the solver, planner, executor, reviver and simulators share.
+func (t Thresholds) Limit(h *Host) fit.Limit {
+	return fit.HostLimit(h.CPUs, h.RAMMB, t.CPUOverload, t.RAMOverload, h.AllocVCPUs, h.AllocRAMMB)
+}
+
+// Use is what h carries: its servers' measured demand and its placement
+// usage.
+func (h *Host) Use() fit.Use {
+	cpu, ram := h.Demand()
+	return fit.Use{CPU: cpu, RAM: ram, VCPUs: h.UsedVCPUs, RAMMB: h.UsedRAMMB}
+}
+
+// Use is what s adds to a host: its measured demand and its flavor.
+func (s *Server) Use() fit.Use {
+	return fit.Use{CPU: s.CPU, RAM: s.RAM, VCPUs: float64(s.VCPUs), RAMMB: float64(s.RAMMB)}
+}
+
+// Fits reports whether server s fits on destination h under t, counting
+// extra (servers already moving to h, not in its snapshot yet) on top of
+// what h carries. It is DESIGN §6's capacity rule (fit.Check); whether h
+// may receive servers at all (disabled, draining) and group policies are
+// the caller's.
+func (t Thresholds) Fits(h *Host, extra fit.Use, s *Server) bool {
+	return fit.Fits(h.Use().Plus(extra), s.Use(), t.Limit(h))
+}
+
 // Overloaded reports whether the host's demand exceeds a threshold.
 func (t Thresholds) Overloaded(h *Host) bool {
-	cpu, ram := h.Demand()
-	return overCap(cpu, h.CPUs*t.CPUOverload) || overCap(ram, h.RAMMB*t.RAMOverload)
+	return fit.Overloaded(h.Use(), t.Limit(h))
 }
 
 // Underloaded reports whether a non-empty host's demand is below both
@@ -126,11 +156,6 @@ func (t Thresholds) Underloaded(h *Host) bool {
 	cpu, ram := h.Demand()
 	return cpu < h.CPUs*t.CPUUnderload && ram < h.RAMMB*t.RAMUnderload
 }
-
-// eps absorbs float rounding in capacity comparisons.
-const eps = 1e-9
-
-func overCap(v, limit float64) bool { return v > limit+eps }
 
 // ActionKind is a Nova action in a plan.
 type ActionKind uint8

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/dvms-project/dvms/scheduler/fit"
 )
 
 // Kinds of Violation, one per safety property of DESIGN §8 the cloud
@@ -86,7 +88,7 @@ func (c *Cloud) checkHosts(hs ...*host) {
 		if h == nil {
 			continue
 		}
-		over := float64(h.usedV) > h.AllocatableVCPUs()+1e-9 || float64(h.usedR) > h.AllocatableRAMMB()+1e-9
+		over := fit.Overcommitted(fit.Use{VCPUs: float64(h.usedV), RAMMB: float64(h.usedR)}, c.limit(h))
 		if over && !h.overcommitted {
 			c.violate(KindOvercommit, "host %s overcommitted in placement: %d/%.0f VCPU and %d/%.0f MB allocated",
 				h.Name, h.usedV, h.AllocatableVCPUs(), h.usedR, h.AllocatableRAMMB())
@@ -95,9 +97,17 @@ func (c *Cloud) checkHosts(hs ...*host) {
 	}
 }
 
+// limit is what h accepts, judged by the rule the scheduler plans with
+// (scheduler/fit, which imports nothing: nova stays ignorant of DVMS):
+// demand up to Config.OverloadCPU / OverloadRAM of its physical capacity,
+// allocations up to its allocatable placement capacity.
+func (c *Cloud) limit(h *host) fit.Limit {
+	return fit.HostLimit(float64(h.VCPUs), float64(h.RAMMB), c.cfg.OverloadCPU, c.cfg.OverloadRAM, h.AllocatableVCPUs(), h.AllocatableRAMMB())
+}
+
 // over reports whether demand cpu/ram exceeds the overload limits of h.
 func (c *Cloud) over(h *host, cpu, ram float64) bool {
-	return cpu > float64(h.VCPUs)*c.cfg.OverloadCPU+1e-9 || ram > float64(h.RAMMB)*c.cfg.OverloadRAM+1e-9
+	return fit.Overloaded(fit.Use{CPU: cpu, RAM: ram}, c.limit(h))
 }
 
 // checkPlan runs when a live migration of s to the named dst claimed
@@ -214,7 +224,7 @@ func (c *Cloud) Audit() []Violation {
 		if v != h.usedV || r != h.usedR {
 			c.violate(KindOvercommit, "host %s placement accounting: %d VCPU / %d MB allocated, servers account for %d / %d", h.Name, h.usedV, h.usedR, v, r)
 		}
-		if float64(v) > h.AllocatableVCPUs()+1e-9 || float64(r) > h.AllocatableRAMMB()+1e-9 {
+		if fit.Overcommitted(fit.Use{VCPUs: float64(v), RAMMB: float64(r)}, c.limit(h)) {
 			c.violate(KindOvercommit, "host %s overcommitted: %d/%.0f VCPU and %d/%.0f MB", h.Name, v, h.AllocatableVCPUs(), r, h.AllocatableRAMMB())
 		}
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/fit"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 // Options tune a cluster.
@@ -265,12 +267,7 @@ func (c *Cluster) flush(n string) {
 	for _, req := range rd.Solve {
 		opt := scheduler.DefaultSolveOptions()
 		opt.Rand = rand.New(rand.NewSource(c.rng.Int63()))
-		sol := scheduler.Solve(req.Problem, opt)
-		var plan scheduler.Plan
-		var err error
-		if sol.OK {
-			plan, err = scheduler.BuildPlan(req.Problem.Hosts, sol.Moves, req.Problem.Thresholds, req.Limits)
-		}
+		sol, plan, err := scheduler.SolveAndPlan(req.Problem, req.Limits, opt)
 		c.Agents[n].SolveDone(req.PartID, req.Version, sol, plan, err)
 		c.flush(n)
 	}
@@ -291,21 +288,7 @@ func (c *Cluster) flush(n string) {
 }
 
 func (c *Cluster) arbiter(req scheduler.ArbiterRequest) scheduler.ArbiterResult {
-	ctx := context.Background()
-	p := req.Part
-	var d consensus.Decision
-	switch req.Op {
-	case scheduler.ArbRegister:
-		d, _ = c.Arbiter.Register(ctx, consensus.Registration{ID: p.ID, Version: p.Version, Initiator: p.Initiator, Leader: p.Leader, Nodes: p.Nodes, Lease: req.Lease})
-	case scheduler.ArbMerge:
-		d, _ = c.Arbiter.Merge(ctx, consensus.Ref{ID: req.Absorb.ID, Version: req.Absorb.Version}, consensus.Ref{ID: p.ID, Version: p.Version})
-	case scheduler.ArbDissolve:
-		d, _ = c.Arbiter.Dissolve(ctx, consensus.Ref{ID: p.ID, Version: p.Version})
-	case scheduler.ArbRead:
-		r, ok, _ := c.Arbiter.Get(ctx, p.ID)
-		return scheduler.ArbiterResult{Committed: ok && !r.Absorbed, Version: r.Version, Nodes: r.Nodes}
-	}
-	return scheduler.ArbiterResult{Committed: d.Committed, Reason: d.Reason, Version: d.Version, Nodes: d.Nodes}
+	return node.CallArbiter(context.Background(), c.Arbiter, req)
 }
 
 // progress moves plans forward: a step's moves start together (counted
@@ -364,24 +347,20 @@ func (c *Cluster) begin(ev scheduler.Event, a scheduler.Action) bool {
 		c.servers--
 		return false
 	}
+	// The snapshot counts the allocation of servers moving in; their
+	// demand is counted here, on top of the servers on the host.
 	snap := c.snapshot(a.To)
-	cpu, ram := snap.Demand()
+	var inflight fit.Use
 	for _, e := range c.execs {
 		for _, m := range e.moves {
 			if m.To == a.To {
-				cpu += m.CPU
-				ram += m.RAM
+				inflight.CPU += m.CPU
+				inflight.RAM += m.RAM
 			}
 		}
 	}
 	s := src.Servers[i]
-	thr := c.opt.Agent.Thresholds
-	if thr.CPUOverload == 0 {
-		thr = scheduler.DefaultThresholds()
-	}
-	over := cpu+s.CPU > snap.CPUs*thr.CPUOverload+1e-9 || ram+s.RAM > snap.RAMMB*thr.RAMOverload+1e-9 ||
-		snap.UsedVCPUs+float64(s.VCPUs) > snap.AllocVCPUs+1e-9 || snap.UsedRAMMB+float64(s.RAMMB) > snap.AllocRAMMB+1e-9 ||
-		c.Hosts[a.To].Disabled || c.Hosts[a.To].Draining
+	over := !c.thresholds().Fits(&snap, inflight, &s) || c.Hosts[a.To].Disabled || c.Hosts[a.To].Draining
 	if over {
 		if c.opt.Recheck {
 			return false
@@ -438,6 +417,14 @@ func (c *Cluster) check() {
 	}
 }
 
+// thresholds are the agents' thresholds (DESIGN's defaults when unset).
+func (c *Cluster) thresholds() scheduler.Thresholds {
+	if c.opt.Agent.Thresholds.CPUOverload == 0 {
+		return scheduler.DefaultThresholds()
+	}
+	return c.opt.Agent.Thresholds
+}
+
 // Count returns how many records of kind were emitted (with outcome o when o != 0).
 func (c *Cluster) Count(kind scheduler.RecordKind, o scheduler.Outcome) int {
 	n := 0
@@ -451,10 +438,7 @@ func (c *Cluster) Count(kind scheduler.RecordKind, o scheduler.Outcome) int {
 
 // Overloaded lists overloaded hosts of the ground truth.
 func (c *Cluster) Overloaded() []string {
-	thr := c.opt.Agent.Thresholds
-	if thr.CPUOverload == 0 {
-		thr = scheduler.DefaultThresholds()
-	}
+	thr := c.thresholds()
 	var out []string
 	for _, n := range c.names {
 		if thr.Overloaded(c.Hosts[n]) {
@@ -489,10 +473,7 @@ func (c *Cluster) Snapshot() []scheduler.Host {
 // Solvable lists overloaded hosts for which the solver, run on the whole
 // cloud, finds a solution: events that a correct protocol must solve.
 func (c *Cluster) Solvable() []string {
-	thr := c.opt.Agent.Thresholds
-	if thr.CPUOverload == 0 {
-		thr = scheduler.DefaultThresholds()
-	}
+	thr := c.thresholds()
 	all := c.Snapshot()
 	var out []string
 	for _, n := range c.Overloaded() {

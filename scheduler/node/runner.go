@@ -124,6 +124,7 @@ type Runner struct {
 	inbox   chan scheduler.Message
 	samples chan scheduler.Host
 	results chan func(*scheduler.Agent)
+	arb     *arbiterQueue // arbiter requests in order (startArbiter)
 	wg      sync.WaitGroup
 
 	done    chan struct{} // closed when Run returns
@@ -340,12 +341,7 @@ func (r *Runner) startSolve(ctx context.Context, req scheduler.SolveRequest) {
 		opt := scheduler.DefaultSolveOptions()
 		opt.Rand = rand.New(rand.NewSource(seed))
 		opt.Now, opt.Deadline = time.Now, start.Add(r.wallDur(req.Timeout))
-		sol := scheduler.Solve(req.Problem, opt)
-		var plan scheduler.Plan
-		var perr error
-		if sol.OK {
-			plan, perr = scheduler.BuildPlan(req.Problem.Hosts, sol.Moves, req.Problem.Thresholds, req.Limits)
-		}
+		sol, plan, perr := scheduler.SolveAndPlan(req.Problem, req.Limits, opt)
 		if r.d.Hooks.OnSolve != nil {
 			r.d.Hooks.OnSolve(r.agent.ID(), req, sol, time.Since(start))
 		}
@@ -380,44 +376,29 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 	}()
 }
 
+// startArbiter queues req on the runner's arbiter FIFO, started on first
+// use: one goroutine owned by the runner (r.wg), stopped when ctx ends.
 func (r *Runner) startArbiter(ctx context.Context, req scheduler.ArbiterRequest) {
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		res := r.callArbiter(ctx, req)
-		r.post(ctx, func(a *scheduler.Agent) { a.ArbiterDone(req, res) })
-	}()
+	if r.arb == nil {
+		r.arb = newArbiterQueue()
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.arb.run(ctx, func(req scheduler.ArbiterRequest) {
+				res := r.callArbiter(ctx, req)
+				r.post(ctx, func(a *scheduler.Agent) { a.ArbiterDone(req, res) })
+			})
+		}()
+	}
+	r.arb.push(req)
 }
 
 func (r *Runner) callArbiter(ctx context.Context, req scheduler.ArbiterRequest) scheduler.ArbiterResult {
-	p := req.Part
-	var d consensus.Decision
-	var err error
-	switch req.Op {
-	case scheduler.ArbRegister:
-		d, err = r.d.Arbiter.Register(ctx, consensus.Registration{
-			ID: p.ID, Version: p.Version, Initiator: p.Initiator, Leader: p.Leader, Nodes: p.Nodes,
-			Lease: req.Lease,
-		})
-	case scheduler.ArbMerge:
-		d, err = r.d.Arbiter.Merge(ctx, consensus.Ref{ID: req.Absorb.ID, Version: req.Absorb.Version}, consensus.Ref{ID: p.ID, Version: p.Version})
-	case scheduler.ArbDissolve:
-		d, err = r.d.Arbiter.Dissolve(ctx, consensus.Ref{ID: p.ID, Version: p.Version})
-	case scheduler.ArbRead:
-		rec, ok, gerr := r.d.Arbiter.Get(ctx, p.ID)
-		if gerr != nil {
-			return scheduler.ArbiterResult{Err: gerr}
-		}
-		return scheduler.ArbiterResult{Committed: ok && !rec.Absorbed, Version: rec.Version, Nodes: rec.Nodes}
+	res := CallArbiter(ctx, r.d.Arbiter, req)
+	if res.Err != nil && !res.Unknown {
+		r.log.Warn().Err(res.Err).Str("partition", req.Part.ID).Str("op", strconv.Itoa(int(req.Op))).Msg("arbiter request failed")
 	}
-	if err != nil {
-		if errors.Is(err, consensus.ErrUnknownOutcome) {
-			return scheduler.ArbiterResult{Unknown: true, Err: err}
-		}
-		r.log.Warn().Err(err).Str("partition", p.ID).Str("op", strconv.Itoa(int(req.Op))).Msg("arbiter request failed")
-		return scheduler.ArbiterResult{Err: err}
-	}
-	return scheduler.ArbiterResult{Committed: d.Committed, Reason: d.Reason, Version: d.Version, Nodes: d.Nodes}
+	return res
 }
 
 // monitor samples the host and hands samples to the agent goroutine.

@@ -84,14 +84,9 @@ func (c *central) round(ctx context.Context) {
 	opt.Now, opt.Deadline = time.Now, time.Now().Add(c.cfg.CentralSolveLimit)
 	// One global problem: every overloaded host at once, falling back to
 	// each event alone when the global one has no solution.
-	sol := scheduler.Solve(scheduler.Problem{Events: events, Hosts: all, Thresholds: c.cfg.Agent.Thresholds, Preempt: c.cfg.Agent.Preempt}, opt)
 	lim := c.cfg.Agent.Limits
 	lim.PerPartition = max(lim.PerPartition, len(c.hosts)) // the whole cloud is one "partition"
-	var plan scheduler.Plan
-	var err error
-	if sol.OK {
-		plan, err = scheduler.BuildPlan(all, sol.Moves, c.cfg.Agent.Thresholds, lim)
-	}
+	sol, plan, err := scheduler.SolveAndPlan(scheduler.Problem{Events: events, Hosts: all, Thresholds: c.cfg.Agent.Thresholds, Preempt: c.cfg.Agent.Preempt}, lim, opt)
 	for _, ev := range events {
 		if sol.OK && err == nil && contains(sol.Solved, ev.ID) {
 			c.st.record("central", scheduler.Record{Kind: scheduler.RecPlanned, Event: ev, Moves: plan.Len()})
