@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -39,16 +39,25 @@ func init() {
 			"option), then DVMS_* environment variables, then these flags. SIGTERM or SIGINT\n" +
 			"stops it gracefully: no new event or partition, a plan being executed is finished\n" +
 			"(at most [scheduler] stop_grace).",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "host", EnvVars: []string{"DVMS_HOST"}, Usage: "compute host name as Nova knows it (default: this machine's host name)"},
 			&cli.StringFlag{Name: "config", EnvVars: []string{"DVMS_CONFIG"}, Usage: "INI configuration file"},
-			&cli.StringFlag{Name: "os-cloud", Usage: "cloud name in clouds.yaml (overrides [nova] os_cloud)"},
-			&cli.StringFlag{Name: "nats-url", Usage: "NATS server URL(s) (overrides [nats] url)"},
 			&cli.BoolFlag{Name: "embedded-nats", Usage: "run a NATS server in this process on [nats] url's address (one-host trials)"},
-			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides [DEFAULT] log_level)"},
-		},
+		}, optionFlags()...),
 		Action: runAgent,
 	})
+}
+
+// optionFlags are the flags of the options that have one (options.go).
+func optionFlags() []cli.Flag {
+	var fs []cli.Flag
+	for i := range options {
+		if o := &options[i]; o.flag != "" {
+			usage, _, _ := strings.Cut(o.help, ". ")
+			fs = append(fs, &cli.StringFlag{Name: o.flag, Usage: fmt.Sprintf("%s (overrides [%s] %s)", strings.TrimSuffix(usage, "."), o.section, o.name)})
+		}
+	}
+	return fs
 }
 
 // agentConfig loads the configuration for the agent of host with the
@@ -62,30 +71,17 @@ func agentConfig(c *cli.Context) (fileConfig, error) {
 		}
 		host = h
 	}
-	cfg, err := loadConfig(c.String("config"), host)
-	if c.IsSet("os-cloud") {
-		cfg.OSCloud = c.String("os-cloud")
+	src := configSource{file: c.String("config"), env: os.LookupEnv}
+	for i := range options {
+		if o := &options[i]; o.flag != "" && c.IsSet(o.flag) {
+			src.flags = append(src.flags, flagValue{o, c.String(o.flag)})
+		}
 	}
-	if c.IsSet("nats-url") {
-		cfg.NATSURL = c.String("nats-url")
-	}
-	if c.IsSet("log-level") {
-		cfg.LogLevel = c.String("log-level")
-	}
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if _, lerr := parseLevel(cfg.LogLevel); lerr != nil && c.IsSet("log-level") {
-		errs = append(errs, fmt.Errorf("--log-level: %w", lerr))
-	}
+	cfg, err := loadConfig(src, host)
 	if cfg.Arbiter == "local" && !c.Bool("embedded-nats") {
-		errs = append(errs, errors.New("[consensus] arbiter = local lets every agent decide merges alone: only for a single agent with --embedded-nats; use raft"))
+		err = errors.Join(err, errors.New("[consensus] arbiter = local lets every agent decide merges alone: only for a single agent with --embedded-nats; use raft"))
 	}
-	if _, _, serr := net.SplitHostPort(cfg.RaftBind); serr != nil && cfg.RaftBind != "" {
-		errs = append(errs, fmt.Errorf("[consensus] bind %q: want host:port", cfg.RaftBind))
-	}
-	return cfg, errors.Join(errs...)
+	return cfg, err
 }
 
 func runAgent(c *cli.Context) error {
@@ -151,9 +147,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 		natsURL = p.embedded.ClientURL()
 		log.Info().Str("url", natsURL).Msg("embedded NATS server started")
 	}
-	bc := bus.DefaultConfig()
-	bc.URL, bc.Name, bc.CredsFile = natsURL, "dvms-agent-"+host, cfg.NATSCreds
-	bc.TLSCA, bc.TLSCert, bc.TLSKey = cfg.TLSCA, cfg.TLSCert, cfg.TLSKey
+	bc := cfg.busConfig(natsURL)
 	bc.OnStateChange = func(event string, err error) {
 		log.Warn().Err(err).Str("nats", event).Msg("NATS connection state changed")
 	}
@@ -190,7 +184,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 	if err != nil {
 		return nil, err
 	}
-	mc := node.MembershipConfig{Region: cfg.Region, Interval: cfg.Heartbeat, DeadAfter: cfg.DeadAfter,
+	mc := node.MembershipConfig{Region: cfg.Runtime.Region, Interval: cfg.Heartbeat, DeadAfter: cfg.DeadAfter,
 		Self: node.Heartbeat{Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation, Raft: arb.RaftAddr()}}
 	if p.member, err = node.NewMembership(mc, tr, node.Wall{}, log); err != nil {
 		return nil, err

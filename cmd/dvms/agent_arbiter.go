@@ -36,7 +36,7 @@ func newArbiter(cfg fileConfig, tr bus.Transport, natsURL string, log zerolog.Lo
 	if err != nil {
 		return nil, err
 	}
-	sc := consensus.ServiceConfig{Region: cfg.Region, ID: cfg.Agent.ID, Site: cfg.Site, Bind: cfg.RaftBind,
+	sc := consensus.ServiceConfig{Region: cfg.Runtime.Region, ID: cfg.Agent.ID, Site: cfg.Site, Bind: cfg.RaftBind,
 		Advertise: advertise, Voters: cfg.Voters, Raft: rc}
 	s, err := consensus.NewService(sc, tr, time.Now, log.With().Str("part", "arbiter").Logger())
 	if err != nil {

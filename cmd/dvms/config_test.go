@@ -1,52 +1,329 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
-func TestSampleConfigLoads(t *testing.T) {
-	c, err := loadConfig("../../etc/dvms/dvms.conf.sample", "compute-1")
-	if err != nil {
-		t.Fatalf("the sample configuration does not load: %v", err)
+const samplePath = "../../etc/dvms/dvms.conf.sample"
+
+// fakeEnv is an environment of the given KEY=value pairs only.
+func fakeEnv(kv ...string) func(string) (string, bool) {
+	m := map[string]string{}
+	for _, s := range kv {
+		k, v, _ := strings.Cut(s, "=")
+		m[k] = v
 	}
-	if c.Agent.PartitionTimeout != 3500*time.Millisecond || c.Agent.K != 3 || c.Runtime.Monitor != time.Second {
-		t.Fatalf("defaults: %+v", c.Agent)
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// load loads text as the configuration file ("" = no file) in the
+// environment kv.
+func load(t *testing.T, text string, kv ...string) (fileConfig, error) {
+	t.Helper()
+	src := configSource{env: fakeEnv(kv...)}
+	if text != "" {
+		src.file = filepath.Join(t.TempDir(), "dvms.conf")
+		if err := os.WriteFile(src.file, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return loadConfig(src, "compute-1")
+}
+
+// comparable returns c with its regexp replaced by its text, so configs
+// compare with reflect.DeepEqual.
+func comparable(c fileConfig) (fileConfig, string) {
+	re := ""
+	if c.Runtime.DrainReason != nil {
+		re = c.Runtime.DrainReason.String()
+	}
+	c.Runtime.DrainReason = nil
+	return c, re
+}
+
+func sameConfig(t *testing.T, what string, got, want fileConfig) {
+	t.Helper()
+	g, gre := comparable(got)
+	w, wre := comparable(want)
+	if !reflect.DeepEqual(g, w) || gre != wre {
+		t.Errorf("%s:\n got %+v %q\nwant %+v %q", what, g, gre, w, wre)
 	}
 }
 
-func TestConfigListsEveryProblem(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "dvms.conf")
-	bad := "[scheduler]\ncpu_overload = lots\ndebounce_k = 9\n[monitor]\nsource = tea-leaves\ndrain_reason_pattern = ([\n[consensus]\nvoters = 4\n"
-	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+// The committed sample is what `dvms config sample` writes today.
+func TestSampleIsGenerated(t *testing.T) {
+	var b bytes.Buffer
+	writeSample(&b)
+	committed, err := os.ReadFile(samplePath)
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := loadConfig(path, "compute-1")
-	if err == nil {
-		t.Fatal("invalid configuration accepted")
+	if !bytes.Equal(b.Bytes(), committed) {
+		t.Fatalf("%s is stale: run go generate ./cmd/dvms", samplePath)
 	}
-	for _, want := range []string{"cpu_overload", "debounce K=9", "tea-leaves", "drain_reason_pattern", "voters = 4"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error does not mention %q:\n%v", want, err)
+}
+
+// The defaults the sample documents (its commented-out options) are the
+// loader's: uncommented, they load to the configuration of an empty file.
+func TestSampleDefaultsAreTheLoadersDefaults(t *testing.T) {
+	text, err := os.ReadFile(samplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	option := regexp.MustCompile(`^#([a-z_]+) =(?: (.*))?$`)
+	var uncommented strings.Builder
+	documented := 0
+	for _, line := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(line, "[") {
+			uncommented.WriteString(line + "\n")
+		} else if m := option.FindStringSubmatch(line); m != nil {
+			fmt.Fprintf(&uncommented, "%s = %s\n", m[1], m[2])
+			documented++
+		}
+	}
+	if documented != len(options) {
+		t.Errorf("the sample documents %d options, the table has %d", documented, len(options))
+	}
+	fromSample, err := load(t, uncommented.String(), "OS_CLOUD=c")
+	if err != nil {
+		t.Fatalf("the sample's defaults do not load: %v", err)
+	}
+	defaults, err := load(t, "", "OS_CLOUD=c")
+	if err != nil {
+		t.Fatalf("the defaults do not load: %v", err)
+	}
+	sameConfig(t, "the sample's defaults", fromSample, defaults)
+}
+
+// The table's defaults are the packages' (the simulator uses those), so
+// an agent and a simulated agent behave alike.
+func TestTableDefaultsArePackageDefaults(t *testing.T) {
+	c, err := load(t, "", "OS_CLOUD=c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := c
+	want.Agent, want.Runtime = scheduler.DefaultConfig("compute-1"), node.DefaultConfig()
+	sameConfig(t, "defaults", c, want)
+}
+
+// notOptions are the fields of fileConfig that no row binds, and why.
+var notOptions = map[string]string{
+	"Agent.ID":                 "the --host flag",
+	"Agent.Incarnation":        "drawn at each start",
+	"Agent.Lease":              "internal: the arbiter registration's lease, renewed by the leader",
+	"Runtime.Tick":             "internal: the agent's timer resolution",
+	"Runtime.Inbox":            "internal: message buffer",
+	"Runtime.Exec.ReadTimeout": "the Nova client's request_timeout bounds the reads of a real cloud",
+	"Runtime.Exec.Retries":     "internal: retries of a failed Nova call",
+	"Runtime.Exec.Backoff":     "internal: retries of a failed Nova call",
+}
+
+// Every configuration field is an option or listed in notOptions: a new
+// field of scheduler.Config or node.Config needs a row or a reason.
+func TestEveryFieldIsAnOptionOrListed(t *testing.T) {
+	var c fileConfig
+	bound := map[uintptr]string{}
+	for i := range options {
+		o := &options[i]
+		p := reflect.ValueOf(o.field(&c)).Pointer()
+		if prev, dup := bound[p]; dup {
+			t.Errorf("[%s] %s and %s bind the same field", o.section, o.name, prev)
+		}
+		bound[p] = "[" + o.section + "] " + o.name
+	}
+	listed := map[string]bool{}
+	var walk func(v reflect.Value, path string)
+	walk = func(v reflect.Value, path string) {
+		for i := 0; i < v.NumField(); i++ {
+			f, name := v.Field(i), v.Type().Field(i).Name
+			if path != "" {
+				name = path + "." + name
+			}
+			if f.Kind() == reflect.Struct {
+				walk(f, name)
+				continue
+			}
+			_, isOption := bound[f.Addr().Pointer()]
+			_, isListed := notOptions[name]
+			listed[name] = true
+			switch {
+			case !isOption && !isListed:
+				t.Errorf("%s is neither an option (options.go) nor in notOptions", name)
+			case isOption && isListed:
+				t.Errorf("%s is an option and in notOptions", name)
+			}
+		}
+	}
+	walk(reflect.ValueOf(&c).Elem(), "")
+	for name := range notOptions {
+		if !listed[name] {
+			t.Errorf("notOptions names %s, which is no field", name)
 		}
 	}
 }
 
-func TestEnvironmentOverridesFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "dvms.conf")
-	if err := os.WriteFile(path, []byte("[nats]\nurl = nats://file:4222\n"), 0o600); err != nil {
-		t.Fatal(err)
+// The problems issue 11 lists, each of which surfaced one start at a
+// time or not at all, are all reported by one load.
+func TestConfigListsEveryProblem(t *testing.T) {
+	bad := `[DEFAULT]
+region = Region One
+os_cloud = mine
+[nova]
+request_timeout = -5
+[nats]
+url = not a url
+tls_cert = /etc/dvms/cert.pem
+[scheduler]
+cpu_overload = 7.5
+cpu_underload = 2
+debounce_k = 9
+[monitor]
+source = tea-leaves
+drain_reason_pattern = ([
+colour = blue
+[consensus]
+voters = 4
+bind = no-port
+[extra]
+x = 1
+`
+	_, err := load(t, bad)
+	if err == nil {
+		t.Fatal("invalid configuration accepted")
 	}
-	t.Setenv("DVMS_NATS_URL", "nats://env:4222")
-	t.Setenv("DVMS_SCHEDULER_CPU_OVERLOAD", "0.9")
-	c, err := loadConfig(path, "compute-1")
+	wants := []string{
+		`[DEFAULT] region = "Region One": want letters, digits`,
+		`[DEFAULT] os_cloud: unknown option (it belongs in [nova])`,
+		`[nova] request_timeout = "-5": must be > 0`,
+		`[nats] url = "not a url": want nats`,
+		`tls_cert and tls_key go together`,
+		`[scheduler] cpu_overload = "7.5": must be in (0, 1]`,
+		`[scheduler] cpu_underload = "2": must be in [0, 1)`,
+		`debounce K=9 of N=5`,
+		`[monitor] source = "tea-leaves": want one of`,
+		`[monitor] drain_reason_pattern = "([":`,
+		`[monitor] colour: unknown option`,
+		`[consensus] voters = "4": want one of 3, 5`,
+		`[consensus] bind = "no-port": want host:port`,
+		`[extra]: unknown section`,
+		errNoCloud.Error(),
+	}
+	for _, want := range wants {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q", want)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != len(wants) {
+		t.Errorf("%d problems reported, want %d (one line each, nothing else)", n, len(wants))
+	}
+	if t.Failed() {
+		t.Logf("the error:\n%v", err)
+	}
+}
+
+func TestValuesAgainstTheirRows(t *testing.T) {
+	cases := []struct {
+		section, name, value string
+		ok                   bool
+	}{
+		{"scheduler", "cpu_overload", "1", true},
+		{"scheduler", "cpu_overload", "0", false},
+		{"scheduler", "cpu_underload", "0", true},
+		{"scheduler", "cpu_underload", "1", false},
+		{"scheduler", "queued_migrations_per_host", "0", true},
+		{"scheduler", "queued_migrations_per_host", "-1", false},
+		{"scheduler", "debounce_k", "2.5", false},
+		{"scheduler", "preempt", "yes", false},
+		{"scheduler", "poll_interval", "NaN", false},
+		{"nats", "url", "nats://a:4222, tls://b:4222", true},
+		{"nats", "url", "http://a:4222", false},
+		{"nats", "url", "", false},
+		{"monitor", "prometheus_url", "", true},
+		{"monitor", "prometheus_url", "127.0.0.1:9090", false},
+		{"consensus", "bind", "127.0.0.1:0", true},
+		{"consensus", "bind", "127.0.0.1:70000", false},
+		{"consensus", "advertise", "", true},
+		{"DEFAULT", "region", "eu-west_2", true},
+		{"DEFAULT", "region", "eu.west", false},
+	}
+	for _, tc := range cases {
+		o := lookupOption(tc.section, tc.name)
+		var c fileConfig
+		c.Runtime = node.DefaultConfig()
+		if err := o.set(&c, tc.value); (err == nil) != tc.ok {
+			t.Errorf("[%s] %s = %q: error %v, want ok=%v", tc.section, tc.name, tc.value, err, tc.ok)
+		}
+	}
+}
+
+// The cloud, as README says: --os-cloud, else [nova] os_cloud (which
+// DVMS_NOVA_OS_CLOUD overrides), else OS_CLOUD, else an error.
+func TestCloudPrecedence(t *testing.T) {
+	osCloud := lookupOption("nova", "os_cloud")
+	cases := []struct {
+		flag, file string
+		env        []string
+		want       string
+	}{
+		{flag: "flag", file: "file", env: []string{"OS_CLOUD=env"}, want: "flag"},
+		{file: "file", env: []string{"OS_CLOUD=env"}, want: "file"},
+		{file: "file", env: []string{"DVMS_NOVA_OS_CLOUD=dvms", "OS_CLOUD=env"}, want: "dvms"},
+		{env: []string{"OS_CLOUD=env"}, want: "env"},
+		{env: []string{"OS_CLOUD="}},
+		{},
+	}
+	for _, tc := range cases {
+		src := configSource{env: fakeEnv(tc.env...)}
+		if tc.file != "" {
+			src.file = filepath.Join(t.TempDir(), "dvms.conf")
+			if err := os.WriteFile(src.file, []byte("[nova]\nos_cloud = "+tc.file+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.flag != "" {
+			src.flags = []flagValue{{osCloud, tc.flag}}
+		}
+		c, err := loadConfig(src, "compute-1")
+		if tc.want == "" {
+			if !errors.Is(err, errNoCloud) {
+				t.Errorf("%+v: error %v, want %v", tc, err, errNoCloud)
+			}
+			continue
+		}
+		if err != nil || c.OSCloud != tc.want {
+			t.Errorf("%+v: cloud %q (%v), want %q", tc, c.OSCloud, err, tc.want)
+		}
+	}
+}
+
+func TestEnvironmentOverridesFileAndFlagsOverrideBoth(t *testing.T) {
+	c, err := load(t, "[nats]\nurl = nats://file:4222\n[scheduler]\ncpu_overload = 0.8\n",
+		"DVMS_NATS_URL=nats://env:4222", "DVMS_SCHEDULER_CPU_OVERLOAD=0.9", "DVMS_REGION=eu", "OS_CLOUD=c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NATSURL != "nats://env:4222" || c.Agent.Thresholds.CPUOverload != 0.9 {
-		t.Fatalf("env not applied: %s %v", c.NATSURL, c.Agent.Thresholds.CPUOverload)
+	if c.NATSURL != "nats://env:4222" || c.Agent.Thresholds.CPUOverload != 0.9 || c.Runtime.Region != "eu" {
+		t.Fatalf("environment not applied: %s %v %s", c.NATSURL, c.Agent.Thresholds.CPUOverload, c.Runtime.Region)
+	}
+	src := configSource{env: fakeEnv("DVMS_NATS_URL=nats://env:4222", "OS_CLOUD=c"),
+		flags: []flagValue{{lookupOption("nats", "url"), "nats://flag:4222"}}}
+	if c, err = loadConfig(src, "compute-1"); err != nil || c.NATSURL != "nats://flag:4222" {
+		t.Fatalf("flag not applied: %s %v", c.NATSURL, err)
+	}
+	_, err = load(t, "", "DVMS_SCHEDULER_DEBOUNCE_N=x", "OS_CLOUD=c")
+	if err == nil || !strings.Contains(err.Error(), `DVMS_SCHEDULER_DEBOUNCE_N ([scheduler] debounce_n) = "x"`) {
+		t.Fatalf("a bad environment value is not named: %v", err)
 	}
 }

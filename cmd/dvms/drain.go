@@ -27,7 +27,7 @@ const defaultDrainReason = "dvms:maintenance"
 func init() {
 	cloudFlags := func() []cli.Flag {
 		return []cli.Flag{
-			&cli.StringFlag{Name: "os-cloud", EnvVars: []string{"OS_CLOUD"}, Usage: "cloud name in clouds.yaml", Required: true},
+			&cli.StringFlag{Name: "os-cloud", Usage: "cloud name in clouds.yaml (default: $OS_CLOUD)"},
 			&cli.StringFlag{Name: "os-client-config-file", EnvVars: []string{"OS_CLIENT_CONFIG_FILE"}, Usage: "clouds.yaml to read (default: the openstack CLI's search path)"},
 			&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "bound on each Nova request"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
@@ -72,7 +72,11 @@ func drainClient(c *cli.Context) (string, *openstack.Client, zerolog.Logger, err
 	if _, err := parseLevel(c.String("log-level")); err != nil {
 		return "", nil, log, err
 	}
-	cfg := openstack.DefaultConfig(c.String("os-cloud"))
+	cloud, err := resolveCloud(c.String("os-cloud"), os.LookupEnv)
+	if err != nil {
+		return "", nil, log, err
+	}
+	cfg := openstack.DefaultConfig(cloud)
 	cfg.CloudsFile = c.String("os-client-config-file")
 	cfg.RequestTimeout = c.Duration("request-timeout")
 	cl, err := openstack.New(c.Context, cfg)

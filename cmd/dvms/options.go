@@ -1,0 +1,245 @@
+package main
+
+import "strings"
+
+// The agent's option table: every option of dvms.conf is one row below.
+// The loader (config.go), the validation of single values, the sample
+// file etc/dvms/dvms.conf.sample (`dvms config sample`, `go generate
+// ./cmd/dvms`) and the tests that keep them in step all read this table.
+//
+// To add an option: add a row in its section (the sample lists rows in
+// table order), bind it to its field, give the default the package's
+// DefaultConfig gives (TestTableDefaultsArePackageDefaults checks it),
+// then run `go generate ./cmd/dvms` to rewrite the sample. A field of
+// scheduler.Config or node.Config that is not an option goes in
+// notOptions (config_test.go) with the reason.
+
+// option is one row of the table.
+type option struct {
+	section, name string
+	kind          kind
+	// def is the default as written in the file; the loader applies it
+	// before the file, so it is the agent's default.
+	def string
+	// unit of a number ("" when the kind says it, like seconds).
+	unit string
+	help string
+	// bounds of a number: "> 0", ">= 1", "(0, 1]", "[0, 1)"; "" = any.
+	bounds string
+	// choices the value must be one of (kind enum, or a number like voters).
+	choices []string
+	// required: the empty value is refused.
+	required bool
+	// flag of `dvms agent` that overrides the option ("" = none).
+	flag string
+	// field is the value's destination, a pointer whose type the kind
+	// decides (see kind.parse).
+	field func(c *fileConfig) any
+}
+
+//go:generate go run . config sample --output ../../etc/dvms/dvms.conf.sample
+
+// sections in the order of the sample.
+var sections = []string{"DEFAULT", "nova", "nats", "scheduler", "monitor", "consensus"}
+
+var options = []option{
+	{section: "DEFAULT", name: "region", kind: kindName, def: "RegionOne", required: true,
+		help:  "Region name: one ring (and one merge arbiter group) per region. It is part of NATS subjects.",
+		field: func(c *fileConfig) any { return &c.Runtime.Region }},
+	{section: "DEFAULT", name: "log_level", kind: kindEnum, def: "info", flag: "log-level", choices: []string{"debug", "info", "warn", "error"},
+		help:  "Log level.",
+		field: func(c *fileConfig) any { return &c.LogLevel }},
+	{section: "DEFAULT", name: "log_format", kind: kindEnum, def: "json", choices: []string{"json", "console"},
+		help:  "Log format: json (for journald and log shippers) or console.",
+		field: func(c *fileConfig) any { return &c.LogFormat }},
+	{section: "DEFAULT", name: "site", kind: kindString,
+		help:  "Site (availability zone, datacenter) of this host: the merge arbiter's voters are spread across sites. Empty = one site.",
+		field: func(c *fileConfig) any { return &c.Site }},
+
+	{section: "nova", name: "os_cloud", kind: kindString, flag: "os-cloud",
+		help: "Cloud name in clouds.yaml. --os-cloud overrides it; empty = the OS_CLOUD environment variable. " +
+			"One of the three must name a cloud.",
+		field: func(c *fileConfig) any { return &c.OSCloud }},
+	{section: "nova", name: "clouds_yaml", kind: kindPath,
+		help:  "clouds.yaml to read; empty = the openstack CLI's search path ($OS_CLIENT_CONFIG_FILE, ./clouds.yaml, ~/.config/openstack, /etc/openstack).",
+		field: func(c *fileConfig) any { return &c.CloudsYAML }},
+	{section: "nova", name: "request_timeout", kind: kindSeconds, def: "30", bounds: "> 0",
+		help:  "Bound on one Nova or placement API request.",
+		field: func(c *fileConfig) any { return &c.RequestTimeout }},
+
+	{section: "nats", name: "url", kind: kindNATSURLs, def: "nats://127.0.0.1:4222", required: true, flag: "nats-url",
+		help:  "NATS server URL(s), comma separated.",
+		field: func(c *fileConfig) any { return &c.NATSURL }},
+	{section: "nats", name: "creds_file", kind: kindPath,
+		help:  "NATS credentials file (JWT + nkey seed), optional.",
+		field: func(c *fileConfig) any { return &c.NATSCreds }},
+	{section: "nats", name: "tls_ca", kind: kindPath,
+		help:  "TLS: CA bundle of the NATS servers, optional.",
+		field: func(c *fileConfig) any { return &c.TLSCA }},
+	{section: "nats", name: "tls_cert", kind: kindPath,
+		help:  "TLS: client certificate, optional; goes with tls_key.",
+		field: func(c *fileConfig) any { return &c.TLSCert }},
+	{section: "nats", name: "tls_key", kind: kindPath,
+		help:  "TLS: client key, optional; goes with tls_cert.",
+		field: func(c *fileConfig) any { return &c.TLSKey }},
+
+	{section: "scheduler", name: "cpu_overload", kind: kindFloat, def: "1.0", bounds: "(0, 1]", unit: "fraction of the host's cores",
+		help:  "OVERLOAD when the CPU demand of the host's servers exceeds this fraction of its cores.",
+		field: func(c *fileConfig) any { return &c.Agent.Thresholds.CPUOverload }},
+	{section: "scheduler", name: "ram_overload", kind: kindFloat, def: "1.0", bounds: "(0, 1]", unit: "fraction of the host's RAM",
+		help:  "OVERLOAD when the RAM demand of the host's servers exceeds this fraction of its RAM.",
+		field: func(c *fileConfig) any { return &c.Agent.Thresholds.RAMOverload }},
+	{section: "scheduler", name: "cpu_underload", kind: kindFloat, def: "0.2", bounds: "[0, 1)", unit: "fraction of the host's cores",
+		help:  "With underload: UNDERLOAD (consolidation) when CPU demand is below this fraction and RAM demand below ram_underload. Below cpu_overload.",
+		field: func(c *fileConfig) any { return &c.Agent.Thresholds.CPUUnderload }},
+	{section: "scheduler", name: "ram_underload", kind: kindFloat, def: "0.2", bounds: "[0, 1)", unit: "fraction of the host's RAM",
+		help:  "With underload: see cpu_underload. Below ram_overload.",
+		field: func(c *fileConfig) any { return &c.Agent.Thresholds.RAMUnderload }},
+	{section: "scheduler", name: "underload", kind: kindBool, def: "false",
+		help:  "Raise UNDERLOAD events (consolidation); opt-in.",
+		field: func(c *fileConfig) any { return &c.Agent.Underload }},
+	{section: "scheduler", name: "debounce_k", kind: kindInt, def: "3", bounds: ">= 1", unit: "samples",
+		help:  "An event fires when its condition holds for debounce_k of the last debounce_n samples.",
+		field: func(c *fileConfig) any { return &c.Agent.K }},
+	{section: "scheduler", name: "debounce_n", kind: kindInt, def: "5", bounds: ">= 1", unit: "samples",
+		help:  "See debounce_k; at least debounce_k.",
+		field: func(c *fileConfig) any { return &c.Agent.N }},
+	{section: "scheduler", name: "partition_timeout", kind: kindSeconds, def: "3.5", bounds: "> 0",
+		help:  "A member hearing nothing from its leader for this long dissolves the partition.",
+		field: func(c *fileConfig) any { return &c.Agent.PartitionTimeout }},
+	{section: "scheduler", name: "snapshot_timeout", kind: kindSeconds, def: "1.5", bounds: "> 0",
+		help:  "Members that send no snapshot within this time are dropped from the partition.",
+		field: func(c *fileConfig) any { return &c.Agent.SnapshotTimeout }},
+	{section: "scheduler", name: "progress_timeout", kind: kindSeconds, def: "5", bounds: "> 0",
+		help:  "A leader whose request neither finds a node nor comes back within this time dissolves its partition.",
+		field: func(c *fileConfig) any { return &c.Agent.ProgressTimeout }},
+	{section: "scheduler", name: "retry_backoff", kind: kindSeconds, def: "5", bounds: "> 0",
+		help:  "An event its partition did not solve is raised again after this backoff, doubling up to max_retry_backoff.",
+		field: func(c *fileConfig) any { return &c.Agent.RetryBackoff }},
+	{section: "scheduler", name: "max_retry_backoff", kind: kindSeconds, def: "60", bounds: "> 0",
+		help:  "See retry_backoff; at least retry_backoff.",
+		field: func(c *fileConfig) any { return &c.Agent.MaxRetryBackoff }},
+	{section: "scheduler", name: "solve_timeout", kind: kindSeconds, def: "0.2", bounds: "> 0",
+		help:  "Hard time limit of the solver; it returns the best placement found so far.",
+		field: func(c *fileConfig) any { return &c.Agent.SolveTimeout }},
+	{section: "scheduler", name: "preempt", kind: kindBool, def: "false",
+		help:  "Shelve (offload) the lowest-priority servers (metadata dvms:priority) when no placement exists.",
+		field: func(c *fileConfig) any { return &c.Agent.Preempt }},
+	{section: "scheduler", name: "max_migrations_per_host", kind: kindInt, def: "1", bounds: ">= 1", unit: "migrations",
+		help:  "Concurrent outgoing live migrations per host in a plan (Nova's max_concurrent_live_migrations is 1 by default).",
+		field: func(c *fileConfig) any { return &c.Agent.Limits.PerHost }},
+	{section: "scheduler", name: "max_migrations_per_partition", kind: kindInt, def: "8", bounds: ">= 1", unit: "migrations",
+		help:  "Concurrent live migrations per partition in a plan.",
+		field: func(c *fileConfig) any { return &c.Agent.Limits.PerPartition }},
+	{section: "scheduler", name: "queued_migrations_per_host", kind: kindInt, def: "1", bounds: ">= 0", unit: "migrations",
+		help: "Live migrations per source host handed to Nova beyond the one running (Nova queues them), " +
+			"so a host's next migration starts the moment the previous one ends; 0 = one at a time.",
+		field: func(c *fileConfig) any { return &c.Runtime.Exec.QueuePerHost }},
+	{section: "scheduler", name: "migration_timeout", kind: kindSeconds, def: "600", bounds: "> 0",
+		help:  "Give up following one action (live migration, shelve, unshelve) after this time.",
+		field: func(c *fileConfig) any { return &c.Runtime.Exec.MigrationTimeout }},
+	{section: "scheduler", name: "poll_interval", kind: kindSeconds, def: "1", bounds: "> 0",
+		help:  "Read an action's status from Nova every this often while following it.",
+		field: func(c *fileConfig) any { return &c.Runtime.Exec.Poll }},
+	{section: "scheduler", name: "recheck_timeout", kind: kindSeconds, def: "20", bounds: "> 0",
+		help:  "Bound on the re-check of one action before it is sent (all its reads of Nova).",
+		field: func(c *fileConfig) any { return &c.Runtime.Exec.RecheckTimeout }},
+	{section: "scheduler", name: "nova_unresponsive_after", kind: kindSeconds, def: "60", bounds: "> 0",
+		help: "A followed action whose status reads all fail for this long ends as failed (outcome unknown, recorded), " +
+			"so a hung Nova does not hold the partition for migration_timeout.",
+		field: func(c *fileConfig) any { return &c.Runtime.Exec.Unresponsive }},
+	{section: "scheduler", name: "advise_only", kind: kindBool, def: "false",
+		help:  "Advise mode: compute, re-check and log plans, send nothing to Nova.",
+		field: func(c *fileConfig) any { return &c.Runtime.Exec.DryRun }},
+	{section: "scheduler", name: "stop_grace", kind: kindSeconds, def: "120", bounds: ">= 0",
+		help: "On SIGTERM, finish the plan being executed (or wait for this agent's partition to end) for at most this long. " +
+			"Keep systemd's TimeoutStopSec above it.",
+		field: func(c *fileConfig) any { return &c.Runtime.StopGrace }},
+	{section: "scheduler", name: "unshelve_interval", kind: kindSeconds, def: "30", bounds: ">= 0",
+		help: "With preempt: every this often a free, enabled agent unshelves onto its own host the highest-priority server " +
+			"dvms shelved (metadata dvms:shelved), if it fits below the overload thresholds minus unshelve_headroom; 0 disables.",
+		field: func(c *fileConfig) any { return &c.UnshelveEvery }},
+	{section: "scheduler", name: "unshelve_headroom", kind: kindFloat, def: "0.1", bounds: "[0, 1)", unit: "fraction of the thresholds",
+		help:  "See unshelve_interval.",
+		field: func(c *fileConfig) any { return &c.UnshelveMargin }},
+
+	{section: "monitor", name: "interval", kind: kindSeconds, def: "1", bounds: "> 0",
+		help:  "Sampling interval of the host's demand, from the local source (no Nova request).",
+		field: func(c *fileConfig) any { return &c.Runtime.Monitor }},
+	{section: "monitor", name: "refresh_interval", kind: kindSeconds, def: "60", bounds: "> 0",
+		help: "Re-read the host's servers from Nova (one request) this often; also at once after a partition " +
+			"this agent was in ends, and when it joins one. At least interval.",
+		field: func(c *fileConfig) any { return &c.Runtime.Refresh }},
+	{section: "monitor", name: "placement_refresh_interval", kind: kindSeconds, def: "600", bounds: "> 0",
+		help:  "Re-read the host's capacity and usage from placement (three requests) this often at rest. At least refresh_interval.",
+		field: func(c *fileConfig) any { return &c.Runtime.PlacementRefresh }},
+	{section: "monitor", name: "service_watch_interval", kind: kindSeconds, def: "2", bounds: "> 0",
+		help: "Period of the region's maintenance watch: one agent of the region lists the nova-compute services " +
+			"and publishes their changes over NATS.",
+		field: func(c *fileConfig) any { return &c.Runtime.ServiceWatch }},
+	{section: "monitor", name: "source", kind: kindEnum, def: "cgroup", choices: []string{"cgroup", "file", "prometheus", "nova-diagnostics"},
+		help: "Demand source. cgroup: the host's cgroup v2 tree (libvirt). file: a file the operator or a test writes. " +
+			"prometheus: instant queries. nova-diagnostics: one Nova request per server per sample, for small clouds only.",
+		field: func(c *fileConfig) any { return &c.MonitorSource }},
+	{section: "monitor", name: "drain_reason_pattern", kind: kindRegexp, def: "^dvms:maintenance|^maintenance", required: true,
+		help:  "A disabled nova-compute service whose disabled reason matches this regular expression is drained (MAINTENANCE).",
+		field: func(c *fileConfig) any { return &c.Runtime.DrainReason }},
+	{section: "monitor", name: "file_path", kind: kindPath,
+		help: "source = file: JSON {\"<server-id>\": {\"cpu\": cores, \"ram_mb\": MB}} or CSV server,cpu,ram_mb, " +
+			"re-read every sample (e.g. /var/lib/dvms/demand.json).",
+		field: func(c *fileConfig) any { return &c.FilePath }},
+	{section: "monitor", name: "cgroup_root", kind: kindPath, def: "/sys/fs/cgroup",
+		help:  "source = cgroup: the cgroup v2 root.",
+		field: func(c *fileConfig) any { return &c.CgroupRoot }},
+	{section: "monitor", name: "prometheus_url", kind: kindHTTPURL,
+		help:  "source = prometheus: the server's URL (e.g. http://127.0.0.1:9090).",
+		field: func(c *fileConfig) any { return &c.PromURL }},
+	{section: "monitor", name: "prometheus_cpu_query", kind: kindString,
+		help:  "source = prometheus: instant query returning each server's CPU demand in cores, one series per server.",
+		field: func(c *fileConfig) any { return &c.PromCPUQuery }},
+	{section: "monitor", name: "prometheus_ram_query", kind: kindString,
+		help:  "source = prometheus: instant query returning each server's RAM demand in MB, one series per server; optional.",
+		field: func(c *fileConfig) any { return &c.PromRAMQuery }},
+	{section: "monitor", name: "prometheus_uuid_label", kind: kindString, def: "uuid",
+		help:  "source = prometheus: the series label naming the server's UUID.",
+		field: func(c *fileConfig) any { return &c.PromUUIDLabel }},
+
+	{section: "consensus", name: "arbiter", kind: kindEnum, def: "raft", choices: []string{"raft", "local"},
+		help:  "Merge arbiter: raft, or local (one process decides alone: only for a single agent with --embedded-nats).",
+		field: func(c *fileConfig) any { return &c.Arbiter }},
+	{section: "consensus", name: "voters", kind: kindInt, def: "3", choices: []string{"3", "5"}, unit: "agents",
+		help:  "Voters of the region's Raft group.",
+		field: func(c *fileConfig) any { return &c.Voters }},
+	{section: "consensus", name: "bind", kind: kindAddr, def: "0.0.0.0:7420",
+		help: "TCP address this agent's Raft member listens on when it is chosen as a voter (port 0 picks one). " +
+			"Voters talk Raft directly over TCP; requests and membership go over NATS.",
+		field: func(c *fileConfig) any { return &c.RaftBind }},
+	{section: "consensus", name: "advertise", kind: kindAddr,
+		help: "Address the other voters dial, advertised in heartbeats; empty = bind's address, or for a wildcard bind " +
+			"the local address that routes to the NATS server.",
+		field: func(c *fileConfig) any { return &c.RaftAdvertise }},
+	{section: "consensus", name: "heartbeat_interval", kind: kindSeconds, def: "1", bounds: "> 0",
+		help:  "Heartbeat period on NATS.",
+		field: func(c *fileConfig) any { return &c.Heartbeat }},
+	{section: "consensus", name: "dead_after", kind: kindSeconds, def: "5", bounds: "> 0",
+		help:  "A member silent for this long is dead. More than twice heartbeat_interval.",
+		field: func(c *fileConfig) any { return &c.DeadAfter }},
+}
+
+// lookupOption returns the row of [section] name, or nil.
+func lookupOption(section, name string) *option {
+	for i := range options {
+		if options[i].section == section && options[i].name == name {
+			return &options[i]
+		}
+	}
+	return nil
+}
+
+// envName is the environment variable that overrides o.
+func (o *option) envName() string {
+	if o.section == "DEFAULT" {
+		return "DVMS_" + strings.ToUpper(o.name)
+	}
+	return "DVMS_" + strings.ToUpper(o.section+"_"+o.name)
+}
