@@ -354,19 +354,28 @@ func TestMergeOrder(t *testing.T) {
 	}
 }
 
-// A refused merge leaves the partition as it was.
+// A refused merge leaves the partition as it was, and it goes on: its
+// request, still travelling, finishes its tour and tours again, and the
+// next offer is proposed.
 func TestMergeRefused(t *testing.T) {
-	h1 := newAgent(t, "h1")
-	g := only(t, overload(t, h1), MsgGrow)
-	h1.Step(g.Msg)
-	h1.Ready()
-	other := &Partition{ID: "p-x", Version: 2, Initiator: "h4", Leader: "h4", Nodes: []string{"h4"}, State: Blocked}
-	h1.Step(Message{Type: MsgMergeOffer, From: "h4", PartID: h1.Partition().ID, Version: 2, Other: other})
-	req := h1.Ready().Arbiter[0]
+	h1, req, tour := blockedWithOffer(t)
+	before := h1.Partition()
 	h1.ArbiterDone(req, ArbiterResult{Reason: "partition p-x at version 3, not 2"})
 	rd := h1.Ready()
-	if len(records(rd, RecMergeRefused)) != 1 || len(h1.Partition().Nodes) != 1 {
-		t.Fatalf("refusal: %+v %+v", rd.Records, h1.Partition())
+	p := h1.Partition()
+	if len(records(rd, RecMergeRefused)) != 1 || p == nil || p.Version != before.Version || len(p.Nodes) != 1 || p.State != Blocked {
+		t.Fatalf("refusal: %+v %+v", rd.Records, p)
+	}
+	tour.Met = true
+	h1.Step(tour)
+	rd = h1.Ready()
+	if p := h1.Partition(); p == nil || p.Tours != 2 || len(sent(rd, MsgGrow)) != 1 {
+		t.Fatalf("partition did not go on after the refusal: %+v, sent %+v", p, rd.Messages)
+	}
+	other := &Partition{ID: "p-y", Version: 5, Initiator: "h5", Leader: "h5", Nodes: []string{"h5"}, State: Blocked}
+	h1.Step(Message{Type: MsgMergeOffer, From: "h5", PartID: p.ID, Version: h1.Partition().Version, Other: other})
+	if rd := h1.Ready(); len(rd.Arbiter) != 1 || rd.Arbiter[0].Op != ArbMerge {
+		t.Fatalf("next offer not proposed: %+v", rd.Arbiter)
 	}
 }
 
@@ -512,5 +521,137 @@ func TestBlockedUpdateGetsSnapshots(t *testing.T) {
 	h2.Step(Message{Type: MsgUpdate, From: "h3", PartID: p.ID, Version: p.Version, Part: p.clone()})
 	if s := only(t, h2.Ready(), MsgSnapshot); s.To != "h3" || s.Msg.Version != 3 {
 		t.Fatalf("snapshot %+v, want one to h3 at version 3", s)
+	}
+}
+
+// blockedWithOffer returns h1 Blocked after one tour with a merge of a
+// larger initiator's partition proposed to the arbiter, and the request
+// of its second tour, still travelling.
+func blockedWithOffer(t *testing.T) (h1 *Agent, merge ArbiterRequest, tour Message) {
+	t.Helper()
+	h1 = newAgent(t, "h1")
+	g := only(t, overload(t, h1), MsgGrow)
+	h1.Step(g.Msg) // first tour: blocked
+	tour = only(t, h1.Ready(), MsgGrow).Msg
+	other := &Partition{ID: "p-x", Version: 2, Initiator: "h4", Leader: "h4", Nodes: []string{"h4"}, State: Blocked}
+	h1.Step(Message{Type: MsgMergeOffer, From: "h4", PartID: h1.Partition().ID, Version: h1.Partition().Version, Other: other})
+	rd := h1.Ready()
+	if len(rd.Arbiter) != 1 || rd.Arbiter[0].Op != ArbMerge {
+		t.Fatalf("no merge proposed: %+v", rd.Arbiter)
+	}
+	return h1, rd.Arbiter[0], tour
+}
+
+// Issue 11, point 1: the leader's own request comes back while a merge is
+// pending; the merge is refused: the tour it completed is finished then
+// (here it met another Blocked partition, so it tours again), instead of
+// waiting for ProgressTimeout to call the request lost.
+func TestTourFinishedAfterRefusedMerge(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		unknown bool // the merge's outcome is unknown: the re-read decides
+	}{{"refused", false}, {"unknown outcome, re-read shows no merge", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h1, merge, tour := blockedWithOffer(t)
+			tour.Met = true
+			h1.Step(tour) // back home while the merge is pending
+			if rd := h1.Ready(); len(sent(rd, MsgGrow)) != 0 {
+				t.Fatalf("tour finished while the merge is pending: %+v", rd.Messages)
+			}
+			if tc.unknown {
+				h1.ArbiterDone(merge, ArbiterResult{Unknown: true})
+				rd := h1.Ready()
+				if len(rd.Arbiter) != 1 || rd.Arbiter[0].Op != ArbRead {
+					t.Fatalf("unknown outcome not re-read: %+v", rd.Arbiter)
+				}
+				h1.ArbiterDone(rd.Arbiter[0], ArbiterResult{Committed: true, Version: merge.Part.Version, Nodes: merge.Part.Nodes})
+			} else {
+				h1.ArbiterDone(merge, ArbiterResult{Reason: "partition p-x at version 3, not 2"})
+			}
+			rd := h1.Ready()
+			p := h1.Partition()
+			if p == nil || p.State != Blocked || p.Tours != 2 {
+				t.Fatalf("after the refusal: partition %+v, want Blocked after 2 tours", p)
+			}
+			if g := only(t, rd, MsgGrow); g.Msg.Part.Tours != 2 {
+				t.Fatalf("third tour request %+v", g.Msg.Part)
+			}
+			h1.Tick(t0.Add(h1.cfg.ProgressTimeout - time.Millisecond))
+			if h1.Partition() == nil {
+				t.Fatal("dissolved although its request is touring")
+			}
+		})
+	}
+}
+
+// Issue 11, point 3: the arbiter refuses a Blocked partition's
+// registration because it was absorbed meanwhile (the MsgAbsorbed to its
+// leader was lost). The leader stops leading it at once, without
+// dissolving its members (they belong to the absorbing partition), and
+// never takes it up again.
+func TestRegisterRefusedAsAbsorbed(t *testing.T) {
+	h1, _, tour := blockedWithOffer(t)
+	p := h1.Partition()
+	h1.ArbiterDone(ArbiterRequest{Op: ArbRegister, Part: *p}, ArbiterResult{Reason: "partition already absorbed into p-q", Absorbed: true, Into: "p-q"})
+	rd := h1.Ready()
+	if h1.Partition() != nil {
+		t.Fatalf("still leads the absorbed partition: %+v", h1.Partition())
+	}
+	if len(sent(rd, MsgDissolve)) != 0 || len(rd.Arbiter) != 0 {
+		t.Fatalf("absorbed partition dissolved as if it were its own: %+v %+v", rd.Messages, rd.Arbiter)
+	}
+	// Long after the 'recently ended' memory and the arbiter's tombstone,
+	// the old request comes back: the agent does not take it up again.
+	h1.Tick(t0.Add(5 * h1.cfg.Lease))
+	h1.Ready()
+	h1.Step(tour)
+	if q := h1.Partition(); q != nil {
+		t.Fatalf("took up an absorbed partition again: %+v", q)
+	}
+}
+
+// Issue 11, point 3: a member absorbed into another partition never
+// joins its old partition again, even once the arbiter forgot it.
+func TestAbsorbedPartitionNeverJoinedAgain(t *testing.T) {
+	h3 := newAgent(t, "h3")
+	h3.Observe(t0, hostWith("h3", 1))
+	old := &Partition{ID: "p-old", Version: 4, Initiator: "h4", Leader: "h3", Nodes: []string{"h4", "h3"}, State: Blocked, Tours: 1}
+	h3.part = old.clone()
+	into := &Partition{ID: "p-new", Version: 7, Initiator: "h1", Leader: "h1", Nodes: []string{"h1", "h4", "h3"}, State: Growing}
+	h3.Step(Message{Type: MsgAbsorbed, From: "h1", PartID: into.ID, Version: into.Version, Part: into.clone(), Other: old.clone()})
+	h3.Step(Message{Type: MsgDissolve, From: "h1", PartID: into.ID, Version: into.Version, Outcome: Solved})
+	h3.Ready()
+	if h3.Partition() != nil {
+		t.Fatal("not free after the dissolution")
+	}
+	h3.Tick(t0.Add(4*h3.cfg.Lease + 4*h3.cfg.PartitionTimeout))
+	h3.Ready()
+	h3.Step(Message{Type: MsgGrow, From: "h2", PartID: old.ID, Version: old.Version, Part: old.clone()})
+	if p := h3.Partition(); p != nil {
+		t.Fatalf("joined the absorbed partition again: %+v", p)
+	}
+}
+
+// Issue 11, point 3: a removed member is told, and frees itself at once
+// instead of staying bound for PartitionTimeout.
+func TestRemovedMemberFreedAtOnce(t *testing.T) {
+	h2, h3 := newAgent(t, "h2"), newAgent(t, "h3")
+	p := &Partition{ID: "p-z", Version: 3, Initiator: "h1", Leader: "h2", Nodes: []string{"h1", "h2", "h3"}, State: Growing}
+	h2.part, h3.part = p.clone(), p.clone()
+	h2.phase = phWaiting
+	h2.Step(Message{Type: MsgNack, From: "h3", PartID: p.ID, Version: p.Version, Reason: "conflicting leader"})
+	rd := h2.Ready()
+	if len(records(rd, RecMemberRemoved)) != 1 {
+		t.Fatalf("records %+v", rd.Records)
+	}
+	var told bool
+	for _, e := range sent(rd, MsgUpdate) {
+		if e.To == "h3" {
+			h3.Step(e.Msg)
+			told = true
+		}
+	}
+	if !told || h3.Partition() != nil {
+		t.Fatalf("removed member not told (%v) or still bound: %+v", told, h3.Partition())
 	}
 }

@@ -1,0 +1,84 @@
+package scheduler
+
+// Config of one agent: thresholds, debounce, timeouts, limits.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config configures one agent. Durations are in agent time (what Tick
+// and Observe carry).
+type Config struct {
+	// ID is the agent's host name.
+	ID string
+	// Incarnation makes event and partition ids unique across restarts
+	// (the runtime draws it at start).
+	Incarnation string
+	Thresholds  Thresholds
+	// Underload enables UNDERLOAD events (consolidation).
+	Underload bool
+	// K of the last N samples must hold for OVERLOAD/UNDERLOAD to fire.
+	K, N int
+	// PartitionTimeout: a member that hears nothing from its leader for
+	// this long dissolves the partition (DESIGN §5.6).
+	PartitionTimeout time.Duration
+	// SnapshotTimeout: members that have not sent their snapshot by then
+	// are dropped from the partition.
+	SnapshotTimeout time.Duration
+	// ProgressTimeout: a leader whose request neither found a node nor
+	// came back for this long dissolves (the request was lost).
+	ProgressTimeout time.Duration
+	// RetryBackoff and MaxRetryBackoff space retries of an event whose
+	// partition did not solve it.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+	// Lease of a Blocked partition's registration with the arbiter.
+	Lease time.Duration
+	// Preempt enables shelving lowest-priority servers (DESIGN §6).
+	Preempt bool
+	Limits  Limits
+	// SolveTimeout is the solver's hard time limit.
+	SolveTimeout time.Duration
+}
+
+// DefaultConfig returns DESIGN's defaults for host id.
+func DefaultConfig(id string) Config {
+	return Config{
+		ID: id, Thresholds: DefaultThresholds(), K: 3, N: 5,
+		PartitionTimeout: 3500 * time.Millisecond, SnapshotTimeout: 1500 * time.Millisecond,
+		ProgressTimeout: 5 * time.Second, RetryBackoff: 5 * time.Second, MaxRetryBackoff: 60 * time.Second,
+		Lease: 10 * time.Second, Limits: DefaultLimits(), SolveTimeout: 200 * time.Millisecond,
+	}
+}
+
+// Validate lists every problem.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ID == "" {
+		errs = append(errs, errors.New("agent id (host) is required"))
+	}
+	if err := c.Thresholds.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.N < 1 || c.K < 1 || c.K > c.N {
+		errs = append(errs, fmt.Errorf("debounce K=%d of N=%d: need 1 <= K <= N", c.K, c.N))
+	}
+	for name, d := range map[string]time.Duration{
+		"partition_timeout": c.PartitionTimeout, "snapshot_timeout": c.SnapshotTimeout,
+		"progress_timeout": c.ProgressTimeout, "retry_backoff": c.RetryBackoff, "lease": c.Lease,
+		"solve_timeout": c.SolveTimeout,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be > 0", name))
+		}
+	}
+	if c.MaxRetryBackoff < c.RetryBackoff {
+		errs = append(errs, errors.New("max_retry_backoff must be >= retry_backoff"))
+	}
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,78 @@
+package scheduler
+
+// Event detection (DESIGN §4): K-of-N debouncing of the monitor's
+// samples, and the partition an event starts (§5.2.1).
+
+import (
+	"fmt"
+	"time"
+)
+
+// Observe feeds one monitor sample of the agent's own host.
+func (a *Agent) Observe(now time.Time, h Host) {
+	a.now = now
+	a.host, a.hasHost = h, true
+	k := NoEvent
+	switch {
+	case h.Draining && len(movable(h.Servers)) > 0:
+		k = Maintenance
+	case a.cfg.Thresholds.Overloaded(&h):
+		k = Overload
+	case a.cfg.Underload && a.cfg.Thresholds.Underloaded(&h):
+		k = Underload
+	}
+	a.window = append(a.window, k)
+	if len(a.window) > a.cfg.N {
+		a.window = a.window[len(a.window)-a.cfg.N:]
+	}
+	a.maybeStart()
+}
+
+func movable(ss []Server) []Server {
+	var out []Server
+	for _, s := range ss {
+		if !s.Fixed {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// detected returns the event kind that holds K of the last N samples.
+// Maintenance is the operator's intent: one sample is enough.
+func (a *Agent) detected() EventKind {
+	if n := len(a.window); n > 0 && a.window[n-1] == Maintenance {
+		return Maintenance
+	}
+	count := map[EventKind]int{}
+	for _, k := range a.window {
+		count[k]++
+	}
+	for _, k := range []EventKind{Overload, Underload} {
+		if count[k] >= a.cfg.K {
+			return k
+		}
+	}
+	return NoEvent
+}
+
+// maybeStart raises the agent's event and starts a partition when it is
+// free, has an event and is not backing off.
+func (a *Agent) maybeStart() {
+	if a.part != nil || a.retired || a.now.Before(a.retryAt) {
+		return
+	}
+	k := a.detected()
+	if k == NoEvent {
+		return
+	}
+	a.seq++
+	ev := Event{ID: fmt.Sprintf("ev-%s-%s-%d", a.cfg.ID, a.cfg.Incarnation, a.seq), Kind: k, Host: a.cfg.ID, Detected: a.now}
+	a.active = &ev
+	a.part = &Partition{
+		ID: "p-" + ev.ID, Version: 1, Initiator: a.cfg.ID, Leader: a.cfg.ID,
+		Nodes: []string{a.cfg.ID}, State: Growing, Events: []Event{ev},
+	}
+	a.record(Record{Kind: RecEventRaised, Event: ev})
+	a.forward()
+}

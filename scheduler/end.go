@@ -1,0 +1,119 @@
+package scheduler
+
+// Ending (DESIGN §5.2.3, §5.5, §5.6): a partition dissolves (solved,
+// unsolvable, failed, aborted), frees its members and settles its
+// events; an agent retires when its process stops.
+
+import (
+	"slices"
+	"time"
+)
+
+// PlanDone reports the execution of a plan: Solved when every action was
+// done, Failed when one failed, Aborted when re-checks skipped actions
+// (the world changed: the event is raised again if it still holds).
+func (a *Agent) PlanDone(partID string, version uint64, o Outcome, reason string) {
+	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phExecuting {
+		return
+	}
+	a.dissolve(o, reason)
+}
+
+func (a *Agent) onDissolve(m Message) {
+	p := a.part
+	if p == nil || p.ID != m.PartID {
+		return
+	}
+	if m.Version < p.Version && m.From != p.Leader {
+		a.drop(m, "stale dissolution")
+		return
+	}
+	if a.leader() && a.phase == phExecuting {
+		// A member gave up on us, but our plan is running: the partition
+		// lives until the executor reports, so its outcome is recorded.
+		// The executor's re-checks protect hosts that left.
+		a.drop(m, "dissolution while executing")
+		return
+	}
+	a.end(m.Outcome, m.Reason, m.Solved)
+}
+
+// dissolve ends the partition for every member.
+func (a *Agent) dissolve(o Outcome, reason string) {
+	p := a.part
+	var solved []string
+	if o == Solved {
+		solved = a.solved
+	}
+	a.broadcast(Message{Type: MsgDissolve, PartID: p.ID, Version: p.Version, Outcome: o, Reason: reason, Solved: solved})
+	if a.leader() && (p.State == Blocked || p.Tours > 0) {
+		a.rd.Arbiter = append(a.rd.Arbiter, ArbiterRequest{Op: ArbDissolve, Part: *p.clone()})
+	}
+	a.end(o, reason, solved)
+}
+
+// end frees this agent and settles its own event if the partition
+// carried it. A Solved partition solved only the events in solved (a
+// merged partition may solve its initiator's event but not all).
+func (a *Agent) end(o Outcome, reason string, solved []string) {
+	p := a.part
+	a.record(Record{Kind: RecDissolved, Outcome: o, Reason: reason})
+	a.ended[p.ID] = a.now
+	a.part, a.phase, a.merging, a.snaps, a.solved = nil, phNone, false, nil, nil
+	a.back, a.backMet = false, false
+	if a.active == nil {
+		return
+	}
+	ev := *a.active
+	carried := slices.ContainsFunc(p.Events, func(e Event) bool { return e.ID == ev.ID })
+	if !carried {
+		return // our event waits for us to be free
+	}
+	retryNow := false
+	if o == Solved && !slices.Contains(solved, ev.ID) {
+		// A merged partition's plan solved other events of the union
+		// first (the solver's tiers): nothing says this one has no
+		// solution. It ends Aborted and is raised again at once, against
+		// the cloud as the plan left it.
+		o, reason, retryNow = Aborted, "the merged partition's plan solved other events: raised again", true
+	}
+	a.active = nil
+	a.window = a.window[:0] // fresh samples before the next event
+	a.record(Record{Kind: RecEventEnded, Event: ev, Partition: p.ID, Version: p.Version, Size: len(p.Nodes), Outcome: o, Reason: reason, Nodes: slices.Clone(p.Nodes)})
+	if o == Solved {
+		a.backoff, a.retryAt = a.cfg.RetryBackoff, time.Time{}
+		return
+	}
+	if retryNow {
+		a.retryAt = a.now
+		return
+	}
+	a.retryAt = a.now.Add(a.backoff)
+	a.backoff = min(2*a.backoff, a.cfg.MaxRetryBackoff)
+}
+
+// Retire prepares the agent to stop (SIGTERM): from now on it raises no
+// event and joins no partition (requests are forwarded as by a busy
+// agent). A partition it leads is dissolved at once unless its plan is
+// being executed: the runtime lets that plan finish and PlanDone ends the
+// partition as usual. A member that does not lead stays until its
+// partition ends (dissolve message or partition timeout), so the event it
+// may carry is recorded as ended. Retire reports whether the agent must
+// keep running for that (the runtime bounds the wait).
+func (a *Agent) Retire(now time.Time) (busy bool) {
+	a.now, a.retired = now, true
+	switch {
+	case a.part == nil:
+		return false
+	case !a.leader() || a.phase == phExecuting:
+		return true
+	}
+	a.dissolve(Aborted, "leader "+a.cfg.ID+" is stopping")
+	return false
+}
+
+// Retired reports whether Retire was called.
+func (a *Agent) Retired() bool { return a.retired }
+
+// leave frees this agent without telling anyone (it was removed).
+func (a *Agent) leave() { a.end(Aborted, "removed from the partition", nil) }

@@ -1,0 +1,169 @@
+package scheduler
+
+// Growth and tours (DESIGN §5.2, §5.3): the request travelling to the
+// next node outside the partition, first out, joining, and what a
+// request that comes back home (a tour) means.
+
+import (
+	"fmt"
+	"slices"
+)
+
+// forward sends the partition's request to the next node outside it.
+func (a *Agent) forward() {
+	a.phase, a.progress = phWaiting, a.now
+	next, ok := a.nextOutside(a.cfg.ID, a.part)
+	if !ok {
+		a.tourDone(false) // no node outside the partition: a tour is trivially complete
+		return
+	}
+	a.send(next, Message{Type: MsgGrow, PartID: a.part.ID, Version: a.part.Version, Part: a.part.clone()})
+}
+
+// nextOutside is the ring successor of from that is not in p.
+func (a *Agent) nextOutside(from string, p *Partition) (string, bool) {
+	n := len(a.ring)
+	i, _ := slices.BinarySearch(a.ring, from)
+	for k := 1; k <= n; k++ {
+		c := a.ring[(i+k)%n]
+		if c != from && !p.has(c) {
+			return c, true
+		}
+	}
+	return "", false
+}
+
+// ringDist is how many ring positions b lies after a (0 when equal).
+// Nodes missing from the ring count from where they would be inserted.
+func (a *Agent) ringDist(from, to string) int {
+	n := len(a.ring)
+	i, _ := slices.BinarySearch(a.ring, from)
+	j, _ := slices.BinarySearch(a.ring, to)
+	return ((j-i)%n + n) % n
+}
+
+func (a *Agent) onGrow(m Message) {
+	p := m.Part
+	if _, gone := a.ended[p.ID]; gone {
+		a.drop(m, "partition ended")
+		return
+	}
+	if _, gone := a.absorbed[p.ID]; gone {
+		a.drop(m, "partition absorbed")
+		return
+	}
+	if m.Hops > 2*len(a.ring)+2 {
+		a.drop(m, "too many hops")
+		return
+	}
+	mine := a.part
+	switch {
+	case mine != nil && mine.ID == p.ID:
+		if p.Version < mine.Version {
+			a.drop(m, "stale version")
+			return
+		}
+		if !a.leader() {
+			// A member: the request reached it through another partition.
+			// The tour is complete only once it passes the leader (where it
+			// started); before that it goes on past this partition, else
+			// a merged partition, whose members are spread over the ring,
+			// would end tours early and give up without having met the
+			// other Blocked partitions.
+			next, ok := a.nextOutside(a.cfg.ID, mine)
+			if !ok || a.ringDist(a.cfg.ID, mine.Leader) < a.ringDist(a.cfg.ID, next) {
+				a.send(mine.Leader, m) // back home: the leader decides
+				return
+			}
+			m.Hops++
+			m.From = a.cfg.ID
+			a.rd.Messages = append(a.rd.Messages, Envelope{To: next, Msg: m})
+			return
+		}
+		switch {
+		case a.phase != phWaiting:
+		case a.merging:
+			// The merge decides: committed, the partition grows anew;
+			// refused, this tour is finished then (mergeRefused).
+			a.back, a.backMet = true, a.backMet || m.Met
+		default:
+			a.tourDone(m.Met)
+		}
+	case mine == nil && !a.host.Draining && !a.retired:
+		a.join(p)
+	default:
+		// First out: skip this busy partition in one hop (DESIGN §5.2.4).
+		if mine != nil && mine.State == Blocked && p.State == Blocked {
+			into, other := mine, p
+			if !MayAbsorb(into.Initiator, other.Initiator) {
+				into, other = p, mine
+			}
+			if MayAbsorb(into.Initiator, other.Initiator) {
+				a.send(into.Leader, Message{Type: MsgMergeOffer, PartID: into.ID, Version: into.Version, Other: other.clone()})
+				m.Met = true
+			}
+		}
+		skip := mine
+		if skip == nil {
+			skip = &Partition{}
+		}
+		next, ok := a.nextOutside(a.cfg.ID, skip)
+		if !ok {
+			a.drop(m, "no node outside")
+			return
+		}
+		m.Hops++
+		m.From = a.cfg.ID
+		a.rd.Messages = append(a.rd.Messages, Envelope{To: next, Msg: m})
+	}
+}
+
+// join makes this free agent the newest member and leader of p.
+func (a *Agent) join(p *Partition) {
+	np := p.clone()
+	if !np.has(a.cfg.ID) { // it was a member once (removed, timed out)
+		np.Nodes = append(np.Nodes, a.cfg.ID)
+	}
+	np.Leader, np.State, np.Tours = a.cfg.ID, Growing, 0
+	np.Version++
+	a.part = np
+	a.record(Record{Kind: RecJoined})
+	a.broadcast(a.update())
+	a.collect()
+}
+
+// maxTours bounds the tours of a Blocked partition that keeps meeting
+// other Blocked partitions without a merge committing.
+const maxTours = 6
+
+// tourDone: the request came back without finding a free node. A second
+// tour ends the partition (Unsolvable) unless the request met another
+// Blocked partition on its way (met): a merge was offered and may still
+// commit, so giving up now would lose an event the union of the two could
+// solve; it tours again, up to maxTours.
+func (a *Agent) tourDone(met bool) {
+	p := a.part
+	p.Tours++
+	if p.Tours >= 2 && (!met || p.Tours >= maxTours) {
+		a.dissolve(Unsolvable, fmt.Sprintf("no solution after %d full tours", p.Tours))
+		return
+	}
+	if p.State == Blocked {
+		// Still blocked: refresh the registration and tour again.
+		a.rd.Arbiter = append(a.rd.Arbiter, ArbiterRequest{Op: ArbRegister, Part: *p.clone(), Lease: a.cfg.Lease})
+		a.forward()
+		return
+	}
+	p.State = Blocked
+	p.Version++
+	a.broadcast(a.update())
+	a.record(Record{Kind: RecBlocked, Nodes: slices.Clone(p.Nodes)})
+	a.rd.Arbiter = append(a.rd.Arbiter, ArbiterRequest{Op: ArbRegister, Part: *p.clone(), Lease: a.cfg.Lease})
+	if a.cfg.Preempt {
+		// The partition cannot grow: solve once more, preemption allowed
+		// now; without a solution the request tours again (SolveDone).
+		a.collect()
+		return
+	}
+	a.forward()
+}

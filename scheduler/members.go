@@ -1,0 +1,77 @@
+package scheduler
+
+// Membership of a partition (DESIGN §5.1, §5.6): versioned updates,
+// members that crash, nack or stay silent.
+
+import "slices"
+
+// MemberDown tells the agent a member is dead: it leaves the ring, and a
+// partition that counted on it reacts (DESIGN §5.6).
+func (a *Agent) MemberDown(id string) {
+	if i, ok := slices.BinarySearch(a.ring, id); ok && id != a.cfg.ID {
+		a.ring = slices.Delete(a.ring, i, i+1)
+	}
+	p := a.part
+	if p == nil || !p.has(id) {
+		return
+	}
+	switch {
+	case id == p.Initiator && a.leader():
+		a.dissolve(Aborted, "initiator "+id+" crashed")
+	case id == p.Leader:
+		a.dissolve(Aborted, "leader "+id+" crashed")
+	case a.leader():
+		a.removeMember(id, "crashed")
+	}
+}
+
+func (a *Agent) onUpdate(m Message) {
+	p := m.Part
+	mine := a.part
+	switch {
+	case mine == nil || mine.ID != p.ID:
+		if p.has(a.cfg.ID) {
+			a.send(m.From, Message{Type: MsgNack, PartID: p.ID, Version: p.Version, Reason: "not a member"})
+		}
+	case p.Version < mine.Version:
+		a.drop(m, "stale version")
+	case p.Version == mine.Version && p.Leader != mine.Leader:
+		a.send(m.From, Message{Type: MsgNack, PartID: p.ID, Version: p.Version, Reason: "conflicting leader"})
+	case !p.has(a.cfg.ID):
+		a.leave() // removed by the leader
+	default:
+		if a.leader() && p.Leader != a.cfg.ID {
+			a.phase = phNone // leadership moved on
+		}
+		a.part, a.fromLeader = p.clone(), a.now
+		// Growing: the new leader collects. Blocked: a leader with
+		// preemption on collects again (tourDone); otherwise the snapshot
+		// is ignored, one message per member per blocking.
+		if (p.State == Growing || p.State == Blocked) && p.Leader != a.cfg.ID {
+			a.send(p.Leader, Message{Type: MsgSnapshot, PartID: p.ID, Version: p.Version, Host: ptr(a.snapshot())})
+		}
+	}
+}
+
+// removeMember drops a member (leader only); losing the initiator ends
+// the partition, since the event was its.
+func (a *Agent) removeMember(id, why string) {
+	p := a.part
+	if id == p.Initiator {
+		a.dissolve(Aborted, "initiator "+id+" "+why)
+		return
+	}
+	p.Nodes = slices.DeleteFunc(p.Nodes, func(n string) bool { return n == id })
+	p.Version++
+	a.broadcast(a.update())
+	// The removed node too: it frees itself at once (onUpdate) instead
+	// of staying bound until PartitionTimeout.
+	a.send(id, a.update())
+	a.record(Record{Kind: RecMemberRemoved, Reason: "member " + id + " removed: " + why})
+	if a.phase == phCollecting {
+		a.snapSince = a.now
+		a.maybeSolve()
+	} else if a.phase == phSolving {
+		a.collect() // the pending solution is for the old version
+	}
+}
