@@ -23,6 +23,11 @@ var (
 	ErrBadRequest = errors.New("nova: bad request")
 	// ErrTimeout: a followed migration did not end in time.
 	ErrTimeout = errors.New("nova: migration timed out")
+	// ErrNotMeasured: a DemandSource does not measure the host it was
+	// asked about (a cgroup source measures only the machine it runs on).
+	// It is not a failure of the source: callers take that host's demand
+	// from elsewhere (a partition snapshot).
+	ErrNotMeasured = errors.New("nova: host not measured by this source")
 )
 
 // Service states, as the os-services API reports them.
@@ -195,6 +200,9 @@ type Client interface {
 	Hosts(ctx context.Context) ([]Host, error)
 	// Host returns one compute host.
 	Host(ctx context.Context, name string) (Host, error)
+	// Services lists the nova-compute services of the region (one cheap
+	// request: the region's maintenance watch polls it).
+	Services(ctx context.Context) ([]Service, error)
 	// Servers lists the servers on a compute host (all projects).
 	Servers(ctx context.Context, host string) ([]Server, error)
 	// Server returns one server.

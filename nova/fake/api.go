@@ -43,6 +43,21 @@ func (c *Cloud) Hosts(ctx context.Context) ([]nova.Host, error) {
 	return out, nil
 }
 
+// Services implements nova.Client: the nova-compute service of every host.
+func (c *Cloud) Services(ctx context.Context) ([]nova.Service, error) {
+	if err := c.gate(ctx, callRead, "list services"); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance()
+	out := make([]nova.Service, 0, len(c.hostOrder))
+	for _, h := range c.hostOrder {
+		out = append(out, h.view().Service)
+	}
+	return out, nil
+}
+
 // Host implements nova.Client (nova.ErrNotFound for an unknown host).
 func (c *Cloud) Host(ctx context.Context, name string) (nova.Host, error) {
 	if err := c.gate(ctx, callRead, "get host "+name); err != nil {

@@ -358,6 +358,22 @@ func serviceRoundTrip(t *testing.T, e Env) {
 	ctx := context.Background()
 	h := twoHosts(t, e)[1]
 	disable(t, e, h, "dvms:maintenance contract")
+	svcs, err := e.Client.Services(ctx)
+	if err != nil {
+		t.Fatalf("Services: %v", err)
+	}
+	found := false
+	for _, s := range svcs {
+		if s.Host == h {
+			found = true
+			if !s.Disabled() || s.DisabledReason != "dvms:maintenance contract" {
+				t.Errorf("Services lists %s as %+v; want disabled with its reason", h, s)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("Services does not list %s", h)
+	}
 	if err := e.Client.SetServiceStatus(ctx, h, false, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,9 @@ type Client struct {
 
 	groupsMu sync.Mutex
 	groups   groupIndex
+
+	rpMu sync.Mutex
+	rps  map[string]providerJSON // resource provider of each host, by host name
 }
 
 var _ nova.Client = (*Client)(nil)
@@ -86,7 +89,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 // are ignored.
 func NewFromServiceClients(cfg Config, compute, placement *gophercloud.ServiceClient) *Client {
 	compute.Microversion = ComputeMicroversion
-	return &Client{cfg: cfg, compute: compute, placement: placement}
+	return &Client{cfg: cfg, compute: compute, placement: placement, rps: map[string]providerJSON{}}
 }
 
 // ---- requests ----

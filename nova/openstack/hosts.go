@@ -2,6 +2,7 @@ package openstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -167,7 +168,23 @@ func (c *Client) Hosts(ctx context.Context) ([]nova.Host, error) {
 	return hosts, nil
 }
 
-// Host implements nova.Client. A host without a nova-compute service is
+// Services implements nova.Client: GET /os-services?binary=nova-compute.
+func (c *Client) Services(ctx context.Context) ([]nova.Service, error) {
+	svcs, err := c.computeServices(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list compute services: %w", err)
+	}
+	out := make([]nova.Service, len(svcs))
+	for i, s := range svcs {
+		out[i] = s.service()
+	}
+	return out, nil
+}
+
+// Host implements nova.Client: the service, then the inventories and
+// usages of the host's resource provider (three requests; the provider is
+// looked up once per host and remembered, and looked up again if
+// placement no longer knows it). A host without a nova-compute service is
 // nova.ErrNotFound.
 func (c *Client) Host(ctx context.Context, name string) (nova.Host, error) {
 	svcs, err := c.computeServices(ctx, name)
@@ -178,6 +195,18 @@ func (c *Client) Host(ctx context.Context, name string) (nova.Host, error) {
 		return nova.Host{}, fmt.Errorf("host %s: no nova-compute service: %w", name, nova.ErrNotFound)
 	}
 	h := hostOf(svcs[0])
+	c.rpMu.Lock()
+	rp, known := c.rps[name]
+	c.rpMu.Unlock()
+	if known {
+		err := c.fillCapacity(ctx, &h, rp)
+		if err == nil || !errors.Is(err, nova.ErrNotFound) {
+			return h, err
+		}
+		c.rpMu.Lock()
+		delete(c.rps, name) // the provider was deleted (host re-created): look it up again
+		c.rpMu.Unlock()
+	}
 	rps, err := c.providers(ctx, name)
 	if err == nil && len(rps) == 0 {
 		rps, err = c.providers(ctx, "") // FQDN-named provider
@@ -189,6 +218,9 @@ func (c *Client) Host(ctx context.Context, name string) (nova.Host, error) {
 		if err := c.fillCapacity(ctx, &h, rp); err != nil {
 			return nova.Host{}, err
 		}
+		c.rpMu.Lock()
+		c.rps[name] = rp
+		c.rpMu.Unlock()
 	}
 	return h, nil
 }

@@ -114,7 +114,7 @@ var scopeRE = regexp.MustCompile(`^machine-qemu\\x2d([0-9]+)\\x2d(.+)\.scope$`)
 // Demand measures the servers of the local host.
 func (s *Source) Demand(ctx context.Context, host string) (map[string]nova.Demand, error) {
 	if s.cfg.Host != "" && host != s.cfg.Host {
-		return nil, fmt.Errorf("demand/cgroup: measures %s only, asked for %s", s.cfg.Host, host)
+		return nil, fmt.Errorf("demand/cgroup: measures %s only, asked for %s: %w", s.cfg.Host, host, nova.ErrNotMeasured)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

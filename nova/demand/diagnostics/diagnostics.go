@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -40,15 +41,24 @@ type API interface {
 type Config struct {
 	// Concurrency bounds the diagnostics requests in flight. Default 4.
 	Concurrency int
+	// MinInterval: a host's servers are measured at most once per
+	// interval; calls in between return the last measurement. Each
+	// measurement costs Nova one listing plus one request per server, so
+	// this source must never be read every second. Default 60 s; 0 reads
+	// every call (tests).
+	MinInterval time.Duration
 }
 
 // DefaultConfig returns the defaults.
-func DefaultConfig() Config { return Config{Concurrency: 4} }
+func DefaultConfig() Config { return Config{Concurrency: 4, MinInterval: time.Minute} }
 
 // Validate reports every problem of the configuration.
 func (c Config) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > 64 {
 		return fmt.Errorf("demand/diagnostics: concurrency %d must be in 1..64", c.Concurrency)
+	}
+	if c.MinInterval < 0 {
+		return fmt.Errorf("demand/diagnostics: min interval %s must be >= 0", c.MinInterval)
 	}
 	return nil
 }
@@ -59,8 +69,14 @@ type Source struct {
 	api API
 	now func() time.Time
 
-	mu   sync.Mutex
-	prev map[string]cpuSample // by server ID
+	mu    sync.Mutex
+	prev  map[string]cpuSample // by server ID
+	cache map[string]measured  // by host
+}
+
+type measured struct {
+	at     time.Time
+	demand map[string]nova.Demand
 }
 
 type cpuSample struct {
@@ -81,7 +97,7 @@ func NewWithClock(cfg Config, api API, now func() time.Time) (*Source, error) {
 	if api == nil {
 		return nil, errors.New("demand/diagnostics: no Nova API")
 	}
-	return &Source{cfg: cfg, api: api, now: now, prev: map[string]cpuSample{}}, nil
+	return &Source{cfg: cfg, api: api, now: now, prev: map[string]cpuSample{}, cache: map[string]measured{}}, nil
 }
 
 // document is the part of the 2.48 diagnostics dvms reads.
@@ -104,8 +120,25 @@ type reading struct {
 	err     error
 }
 
-// Demand measures the servers on host.
+// Demand measures the servers on host, at most once per MinInterval.
 func (s *Source) Demand(ctx context.Context, host string) (map[string]nova.Demand, error) {
+	s.mu.Lock()
+	if m, ok := s.cache[host]; ok && s.cfg.MinInterval > 0 && s.now().Sub(m.at) < s.cfg.MinInterval {
+		s.mu.Unlock()
+		return maps.Clone(m.demand), nil
+	}
+	s.mu.Unlock()
+	out, err := s.measure(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.cache[host] = measured{at: s.now(), demand: maps.Clone(out)}
+	s.mu.Unlock()
+	return out, nil
+}
+
+func (s *Source) measure(ctx context.Context, host string) (map[string]nova.Demand, error) {
 	servers, err := s.api.Servers(ctx, host)
 	if err != nil {
 		return nil, fmt.Errorf("demand/diagnostics: servers on %s: %w", host, err)

@@ -68,7 +68,9 @@ func TestDemand(t *testing.T) {
 		errs: map[string]error{"gone": fmt.Errorf("x: %w", nova.ErrNotFound), "busy": fmt.Errorf("x: %w", nova.ErrConflict)},
 	}
 	now := time.Unix(0, 0)
-	src, err := diagnostics.NewWithClock(diagnostics.DefaultConfig(), a, func() time.Time { return now })
+	cfg := diagnostics.DefaultConfig()
+	cfg.MinInterval = 10 * time.Second
+	src, err := diagnostics.NewWithClock(cfg, a, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,12 @@ func TestDemand(t *testing.T) {
 		t.Fatalf("first call %v, want only the server with utilisation", d)
 	}
 	now = now.Add(4 * time.Second)
-	a.set("lv", libvirtDoc(1e9+2e9, 2e9+4e9)) // 6 s of CPU in 4 s
+	a.set("lv", libvirtDoc(1e9+2e9, 2e9+4e9))
+	if d, err = src.Demand(context.Background(), "compute-1"); err != nil || len(d) != 1 {
+		t.Fatalf("call within MinInterval: %v, %v; want the first measurement again (no Nova request)", d, err)
+	}
+	now = now.Add(8 * time.Second)
+	a.set("lv", libvirtDoc(1e9+6e9, 2e9+12e9)) // 18 s of CPU in 12 s
 	d, err = src.Demand(context.Background(), "compute-1")
 	if err != nil {
 		t.Fatal(err)
