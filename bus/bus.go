@@ -46,3 +46,11 @@ func EventsSubject(region string) string { return "dvms." + region + ".events" }
 
 // StatusSubject is where agents answer `dvms status` requests.
 func StatusSubject(region string) string { return "dvms." + region + ".status" }
+
+// ServiceSubject is where the region's maintenance watch publishes the
+// nova-compute service state of host (a hint: agents re-read it from Nova).
+func ServiceSubject(region, host string) string { return "dvms." + region + ".service." + host }
+
+// ShelvedSubject is where an agent that shelved servers (preemption) says
+// so, so the agents with room look for them at once.
+func ShelvedSubject(region string) string { return "dvms." + region + ".shelved" }

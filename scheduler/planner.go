@@ -52,7 +52,7 @@ func BuildPlan(hosts []Host, moves []Action, thr Thresholds, lim Limits) (Plan, 
 	for i := range hosts {
 		idx[hosts[i].Name] = i
 	}
-	var plan Plan
+	plan := Plan{Snapshot: hosts}
 	var shelves, pending []Action
 	for _, a := range moves {
 		if _, ok := idx[a.From]; !ok {

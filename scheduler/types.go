@@ -202,6 +202,10 @@ func (a Action) String() string {
 // parallel, a step starts when the previous one ended.
 type Plan struct {
 	Steps [][]Action
+	// Snapshot is the partition's view the plan was built on: the
+	// executor takes from it the demand of hosts its own source does not
+	// measure (a cgroup source measures only its own host).
+	Snapshot []Host
 }
 
 // Len is the number of actions.

@@ -37,8 +37,10 @@ type ExecConfig struct {
 	// this long ends as failed (outcome unknown, recorded), so a hung Nova
 	// does not hold the partition for MigrationTimeout.
 	Unresponsive time.Duration
-	// Retries of a call that failed with nova.ErrUnavailable (5xx,
-	// connection), spaced by Backoff doubling each time.
+	// Retries of a read that failed with nova.ErrUnavailable (5xx,
+	// connection), spaced by Backoff doubling each time, within
+	// RecheckTimeout. Clients that retry themselves (nova/openstack does)
+	// need none: set 0 so there is one retry layer.
 	Retries int
 	Backoff time.Duration
 	// DryRun (advise mode) re-checks and records every action but sends
@@ -70,10 +72,37 @@ func (c ExecConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// ActionOutcome is how one action ended.
+type ActionOutcome uint8
+
+const (
+	// ActionDone: Nova did it (the migration completed, the server is
+	// shelved-offloaded or active again).
+	ActionDone ActionOutcome = iota + 1
+	// ActionSkipped: nothing was sent to Nova, or Nova refused it with a
+	// conflict (the server got busy): the world changed, nothing moved.
+	ActionSkipped
+	// ActionFailed: Nova accepted and it failed, timed out, or its
+	// outcome is unknown (recorded; Nova's migration list has it).
+	ActionFailed
+)
+
+func (o ActionOutcome) String() string {
+	switch o {
+	case ActionDone:
+		return "done"
+	case ActionSkipped:
+		return "skipped"
+	case ActionFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
 // ActionResult is what happened to one action.
 type ActionResult struct {
 	Action  scheduler.Action
-	Outcome string // done | skipped | failed
+	Outcome ActionOutcome
 	Reason  string
 	Receipt nova.Receipt
 }
@@ -86,19 +115,28 @@ type ExecResult struct {
 	Failed  int
 }
 
-// Executor runs plans against Nova (DESIGN §5.5): before each action it
+// Executor runs plans against Nova (DESIGN §5.5). Before each action it
 // re-reads the server and the destination and skips what no longer
-// holds; it follows each action to its end; a failed step cancels the
-// steps after it.
+// holds; it follows each action to its end. It keeps each source host
+// busy: an action of the next step is handed to Nova as soon as every
+// action of the steps before it was accepted, as long as its source has
+// fewer than 1 + QueuePerHost actions in Nova's hands (Nova queues them
+// behind max_concurrent_live_migrations) and no earlier action is still
+// freeing room on its destination. Actions in flight count on both ends
+// in every re-check, as the planner counts a step's moves. A failed
+// action stops every action not started yet.
 type Executor struct {
 	cfg    ExecConfig
 	nova   nova.Client
-	demand nova.DemandSource // optional: destination demand re-check
+	demand nova.DemandSource // local measurements; other hosts from the plan's snapshot
 	thr    scheduler.Thresholds
 	clock  Clock
 	log    zerolog.Logger
 	// OnAction, if set, is called after every action (metrics).
 	OnAction func(ActionResult)
+	// OnShelved, if set, is called after a server was shelved-offloaded
+	// (the agents with room may unshelve it later).
+	OnShelved func(serverID string)
 }
 
 // NewExecutor returns an executor.
@@ -115,83 +153,173 @@ func RequestID(eventID string) string {
 	return fmt.Sprintf("req-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
-// Execute runs the plan for ev and returns what happened. It stops after
-// the first step with a failed action: later steps may depend on the room
-// that action was to free.
+// flight is what the plan has in flight, shared by the re-checks.
+type flight struct {
+	mu sync.Mutex
+	// in: demand and flavor moving into each host (re-checked and not
+	// ended), counted on the destination by every later re-check.
+	in map[string]*load
+	// accepted: VCPUs Nova accepted to move into each host and not ended
+	// (placement may or may not hold them yet).
+	accepted map[string]int
+	// groups: server-group members moving into each host (anti-affinity).
+	groups map[string]map[string]int
+	// snapshot demand of every server the plan's partition saw.
+	snap map[string]nova.Demand
+}
+
+type load struct {
+	cpu, ram     float64 // demand
+	vcpus, ramMB int     // flavor
+}
+
+func (f *flight) load(host string) *load {
+	l := f.in[host]
+	if l == nil {
+		l = &load{}
+		f.in[host] = l
+	}
+	return l
+}
+
+// task is one action's progress in Execute.
+type task struct {
+	a        scheduler.Action
+	step     int
+	started  bool
+	accepted bool // Nova accepted it, or it ended
+	ended    bool
+}
+
+// progress is what an action's goroutine reports.
+type progress struct {
+	i        int
+	accepted bool          // Nova accepted the request (the action goes on)
+	res      *ActionResult // the action ended
+}
+
+// Execute runs the plan for ev and returns what happened (actions in plan
+// order).
 func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan scheduler.Plan) ExecResult {
 	ctx = nova.WithRequestID(ctx, RequestID(ev.ID))
-	var out ExecResult
-	for i, step := range plan.Steps {
-		results := make([]ActionResult, len(step))
-		incoming := &incoming{cpu: map[string]float64{}, ram: map[string]float64{}, vcpus: map[string]int{}}
-		var wg sync.WaitGroup
-		for j, a := range step {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[j] = e.run(ctx, ev, a, incoming)
-				if e.OnAction != nil {
-					e.OnAction(results[j])
-				}
-			}()
+	f := &flight{in: map[string]*load{}, accepted: map[string]int{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{}}
+	for _, h := range plan.Snapshot {
+		for _, s := range h.Servers {
+			f.snap[s.ID] = nova.Demand{CPU: s.CPU, RAMMB: s.RAM}
 		}
-		wg.Wait()
-		stop := false
-		for _, r := range results {
-			out.Actions = append(out.Actions, r)
-			switch r.Outcome {
-			case "done":
-				out.Done++
-			case "skipped":
-				out.Skipped++
-			default:
-				out.Failed++
-				stop = true
+	}
+	var tasks []*task
+	for k, step := range plan.Steps {
+		for _, a := range step {
+			tasks = append(tasks, &task{a: a, step: k})
+		}
+	}
+	results := make([]ActionResult, len(tasks))
+	reports := make(chan progress, 2*len(tasks))
+	outstanding := map[string]int{} // started and not ended, by source host
+	running, stop := 0, ""
+	for {
+		if stop == "" && ctx.Err() != nil {
+			stop = "stopping: " + ctx.Err().Error()
+		}
+		if stop == "" {
+			for i, t := range tasks {
+				if t.started || !e.eligible(tasks, i, outstanding) {
+					continue
+				}
+				t.started = true
+				outstanding[t.a.From]++
+				running++
+				go e.runTask(ctx, ev, i, t.a, f, reports)
 			}
 		}
-		if stop || ctx.Err() != nil {
-			for _, rest := range plan.Steps[i+1:] {
-				for _, a := range rest {
-					out.Actions = append(out.Actions, ActionResult{Action: a, Outcome: "skipped", Reason: "cancelled: an earlier action failed"})
-					out.Skipped++
-				}
-			}
+		if running == 0 {
 			break
+		}
+		p := <-reports
+		t := tasks[p.i]
+		if p.accepted {
+			t.accepted = true
+			continue
+		}
+		t.accepted, t.ended = true, true
+		outstanding[t.a.From]--
+		running--
+		results[p.i] = *p.res
+		if p.res.Outcome == ActionFailed && stop == "" {
+			stop = "cancelled: an earlier action failed"
+		}
+		if e.OnAction != nil {
+			e.OnAction(*p.res)
+		}
+	}
+	var out ExecResult
+	for i, t := range tasks {
+		if !t.started {
+			results[i] = ActionResult{Action: t.a, Outcome: ActionSkipped, Reason: stop}
+		}
+		out.Actions = append(out.Actions, results[i])
+		switch results[i].Outcome {
+		case ActionDone:
+			out.Done++
+		case ActionSkipped:
+			out.Skipped++
+		default:
+			out.Failed++
 		}
 	}
 	return out
 }
 
-// incoming tracks demand moving into each destination during one step,
-// so parallel re-checks count each other.
-type incoming struct {
-	mu       sync.Mutex
-	cpu, ram map[string]float64
-	vcpus    map[string]int
+// eligible says whether task i may start now (see Executor).
+func (e *Executor) eligible(tasks []*task, i int, outstanding map[string]int) bool {
+	t := tasks[i]
+	if outstanding[t.a.From] >= 1+e.cfg.QueuePerHost {
+		return false
+	}
+	for _, o := range tasks {
+		if o.step >= t.step {
+			break
+		}
+		if !o.accepted {
+			return false // an earlier step is not in Nova's hands yet
+		}
+		if !o.ended && o.a.From == t.a.To {
+			return false // still freeing room on t's destination
+		}
+	}
+	return true
 }
 
-func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Action, in *incoming) ActionResult {
+func (e *Executor) runTask(ctx context.Context, ev scheduler.Event, i int, a scheduler.Action, f *flight, reports chan<- progress) {
+	r := e.run(ctx, ev, a, f, func() { reports <- progress{i: i, accepted: true} })
+	reports <- progress{i: i, res: &r}
+}
+
+func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight, accepted func()) ActionResult {
 	r := ActionResult{Action: a}
 	log := e.log.With().Str("event", ev.ID).Str("server", a.Server).Str("from", a.From).Str("action", a.Kind.String()).Str("dest", a.To).Logger()
-	if why := e.recheck(ctx, a, in); why != "" {
-		r.Outcome, r.Reason = "skipped", why
+	baseline, held, why := e.recheck(ctx, a, f)
+	if why != "" {
+		r.Outcome, r.Reason = ActionSkipped, why
 		log.Info().Str("reason", why).Msg("action skipped after re-check")
 		return r
 	}
+	defer f.release(held)
 	if e.cfg.DryRun {
-		r.Outcome, r.Reason = "skipped", "advise mode: not executed"
+		r.Outcome, r.Reason = ActionSkipped, "advise mode: not executed"
 		log.Info().Msg("advise: would run action")
 		return r
 	}
 	if err := ctx.Err(); err != nil {
-		r.Outcome, r.Reason = "skipped", "stopping: "+err.Error()
+		r.Outcome, r.Reason = ActionSkipped, "stopping: "+err.Error()
 		return r
 	}
 	if a.Kind == scheduler.Shelve {
 		// Mark it first: only servers dvms shelved are unshelved by dvms
 		// (Reviver). Without the mark, no shelve.
 		if err := e.nova.SetServerMetadata(ctx, a.Server, nova.MetaShelved, ev.ID); err != nil {
-			r.Outcome, r.Reason = "failed", "mark before shelving: "+err.Error()
+			r.Outcome, r.Reason = ActionFailed, "mark before shelving: "+err.Error()
 			log.Warn().Err(err).Msg("action failed: server not marked, not shelved")
 			return r
 		}
@@ -200,9 +328,9 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 	rc, err := e.call(ctx, a)
 	r.Receipt = rc
 	if err != nil {
-		r.Outcome, r.Reason = "failed", err.Error()
+		r.Outcome, r.Reason = ActionFailed, err.Error()
 		if errors.Is(err, nova.ErrConflict) {
-			r.Outcome = "skipped" // the server got busy: nothing was done
+			r.Outcome = ActionSkipped // the server got busy: nothing was done
 		}
 		log.Warn().Err(err).Msg("action refused by nova")
 		if a.Kind == scheduler.Shelve {
@@ -212,92 +340,184 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 		}
 		return r
 	}
+	f.accept(held)
+	accepted()
 	log.Info().Str("request_id", rc.GlobalRequestID).Str("nova_request_id", rc.LocalRequestID).Msg("action accepted by nova")
-	if err := e.follow(ctx, a, start); err != nil {
-		r.Outcome, r.Reason = "failed", err.Error()
+	if err := e.follow(ctx, a, baseline); err != nil {
+		r.Outcome, r.Reason = ActionFailed, err.Error()
 		log.Warn().Err(err).Msg("action failed")
 		return r
 	}
-	r.Outcome = "done"
+	r.Outcome = ActionDone
 	log.Info().Dur("took", e.clock.Now().Sub(start)).Msg("action done")
+	if a.Kind == scheduler.Shelve && e.OnShelved != nil {
+		e.OnShelved(a.Server)
+	}
 	return r
 }
 
-// recheck re-reads Nova right before an action and says why it no longer
-// holds ("" when it does).
-func (e *Executor) recheck(ctx context.Context, a scheduler.Action, in *incoming) string {
+// recheck re-reads Nova right before an action, within RecheckTimeout,
+// and says why it no longer holds ("" when it does); when it holds, the
+// action's load is reserved on its destination (release gives it back)
+// and baseline holds the server's migrations known before the action, so
+// following it never depends on the agent's clock against Nova's.
+func (e *Executor) recheck(ctx context.Context, a scheduler.Action, f *flight) (baseline map[string]bool, held *reservation, why string) {
+	ctx, cancel := context.WithTimeout(ctx, e.wall(e.cfg.RecheckTimeout))
+	defer cancel()
 	s, err := retry(ctx, e, func() (nova.Server, error) { return e.nova.Server(ctx, a.Server) })
 	if err != nil {
-		return "server re-read failed: " + err.Error()
+		return nil, nil, "server re-read failed: " + err.Error()
 	}
 	if s.Host != a.From || s.Status != nova.StatusActive || s.TaskState != "" {
-		return fmt.Sprintf("server is now %s on %q (task %q)", s.Status, s.Host, s.TaskState)
+		return nil, nil, fmt.Sprintf("server is now %s on %q (task %q)", s.Status, s.Host, s.TaskState)
 	}
 	if a.Kind != scheduler.LiveMigrate {
-		return ""
+		return nil, nil, ""
+	}
+	if s.Group != nil && s.Group.Policy == nova.PolicyAffinity {
+		return nil, nil, "server is in affinity group " + s.Group.Name + ": it moves with its group only"
+	}
+	ms, err := retry(ctx, e, func() ([]nova.Migration, error) { return e.nova.Migrations(ctx, a.Server) })
+	if err != nil {
+		return nil, nil, "migrations re-read failed: " + err.Error()
+	}
+	baseline = map[string]bool{}
+	for _, m := range ms {
+		if !m.Terminal() {
+			return nil, nil, fmt.Sprintf("server has migration %s %s in progress", m.ID, m.Status)
+		}
+		baseline[m.ID] = true
 	}
 	h, err := retry(ctx, e, func() (nova.Host, error) { return e.nova.Host(ctx, a.To) })
 	if err != nil {
-		return "destination re-read failed: " + err.Error()
+		return nil, nil, "destination re-read failed: " + err.Error()
 	}
-	if h.Service.Disabled() || h.Service.State == nova.ServiceDown {
-		return "destination is " + h.Service.Status + "/" + h.Service.State
+	if h.Service.Disabled() || h.Service.State == nova.ServiceDown || h.Service.ForcedDown {
+		return nil, nil, "destination is " + h.Service.Status + "/" + h.Service.State
 	}
-	// Placement holds a moving server on both hosts: allocations on the
-	// destination beyond its listed servers are migrations coming in. Any
-	// not started by this step come from elsewhere (a partition that lost
-	// this host): do not pile on.
 	servers, err := retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, a.To) })
 	if err != nil {
-		return "destination servers re-read failed: " + err.Error()
+		return nil, nil, "destination servers re-read failed: " + err.Error()
 	}
-	listed := 0
-	for _, s := range servers {
-		listed += s.VCPUs
-	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if foreign := h.VCPUsUsed - listed - in.vcpus[a.To]; foreign > 0 {
-		return fmt.Sprintf("destination has %d VCPU of migrations in progress from elsewhere", foreign)
-	}
-	if float64(h.VCPUsUsed+a.VCPUs) > h.AllocatableVCPUs()+1e-9 || float64(h.RAMMBUsed+a.RAMMB) > h.AllocatableRAMMB()+1e-9 {
-		return "destination placement capacity no longer fits"
-	}
+	// The server's demand now if the source measures it, else as the
+	// plan saw it; the destination's likewise, server by server.
 	mine := nova.Demand{CPU: a.CPU, RAMMB: a.RAM}
-	if e.demand != nil {
-		// The server's demand now, not as the plan saw it.
-		srcDemand, err := e.demand.Demand(ctx, a.From)
-		if err != nil {
-			return "source demand unknown: " + err.Error()
-		}
-		if d, ok := srcDemand[a.Server]; ok {
-			mine = d
-		}
-		d, err := e.demand.Demand(ctx, a.To)
-		if err != nil {
-			return "destination demand unknown: " + err.Error()
-		}
-		// Only the servers Nova lists on the destination count: a source
-		// may answer for more than one host (a shared file).
-		var cpu, ram float64
-		for _, s := range servers {
-			if v, ok := d[s.ID]; ok {
-				cpu += v.CPU
-				ram += v.RAMMB
-			} else {
-				ram += float64(s.RAMMB) // unknown demand: the flavor's RAM, as ToHost
+	if d, err := e.measure(ctx, a.From); err != nil {
+		return nil, nil, "source demand: " + err.Error()
+	} else if v, ok := d[a.Server]; ok {
+		mine = v
+	}
+	dest, err := e.measure(ctx, a.To)
+	if err != nil {
+		return nil, nil, "destination demand: " + err.Error()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if g := s.Group; g != nil && g.Policy == nova.PolicyAntiAffinity {
+		for _, o := range servers {
+			if o.Group != nil && o.Group.ID == g.ID && o.ID != s.ID {
+				return nil, nil, fmt.Sprintf("anti-affinity group %s already has %s on the destination", g.Name, o.ID)
 			}
 		}
-		cpu += in.cpu[a.To] + mine.CPU
-		ram += in.ram[a.To] + mine.RAMMB
-		if cpu > float64(h.VCPUs)*e.thr.CPUOverload+1e-9 || ram > float64(h.RAMMB)*e.thr.RAMOverload+1e-9 {
-			return fmt.Sprintf("destination would be overloaded (cpu %.1f/%d, ram %.0f/%d)", cpu, h.VCPUs, ram, h.RAMMB)
+		if f.groups[a.To][g.ID] > 0 {
+			return nil, nil, fmt.Sprintf("anti-affinity group %s has a member moving to the destination", g.Name)
 		}
 	}
-	in.cpu[a.To] += mine.CPU
-	in.ram[a.To] += mine.RAMMB
-	in.vcpus[a.To] += a.VCPUs
-	return ""
+	listedVCPUs, listedRAM := flavorUsage(servers)
+	// Placement holds a moving server on both hosts: allocations on the
+	// destination beyond its listed servers and the moves this plan had
+	// accepted are migrations from elsewhere (a partition that lost this
+	// host): do not pile on.
+	if foreign := h.VCPUsUsed - listedVCPUs - f.accepted[a.To]; foreign > 0 {
+		return nil, nil, fmt.Sprintf("destination has %d VCPU of migrations in progress from elsewhere", foreign)
+	}
+	in := f.load(a.To)
+	if float64(listedVCPUs+in.vcpus+a.VCPUs) > h.AllocatableVCPUs()+1e-9 || float64(listedRAM+in.ramMB+a.RAMMB) > h.AllocatableRAMMB()+1e-9 {
+		return nil, nil, fmt.Sprintf("destination placement capacity no longer fits (%d+%d+%d VCPU of %.0f)", listedVCPUs, in.vcpus, a.VCPUs, h.AllocatableVCPUs())
+	}
+	var cpu, ram float64
+	for _, sv := range servers {
+		d, ok := dest[sv.ID]
+		if !ok {
+			if d, ok = f.snap[sv.ID]; !ok {
+				d = UnknownDemand(sv)
+			}
+		}
+		cpu += d.CPU
+		ram += d.RAMMB
+	}
+	cpu += in.cpu + mine.CPU
+	ram += in.ram + mine.RAMMB
+	if cpu > float64(h.VCPUs)*e.thr.CPUOverload+1e-9 || ram > float64(h.RAMMB)*e.thr.RAMOverload+1e-9 {
+		return nil, nil, fmt.Sprintf("destination would be overloaded (cpu %.1f/%d, ram %.0f/%d)", cpu, h.VCPUs, ram, h.RAMMB)
+	}
+	held = &reservation{to: a.To, l: load{cpu: mine.CPU, ram: mine.RAMMB, vcpus: a.VCPUs, ramMB: a.RAMMB}}
+	in.add(held.l, 1)
+	if s.Group != nil {
+		held.group = s.Group.ID
+		if f.groups[a.To] == nil {
+			f.groups[a.To] = map[string]int{}
+		}
+		f.groups[a.To][held.group]++
+	}
+	return baseline, held, ""
+}
+
+// reservation is what a re-checked live migration holds on its
+// destination until it ends.
+type reservation struct {
+	to       string
+	l        load
+	group    string
+	accepted bool
+}
+
+// measure is the local source's demand of host; nil (no error) when the
+// source does not measure it (the plan's snapshot answers then).
+func (e *Executor) measure(ctx context.Context, host string) (map[string]nova.Demand, error) {
+	if e.demand == nil {
+		return nil, nil
+	}
+	d, err := e.demand.Demand(ctx, host)
+	if errNotMeasured(err) {
+		return nil, nil
+	}
+	return d, err
+}
+
+// accept notes that Nova accepted the reserved move (nil: not a move).
+func (f *flight) accept(h *reservation) {
+	if h == nil {
+		return
+	}
+	f.mu.Lock()
+	h.accepted = true
+	f.accepted[h.to] += h.l.vcpus
+	f.mu.Unlock()
+}
+
+// release gives back what recheck reserved and accept noted, once the
+// action ended (done: the server is listed on its destination now).
+func (f *flight) release(h *reservation) {
+	if h == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.load(h.to).add(h.l, -1)
+	if h.group != "" {
+		f.groups[h.to][h.group]--
+	}
+	if h.accepted {
+		f.accepted[h.to] -= h.l.vcpus
+	}
+}
+
+func (l *load) add(o load, sign int) {
+	l.cpu += float64(sign) * o.cpu
+	l.ram += float64(sign) * o.ram
+	l.vcpus += sign * o.vcpus
+	l.ramMB += sign * o.ramMB
 }
 
 // retry calls a read with bounded backoff on nova.ErrUnavailable.
@@ -323,14 +543,13 @@ func (e *Executor) call(ctx context.Context, a scheduler.Action) (nova.Receipt, 
 		return e.nova.LiveMigrate(ctx, a.Server, a.To)
 	case scheduler.Shelve:
 		return e.nova.Shelve(ctx, a.Server)
-	case scheduler.Unshelve:
-		return e.nova.Unshelve(ctx, a.Server, a.To)
 	}
-	return nova.Receipt{}, fmt.Errorf("unknown action %s", a.Kind)
+	return nova.Receipt{}, fmt.Errorf("unsupported action %s", a.Kind)
 }
 
-// follow waits for the action to end.
-func (e *Executor) follow(ctx context.Context, a scheduler.Action, start time.Time) error {
+// follow waits for the action to end: MigrationTimeout in all, and at
+// most Unresponsive without one successful status read.
+func (e *Executor) follow(ctx context.Context, a scheduler.Action, baseline map[string]bool) error {
 	ctx, cancel := context.WithTimeout(ctx, e.wall(e.cfg.MigrationTimeout))
 	defer cancel()
 	readTimeout := e.cfg.ReadTimeout
@@ -338,69 +557,70 @@ func (e *Executor) follow(ctx context.Context, a scheduler.Action, start time.Ti
 		readTimeout = 30 * time.Second
 	}
 	offloaded := false
+	lastOK := e.clock.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s %s: %w", a.Kind, a.Server, nova.ErrTimeout)
 		case <-e.clock.After(e.cfg.Poll):
 		}
-		if done, err := e.poll(ctx, a, start, readTimeout, &offloaded); done {
+		done, ok, err := e.poll(ctx, a, baseline, readTimeout, &offloaded)
+		if done {
 			return err
+		}
+		if ok {
+			lastOK = e.clock.Now()
+		} else if since := e.clock.Now().Sub(lastOK); since >= e.cfg.Unresponsive {
+			return fmt.Errorf("%s %s: no status from nova for %s, outcome unknown (see the server's migration list): %w", a.Kind, a.Server, since.Round(time.Second), nova.ErrUnavailable)
 		}
 	}
 }
 
-// poll reads the state of a followed action once, within readTimeout; done
-// reports that the action ended (err says how).
-func (e *Executor) poll(ctx context.Context, a scheduler.Action, start time.Time, readTimeout time.Duration, offloaded *bool) (done bool, err error) {
+// poll reads the state of a followed action once, within readTimeout;
+// done reports that the action ended (err says how), ok that the read
+// succeeded.
+func (e *Executor) poll(ctx context.Context, a scheduler.Action, baseline map[string]bool, readTimeout time.Duration, offloaded *bool) (done, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, e.wall(readTimeout))
 	defer cancel()
 	switch a.Kind {
 	case scheduler.LiveMigrate:
 		ms, err := e.nova.Migrations(ctx, a.Server)
 		if err != nil {
-			return false, nil // transient: keep following until the timeout
+			return false, false, nil // transient: keep following
 		}
+		// The migration this action created: the newest one not known
+		// before it (Migrations lists newest first).
 		for _, m := range ms {
-			if m.CreatedAt.Before(start.Add(-time.Second)) || m.Dest != a.To {
+			if baseline[m.ID] {
 				continue
 			}
 			if !m.Terminal() {
-				return false, nil
+				return false, true, nil
 			}
-			if m.Succeeded() {
-				return true, nil
+			if m.Succeeded() && m.Dest == a.To {
+				return true, true, nil
 			}
-			return true, fmt.Errorf("live-migrate %s to %s: migration %s ended %s", a.Server, a.To, m.ID, m.Status)
+			return true, true, fmt.Errorf("live-migrate %s to %s: migration %s ended %s (dest %q)", a.Server, a.To, m.ID, m.Status, m.Dest)
 		}
+		return false, true, nil // not listed yet
 	case scheduler.Shelve:
 		s, err := e.nova.Server(ctx, a.Server)
 		if err != nil {
-			return false, nil
+			return false, false, nil
 		}
 		switch {
 		case s.Status == nova.StatusShelvedOffloaded:
-			return true, nil
+			return true, true, nil
 		case s.Status == nova.StatusShelved && s.TaskState == "" && !*offloaded:
 			if _, err := e.nova.ShelveOffload(ctx, a.Server); err == nil {
 				*offloaded = true
 			}
 		case s.Status == nova.StatusError:
-			return true, fmt.Errorf("shelve %s: server in ERROR", a.Server)
+			return true, true, fmt.Errorf("shelve %s: server in ERROR", a.Server)
 		}
-	case scheduler.Unshelve:
-		s, err := e.nova.Server(ctx, a.Server)
-		if err != nil {
-			return false, nil
-		}
-		if s.Status == nova.StatusActive && s.TaskState == "" {
-			return true, nil
-		}
-		if s.Status == nova.StatusError {
-			return true, fmt.Errorf("unshelve %s: server in ERROR", a.Server)
-		}
+		return false, true, nil
 	}
-	return false, nil
+	return true, true, fmt.Errorf("unsupported action %s", a.Kind)
 }
 
 // wall converts a duration of the executor's clock to wall time.

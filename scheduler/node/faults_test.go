@@ -116,7 +116,7 @@ func TestRunnersUnderMessageAndNovaFaults(t *testing.T) {
 				},
 				OnExec: func(_ string, ev scheduler.Event, res node.ExecResult) {
 					for _, a := range res.Actions {
-						if a.Outcome == "failed" && ev.ID == "" {
+						if a.Outcome == node.ActionFailed && ev.ID == "" {
 							mu.Lock()
 							failedNoEvent++
 							mu.Unlock()

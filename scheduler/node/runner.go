@@ -110,6 +110,9 @@ type Deps struct {
 	Hooks   Hooks
 	// Seed for the solver's randomized restarts.
 	Seed int64
+	// Watcher, if set, says whether this agent is the region's
+	// maintenance watch now (see watch.go); nil: never.
+	Watcher func() bool
 }
 
 // Runner owns one agent and its goroutines.
@@ -125,7 +128,16 @@ type Runner struct {
 	samples chan scheduler.Host
 	results chan func(*scheduler.Agent)
 	arb     *arbiterQueue // arbiter requests in order (startArbiter)
+	svc     chan nova.Service // this host's service, as the watch reports it
+	refresh chan struct{}     // asks the monitor for a full re-read
+	inPart  bool              // as of the last flush (agent goroutine only)
 	wg      sync.WaitGroup
+
+	lastMu     sync.Mutex
+	last       scheduler.Host
+	hasLast    bool
+	cost       ViewCost
+	watchReads atomic.Int64
 
 	done    chan struct{} // closed when Run returns
 	dropped atomic.Int64
@@ -153,8 +165,14 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 		exec:    NewExecutor(cfg.Exec, d.Nova, d.Demand, ac.Thresholds, d.Clock, log),
 		inbox:   make(chan scheduler.Message, cfg.Inbox),
 		samples: make(chan scheduler.Host, 1),
+		svc:     make(chan nova.Service, 1),
+		refresh: make(chan struct{}, 1),
 		results: make(chan func(*scheduler.Agent), 64),
 		done:    make(chan struct{}),
+	}
+	r.exec.OnShelved = func(string) {
+		// Best effort: revivers also look on their own, only later.
+		_ = d.Bus.Publish(context.Background(), bus.ShelvedSubject(cfg.Region), []byte(ac.ID))
 	}
 	return r, nil
 }
@@ -187,6 +205,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe %s: %w", subj, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	ssubj := bus.ServiceSubject(r.cfg.Region, r.agent.ID())
+	ssub, err := r.d.Bus.Subscribe(ssubj, r.receiveService)
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", ssubj, err)
+	}
+	defer func() { _ = ssub.Unsubscribe() }()
 
 	// The runner's goroutines outlive ctx by the stop grace period.
 	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -198,6 +222,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer stopMonitor()
 	r.wg.Add(1)
 	go r.monitor(mon)
+	if r.d.Watcher != nil {
+		r.wg.Add(1)
+		go r.watch(mon)
+	}
 	tick := r.d.Clock.NewTicker(r.cfg.Tick)
 	defer tick.Stop()
 	stop := ctx.Done()
@@ -276,6 +304,7 @@ func (r *Runner) post(ctx context.Context, f func(*scheduler.Agent)) {
 
 func (r *Runner) flush(ctx context.Context) {
 	rd := r.agent.Ready()
+	defer r.notePartition()
 	if rd.Empty() {
 		return
 	}
@@ -307,10 +336,21 @@ func (r *Runner) flush(ctx context.Context) {
 			r.d.Hooks.OnRecord(r.agent.ID(), rec)
 		}
 	}
+}
+
+// notePartition publishes the agent's partition for Partition() and
+// refreshes the host's view when the agent joins or leaves one.
+func (r *Runner) notePartition() {
 	p := r.agent.Partition()
 	r.mu.Lock()
 	r.state = p
 	r.mu.Unlock()
+	if in := p != nil; in != r.inPart {
+		// Joined: the partition works on this host, read it fresh. Left:
+		// a plan may have moved servers in or out.
+		r.inPart = in
+		r.requestRefresh()
+	}
 }
 
 func (r *Runner) logRecord(rec scheduler.Record) {
@@ -399,87 +439,4 @@ func (r *Runner) callArbiter(ctx context.Context, req scheduler.ArbiterRequest) 
 		r.log.Warn().Err(res.Err).Str("partition", req.Part.ID).Str("op", strconv.Itoa(int(req.Op))).Msg("arbiter request failed")
 	}
 	return res
-}
-
-// monitor samples the host and hands samples to the agent goroutine.
-func (r *Runner) monitor(ctx context.Context) {
-	defer r.wg.Done()
-	t := r.d.Clock.NewTicker(r.cfg.Monitor)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		h, err := Sample(ctx, r.d.Nova, r.d.Demand, r.agent.ID(), r.cfg.DrainReason)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn().Err(err).Msg("monitor: no sample, no event from missing data")
-			}
-			continue
-		}
-		select {
-		case r.samples <- h:
-		case <-ctx.Done():
-			return
-		default: // the agent has not taken the previous sample yet: skip
-		}
-	}
-}
-
-// Sample reads one host's snapshot from Nova and the demand source.
-func Sample(ctx context.Context, c nova.Client, d nova.DemandSource, host string, drain *regexp.Regexp) (scheduler.Host, error) {
-	h, err := c.Host(ctx, host)
-	if err != nil {
-		return scheduler.Host{}, fmt.Errorf("sample %s: %w", host, err)
-	}
-	servers, err := c.Servers(ctx, host)
-	if err != nil {
-		return scheduler.Host{}, fmt.Errorf("sample %s servers: %w", host, err)
-	}
-	var demand map[string]nova.Demand
-	if d != nil {
-		if demand, err = d.Demand(ctx, host); err != nil {
-			return scheduler.Host{}, fmt.Errorf("sample %s demand: %w", host, err)
-		}
-	}
-	return ToHost(h, servers, demand, drain), nil
-}
-
-// ToHost converts Nova's view of a host into the solver's.
-func ToHost(h nova.Host, servers []nova.Server, demand map[string]nova.Demand, drain *regexp.Regexp) scheduler.Host {
-	out := scheduler.Host{
-		Name: h.Name, Zone: h.Zone, CPUs: float64(h.VCPUs), RAMMB: float64(h.RAMMB),
-		AllocVCPUs: h.AllocatableVCPUs(), AllocRAMMB: h.AllocatableRAMMB(),
-		UsedVCPUs: float64(h.VCPUsUsed), UsedRAMMB: float64(h.RAMMBUsed),
-		Disabled: h.Service.Disabled() || h.Service.State == nova.ServiceDown || h.Service.ForcedDown,
-	}
-	out.Draining = h.Service.Disabled() && drain != nil && drain.MatchString(h.Service.DisabledReason)
-	for _, s := range servers {
-		sv := scheduler.Server{ID: s.ID, VCPUs: s.VCPUs, RAMMB: s.RAMMB}
-		if dm, ok := demand[s.ID]; ok {
-			sv.CPU, sv.RAM = dm.CPU, dm.RAMMB
-		} else {
-			sv.RAM = float64(s.RAMMB) // unknown demand: assume the flavor's RAM, no CPU
-		}
-		if s.Group != nil {
-			sv.Group, sv.Policy = s.Group.ID, s.Group.Policy
-		}
-		if p, err := strconv.Atoi(s.Metadata[nova.MetaPriority]); err == nil {
-			sv.Priority = p
-		}
-		switch {
-		case s.Metadata[nova.MetaPin] == "true":
-			sv.Fixed, sv.FixedReason = true, "pinned by dvms:pin"
-		case s.Status != nova.StatusActive:
-			sv.Fixed, sv.FixedReason = true, "status "+s.Status
-		case s.TaskState != "":
-			sv.Fixed, sv.FixedReason = true, "task state "+s.TaskState
-		case sv.Policy == nova.PolicyAffinity:
-			sv.Fixed, sv.FixedReason = true, "in affinity group "+s.Group.Name
-		}
-		out.Servers = append(out.Servers, sv)
-	}
-	return out
 }

@@ -262,13 +262,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := make([]*agentSlot, len(hosts))
+	// The region's maintenance watch runs in the first live agent, as
+	// `dvms agent` elects it (the smallest live host name).
+	down := make([]atomic.Bool, len(hosts))
+	watcher := func(i int) func() bool {
+		return func() bool {
+			for j := range hosts {
+				if !down[j].Load() {
+					return j == i
+				}
+			}
+			return false
+		}
+	}
 	start := func(i int) error {
 		ac := cfg.Agent
 		ac.ID = hosts[i]
 		ac.Incarnation = fmt.Sprintf("%x", rng.Int63())
 		r, err := node.New(cfg.Runtime, ac, hosts, node.Deps{
-			Bus: nc, Nova: cloud, Demand: cloud, Arbiter: arb, Clock: clock, Hooks: hooks,
-			Log: cfg.Log, Seed: rng.Int63(),
+			// Each agent measures only its own host, as a cgroup source does.
+			Bus: nc, Nova: cloud, Demand: node.OnlyHost(cloud, hosts[i]), Arbiter: arb, Clock: clock, Hooks: hooks,
+			Log: cfg.Log, Seed: rng.Int63(), Watcher: watcher(i),
 		})
 		if err != nil {
 			return err
@@ -338,6 +352,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		for k := range kills {
 			kl := &kills[k]
 			if kl.at >= 0 && t >= kl.at {
+				down[kl.i].Store(true)
 				slots[kl.i].cancel()
 				<-slots[kl.i].done
 				for _, s := range slots {
@@ -352,6 +367,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				if err := start(kl.i); err != nil {
 					return nil, err
 				}
+				down[kl.i].Store(false)
 				for _, s := range slots {
 					s.r.MemberUp(hosts[kl.i])
 				}

@@ -1,0 +1,256 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/scheduler"
+)
+
+// The monitor (DESIGN §4): every Config.Monitor it measures demand with
+// the local source and judges it against a cached view of the host, so the
+// per-second path costs Nova nothing. The view is re-read from Nova
+//
+//   - servers (one request): every Config.Refresh;
+//   - service, capacity and usage (three requests): every
+//     Config.PlacementRefresh, and at once when the agent joins or leaves a
+//     partition (a plan may have moved servers in or out), when the
+//     region's maintenance watch reports a change of this host's service,
+//     or when the cached view is empty.
+//
+// Between placement reads the usage is the sum of the listed servers'
+// flavors (what placement holds at rest; a migration in flight is only
+// seen at the next placement read, which every partition triggers).
+
+// hostView is what the agent last read of its host from Nova.
+type hostView struct {
+	host        nova.Host
+	servers     []nova.Server
+	serversAt   time.Time
+	placementAt time.Time
+}
+
+// ViewCost counts the Nova reads of the monitor (tests and reports).
+type ViewCost struct {
+	ServerReads, HostReads int
+}
+
+// monitor samples the host and hands samples to the agent goroutine.
+func (r *Runner) monitor(ctx context.Context) {
+	defer r.wg.Done()
+	t := r.d.Clock.NewTicker(r.cfg.Monitor)
+	defer t.Stop()
+	var v hostView
+	for {
+		forced := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.refresh:
+			forced = true
+		case s := <-r.svc:
+			if v.placementAt.IsZero() || sameService(v.host.Service, s) {
+				continue // nothing new: the periodic republish of the watch
+			}
+			// The watch says the service changed: re-read it from Nova
+			// before acting on it (the message is a hint, Nova the truth).
+			r.log.Info().Str("status", s.Status).Str("reason", s.DisabledReason).Msg("service change reported by the region's watch: re-reading it from nova")
+			forced = true
+		}
+		if err := r.refreshView(ctx, &v, forced); err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn().Err(err).Msg("monitor: no sample, no event from missing data")
+			}
+			continue
+		}
+		var demand map[string]nova.Demand
+		if r.d.Demand != nil {
+			var err error
+			if demand, err = r.d.Demand.Demand(ctx, r.agent.ID()); err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn().Err(err).Msg("monitor: demand source failed: no sample, no event from missing data")
+				}
+				continue
+			}
+		}
+		h := ToHost(v.host, v.servers, demand, r.cfg.DrainReason)
+		r.setLast(h)
+		select {
+		case r.samples <- h:
+		case <-ctx.Done():
+			return
+		default: // the agent has not taken the previous sample yet: skip
+		}
+	}
+}
+
+// refreshView re-reads from Nova what is due (see the package comment).
+func (r *Runner) refreshView(ctx context.Context, v *hostView, forced bool) error {
+	now := r.d.Clock.Now()
+	host := r.agent.ID()
+	placement := forced || v.placementAt.IsZero() || now.Sub(v.placementAt) >= r.cfg.PlacementRefresh
+	servers := placement || now.Sub(v.serversAt) >= r.cfg.Refresh
+	if placement {
+		h, err := r.d.Nova.Host(ctx, host)
+		r.viewCost(func(c *ViewCost) { c.HostReads++ })
+		if err != nil {
+			return fmt.Errorf("refresh %s: %w", host, err)
+		}
+		v.host, v.placementAt = h, now
+	}
+	if servers {
+		ss, err := r.d.Nova.Servers(ctx, host)
+		r.viewCost(func(c *ViewCost) { c.ServerReads++ })
+		if err != nil {
+			return fmt.Errorf("refresh servers of %s: %w", host, err)
+		}
+		v.servers, v.serversAt = ss, now
+		if !placement {
+			v.host.VCPUsUsed, v.host.RAMMBUsed = flavorUsage(ss)
+		}
+	}
+	return nil
+}
+
+// flavorUsage is what placement holds for servers at rest.
+func flavorUsage(ss []nova.Server) (vcpus, ramMB int) {
+	for _, s := range ss {
+		vcpus += s.VCPUs
+		ramMB += s.RAMMB
+	}
+	return vcpus, ramMB
+}
+
+func sameService(a, b nova.Service) bool {
+	return a.Status == b.Status && a.State == b.State && a.DisabledReason == b.DisabledReason && a.ForcedDown == b.ForcedDown
+}
+
+// requestRefresh asks the monitor for a full re-read at its next turn.
+func (r *Runner) requestRefresh() {
+	select {
+	case r.refresh <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+func (r *Runner) viewCost(f func(*ViewCost)) {
+	r.lastMu.Lock()
+	f(&r.cost)
+	r.lastMu.Unlock()
+}
+
+func (r *Runner) setLast(h scheduler.Host) {
+	r.lastMu.Lock()
+	r.last, r.hasLast = h, true
+	r.lastMu.Unlock()
+}
+
+// LastSample is the agent's latest view of its host (demand included), as
+// of its last sample; ok is false before the first one.
+func (r *Runner) LastSample() (h scheduler.Host, ok bool) {
+	r.lastMu.Lock()
+	defer r.lastMu.Unlock()
+	return r.last, r.hasLast
+}
+
+// MonitorCost is the number of Nova reads the monitor made.
+func (r *Runner) MonitorCost() ViewCost {
+	r.lastMu.Lock()
+	defer r.lastMu.Unlock()
+	return r.cost
+}
+
+// Sample reads one host's snapshot from Nova and the demand source (five
+// requests: the service, placement and the servers). The agent's monitor
+// does not use it every second; harnesses and one-off reads do.
+func Sample(ctx context.Context, c nova.Client, d nova.DemandSource, host string, drain *regexp.Regexp) (scheduler.Host, error) {
+	h, err := c.Host(ctx, host)
+	if err != nil {
+		return scheduler.Host{}, fmt.Errorf("sample %s: %w", host, err)
+	}
+	servers, err := c.Servers(ctx, host)
+	if err != nil {
+		return scheduler.Host{}, fmt.Errorf("sample %s servers: %w", host, err)
+	}
+	var demand map[string]nova.Demand
+	if d != nil {
+		if demand, err = d.Demand(ctx, host); err != nil {
+			return scheduler.Host{}, fmt.Errorf("sample %s demand: %w", host, err)
+		}
+	}
+	return ToHost(h, servers, demand, drain), nil
+}
+
+// UnknownDemand is the demand assumed for a server its source does not
+// measure: the flavor's RAM, no CPU (a server that just arrived, or whose
+// source has no reading yet). One rule for ToHost and the executor.
+func UnknownDemand(s nova.Server) nova.Demand { return nova.Demand{RAMMB: float64(s.RAMMB)} }
+
+// ToHost converts Nova's view of a host into the solver's.
+func ToHost(h nova.Host, servers []nova.Server, demand map[string]nova.Demand, drain *regexp.Regexp) scheduler.Host {
+	out := scheduler.Host{
+		Name: h.Name, Zone: h.Zone, CPUs: float64(h.VCPUs), RAMMB: float64(h.RAMMB),
+		AllocVCPUs: h.AllocatableVCPUs(), AllocRAMMB: h.AllocatableRAMMB(),
+		UsedVCPUs: float64(h.VCPUsUsed), UsedRAMMB: float64(h.RAMMBUsed),
+		Disabled: h.Service.Disabled() || h.Service.State == nova.ServiceDown || h.Service.ForcedDown,
+	}
+	out.Draining = h.Service.Disabled() && drain != nil && drain.MatchString(h.Service.DisabledReason)
+	for _, s := range servers {
+		sv := scheduler.Server{ID: s.ID, VCPUs: s.VCPUs, RAMMB: s.RAMMB}
+		dm, ok := demand[s.ID]
+		if !ok {
+			dm = UnknownDemand(s)
+		}
+		sv.CPU, sv.RAM = dm.CPU, dm.RAMMB
+		if s.Group != nil {
+			sv.Group, sv.Policy = s.Group.ID, s.Group.Policy
+		}
+		if p, err := strconv.Atoi(s.Metadata[nova.MetaPriority]); err == nil {
+			sv.Priority = p
+		}
+		switch {
+		case s.Metadata[nova.MetaPin] == "true":
+			sv.Fixed, sv.FixedReason = true, "pinned by dvms:pin"
+		case s.Status != nova.StatusActive:
+			sv.Fixed, sv.FixedReason = true, "status "+s.Status
+		case s.TaskState != "":
+			sv.Fixed, sv.FixedReason = true, "task state "+s.TaskState
+		case sv.Policy == nova.PolicyAffinity:
+			sv.Fixed, sv.FixedReason = true, "in affinity group "+s.Group.Name
+		}
+		out.Servers = append(out.Servers, sv)
+	}
+	return out
+}
+
+// OnlyHost restricts a demand source to one host, as a cgroup source is:
+// any other host is nova.ErrNotMeasured. Harnesses use it so a simulated
+// agent measures what a real one can.
+func OnlyHost(d nova.DemandSource, host string) nova.DemandSource {
+	if d == nil {
+		return nil
+	}
+	return onlyHost{d, host}
+}
+
+type onlyHost struct {
+	d    nova.DemandSource
+	host string
+}
+
+func (o onlyHost) Demand(ctx context.Context, host string) (map[string]nova.Demand, error) {
+	if host != o.host {
+		return nil, fmt.Errorf("measures %s only, asked for %s: %w", o.host, host, nova.ErrNotMeasured)
+	}
+	return o.d.Demand(ctx, host)
+}
+
+// errNotMeasured reports whether err says the source does not measure
+// that host (not a failure).
+func errNotMeasured(err error) bool { return errors.Is(err, nova.ErrNotMeasured) }

@@ -1,0 +1,133 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/nova"
+)
+
+// The region's maintenance watch (DESIGN §4, §7: maintenance seen within
+// ~2 s at a cost independent of the region's size). One agent of the
+// region — the one Deps.Watcher elects, the live member with the smallest
+// host name in `dvms agent` — lists the nova-compute services every
+// Config.ServiceWatch (one request for the whole region) and publishes each
+// host's service on bus.ServiceSubject when it changed, and every host's
+// every Config.Refresh (messages may be lost). When the elected agent dies
+// the next one takes over within the membership's dead_after. `dvms drain`
+// publishes on the same subject after it disabled the service.
+//
+// A message is only a hint: the agent of the host re-reads its service
+// from Nova before acting (monitor), so a lost, late or forged message
+// costs at most one read, never a move.
+
+// ServiceNotice is what the watch publishes for one host.
+type ServiceNotice struct {
+	V       int          `json:"v"`
+	Service nova.Service `json:"service"`
+	// From is the agent (or "dvms-cli") that published it.
+	From string `json:"from"`
+}
+
+// EncodeServiceNotice encodes a notice for bus.ServiceSubject.
+func EncodeServiceNotice(s nova.Service, from string) ([]byte, error) {
+	return json.Marshal(ServiceNotice{V: 1, Service: s, From: from})
+}
+
+func decodeServiceNotice(data []byte, host string) (nova.Service, error) {
+	var n ServiceNotice
+	if err := json.Unmarshal(data, &n); err != nil {
+		return nova.Service{}, fmt.Errorf("service notice: %w", err)
+	}
+	if n.V != 1 || n.Service.Host != host {
+		return nova.Service{}, fmt.Errorf("service notice v%d for %q: want v1 for %q", n.V, n.Service.Host, host)
+	}
+	return n.Service, nil
+}
+
+// receiveService is the bus handler of this host's service subject.
+func (r *Runner) receiveService(_ string, data []byte) {
+	s, err := decodeServiceNotice(data, r.agent.ID())
+	if err != nil {
+		r.dropped.Add(1)
+		r.log.Warn().Err(err).Msg("malformed service notice rejected")
+		return
+	}
+	// Latest wins: replace a notice the monitor has not taken yet.
+	for {
+		select {
+		case r.svc <- s:
+			return
+		default:
+		}
+		select {
+		case <-r.svc:
+		default:
+		}
+	}
+}
+
+// watch runs the region's maintenance watch while Deps.Watcher elects
+// this agent.
+func (r *Runner) watch(ctx context.Context) {
+	defer r.wg.Done()
+	t := r.d.Clock.NewTicker(r.cfg.ServiceWatch)
+	defer t.Stop()
+	known := map[string]nova.Service{}
+	var republished time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !r.d.Watcher() {
+			if len(known) > 0 {
+				r.log.Info().Msg("maintenance watch handed over")
+				clear(known) // a later term starts by publishing every host
+			}
+			continue
+		}
+		if len(known) == 0 {
+			r.log.Info().Dur("interval", r.cfg.ServiceWatch).Msg("maintenance watch: this agent lists the region's compute services")
+		}
+		svcs, err := r.d.Nova.Services(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn().Err(err).Msg("maintenance watch: listing compute services failed")
+			}
+			continue
+		}
+		r.watchReads.Add(1)
+		now := r.d.Clock.Now()
+		all := now.Sub(republished) >= r.cfg.Refresh
+		if all {
+			republished = now
+		}
+		for _, s := range svcs {
+			old, seen := known[s.Host]
+			known[s.Host] = s
+			if seen && sameService(old, s) && !all {
+				continue
+			}
+			if seen && !sameService(old, s) {
+				r.log.Info().Str("service_host", s.Host).Str("status", s.Status).Str("state", s.State).
+					Str("reason", s.DisabledReason).Msg("maintenance watch: service changed")
+			}
+			data, err := EncodeServiceNotice(s, r.agent.ID())
+			if err == nil {
+				err = r.d.Bus.Publish(ctx, bus.ServiceSubject(r.cfg.Region, s.Host), data)
+			}
+			if err != nil && ctx.Err() == nil {
+				r.log.Warn().Err(err).Str("service_host", s.Host).Msg("maintenance watch: publish failed")
+			}
+		}
+	}
+}
+
+// WatchReads is the number of region-wide service listings this agent made
+// as the maintenance watch.
+func (r *Runner) WatchReads() int64 { return r.watchReads.Load() }
