@@ -54,3 +54,11 @@ func ServiceSubject(region, host string) string { return "dvms." + region + ".se
 // ShelvedSubject is where an agent that shelved servers (preemption) says
 // so, so the agents with room look for them at once.
 func ShelvedSubject(region string) string { return "dvms." + region + ".shelved" }
+
+// DemandSubject is where the agent of host answers demand queries: an
+// executor re-checking a move asks the destination's agent for what its
+// local source measured, instead of asking Nova.
+func DemandSubject(region, host string) string { return "dvms." + region + ".demand." + host }
+
+// ReplySubject is where an agent receives answers to its queries.
+func ReplySubject(region, host string) string { return "dvms." + region + ".reply." + host }

@@ -177,9 +177,15 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 	}
 	p.arbiter = arb
 
+	// The region's maintenance watch runs in the live member with the
+	// smallest host name (membership is set below, before Run).
+	watcher := func() bool {
+		ms := p.member.Members()
+		return len(ms) > 0 && ms[0].Host == host
+	}
 	p.runner, err = node.New(cfg.Runtime, cfg.Agent, []string{host}, node.Deps{
 		Bus: tr, Nova: nc, Demand: src, Arbiter: arb, Clock: node.Wall{}, Log: log,
-		Seed: time.Now().UnixNano(),
+		Seed: time.Now().UnixNano(), Watcher: watcher,
 	})
 	if err != nil {
 		return nil, err
@@ -200,7 +206,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 	p.member.OnDown = func(h string) { p.runner.MemberDown(h); peers() }
 	peers()
 
-	if p.reviver, err = newReviver(cfg, nc, src, log); err != nil {
+	if p.reviver, err = newReviver(cfg, nc, src, p.runner.LastSample, log); err != nil {
 		return nil, err
 	}
 
@@ -213,7 +219,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 	p.goRun(func() error { return p.member.Run(memberCtx) }, "membership")
 	if p.reviver != nil {
 		p.goRun(func() error {
-			return p.reviver.Run(ctx, func() bool { return p.runner.Partition() != nil })
+			return p.reviver.Run(ctx, tr, func() bool { return p.runner.Partition() != nil })
 		}, "unshelve")
 	}
 	go func() {

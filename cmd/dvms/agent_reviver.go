@@ -5,26 +5,29 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 // reviver unshelves what preemption shelved once capacity returns.
 type reviver interface {
-	Run(ctx context.Context, busy func() bool) error
+	Run(ctx context.Context, t bus.Transport, busy func() bool) error
 }
 
 // newReviver: with [scheduler] preempt and unshelve_interval > 0, the
 // agent unshelves dvms-shelved servers onto its own host when it has room.
-func newReviver(cfg fileConfig, c nova.Client, d nova.DemandSource, log zerolog.Logger) (reviver, error) {
+func newReviver(cfg fileConfig, c nova.Client, d nova.DemandSource, view func() (scheduler.Host, bool), log zerolog.Logger) (reviver, error) {
 	if !cfg.Agent.Preempt || cfg.UnshelveEvery <= 0 {
 		return nil, nil
 	}
 	rc := node.DefaultReviverConfig(cfg.Agent.ID)
+	rc.Region, rc.MaxInterval = cfg.Runtime.Region, max(cfg.UnshelveEvery, rc.MaxInterval)
 	rc.Interval, rc.Headroom, rc.Thresholds = cfg.UnshelveEvery, cfg.UnshelveMargin, cfg.Agent.Thresholds
 	rc.DrainReason, rc.DryRun = cfg.Runtime.DrainReason, cfg.Runtime.Exec.DryRun
 	rc.Timeout, rc.Poll = cfg.Runtime.Exec.MigrationTimeout, cfg.Runtime.Exec.Poll
-	r, err := node.NewReviver(rc, c, d, node.Wall{}, log)
+	r, err := node.NewReviver(rc, c, d, view, node.Wall{}, log)
 	if err != nil {
 		return nil, err
 	}

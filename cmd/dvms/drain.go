@@ -26,12 +26,12 @@ const defaultDrainReason = "dvms:maintenance"
 
 func init() {
 	cloudFlags := func() []cli.Flag {
-		return []cli.Flag{
+		return append([]cli.Flag{
 			&cli.StringFlag{Name: "os-cloud", Usage: "cloud name in clouds.yaml (default: $OS_CLOUD)"},
 			&cli.StringFlag{Name: "os-client-config-file", EnvVars: []string{"OS_CLIENT_CONFIG_FILE"}, Usage: "clouds.yaml to read (default: the openstack CLI's search path)"},
 			&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "bound on each Nova request"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
-		}
+		}, notifyFlags()...)
 	}
 	commands = append(commands,
 		&cli.Command{
@@ -135,6 +135,7 @@ func runDrain(c *cli.Context) error {
 		return fmt.Errorf("drain %s: %w", host, err)
 	}
 	log.Info().Str("host", host).Str("reason", reason).Msg("nova-compute service disabled")
+	notifyAgent(c, host, true, reason, log)
 	if !c.Bool("wait") {
 		fmt.Printf("%s: disabled (%s); dvms agents will move its servers away\n", host, reason)
 		return nil
@@ -160,6 +161,7 @@ func runUndrain(c *cli.Context) error {
 		return fmt.Errorf("undrain %s: %w", host, err)
 	}
 	log.Info().Str("host", host).Msg("nova-compute service enabled")
+	notifyAgent(c, host, false, "", log)
 	fmt.Printf("%s: enabled\n", host)
 	return nil
 }

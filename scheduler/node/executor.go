@@ -134,6 +134,9 @@ type Executor struct {
 	log    zerolog.Logger
 	// OnAction, if set, is called after every action (metrics).
 	OnAction func(ActionResult)
+	// Ask, if set, asks a host's agent for its latest local measurement
+	// (hosts the executor's own source does not measure).
+	Ask func(ctx context.Context, host string) (map[string]nova.Demand, error)
 	// OnShelved, if set, is called after a server was shelved-offloaded
 	// (the agents with room may unshelve it later).
 	OnShelved func(serverID string)
@@ -472,17 +475,24 @@ type reservation struct {
 	accepted bool
 }
 
-// measure is the local source's demand of host; nil (no error) when the
-// source does not measure it (the plan's snapshot answers then).
+// measure is host's demand now: from the local source, else from the
+// host's agent (Ask); nil (no error) when neither answers (the plan's
+// snapshot answers then).
 func (e *Executor) measure(ctx context.Context, host string) (map[string]nova.Demand, error) {
-	if e.demand == nil {
-		return nil, nil
+	if e.demand != nil {
+		d, err := e.demand.Demand(ctx, host)
+		if !errNotMeasured(err) {
+			return d, err
+		}
 	}
-	d, err := e.demand.Demand(ctx, host)
-	if errNotMeasured(err) {
-		return nil, nil
+	if e.Ask != nil {
+		d, err := e.Ask(ctx, host)
+		if err == nil {
+			return d, nil
+		}
+		e.log.Debug().Err(err).Str("of", host).Msg("demand from the plan's snapshot")
 	}
-	return d, err
+	return nil, nil
 }
 
 // accept notes that Nova accepted the reserved move (nil: not a move).

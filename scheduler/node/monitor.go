@@ -80,7 +80,7 @@ func (r *Runner) monitor(ctx context.Context) {
 			}
 		}
 		h := ToHost(v.host, v.servers, demand, r.cfg.DrainReason)
-		r.setLast(h)
+		r.setLast(h, demand)
 		select {
 		case r.samples <- h:
 		case <-ctx.Done():
@@ -145,10 +145,18 @@ func (r *Runner) viewCost(f func(*ViewCost)) {
 	r.lastMu.Unlock()
 }
 
-func (r *Runner) setLast(h scheduler.Host) {
+func (r *Runner) setLast(h scheduler.Host, demand map[string]nova.Demand) {
 	r.lastMu.Lock()
-	r.last, r.hasLast = h, true
+	r.last, r.hasLast, r.lastWhen, r.lastDemand = h, true, r.d.Clock.Now(), demand
 	r.lastMu.Unlock()
+}
+
+// lastMeasured is the local source's last measurement (every server it
+// measured, listed in the cached view or not yet).
+func (r *Runner) lastMeasured() (map[string]nova.Demand, time.Time, bool) {
+	r.lastMu.Lock()
+	defer r.lastMu.Unlock()
+	return r.lastDemand, r.lastWhen, r.hasLast && r.lastDemand != nil
 }
 
 // LastSample is the agent's latest view of its host (demand included), as

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler"
 )
@@ -20,8 +21,14 @@ import (
 // ReviverConfig tunes the unshelving of preempted servers.
 type ReviverConfig struct {
 	Host string
+	// Region names the bus subject of shelve notices.
+	Region string
 	// Interval between rounds; each round unshelves at most one server.
-	Interval time.Duration
+	// A round that finds no server dvms shelved doubles the wait, up to
+	// MaxInterval, until an agent announces a shelve (bus.ShelvedSubject):
+	// at rest the listing costs Nova one request per MaxInterval.
+	Interval    time.Duration
+	MaxInterval time.Duration
 	// Headroom is the fraction of the overload thresholds left free after
 	// an unshelve (so a server does not come back only to be shelved again).
 	Headroom    float64
@@ -37,7 +44,7 @@ type ReviverConfig struct {
 
 // DefaultReviverConfig: a round every 30 s, 10 % headroom.
 func DefaultReviverConfig(host string) ReviverConfig {
-	return ReviverConfig{Host: host, Interval: 30 * time.Second, Headroom: 0.1, Thresholds: scheduler.DefaultThresholds(),
+	return ReviverConfig{Host: host, Region: "RegionOne", Interval: 30 * time.Second, MaxInterval: 15 * time.Minute, Headroom: 0.1, Thresholds: scheduler.DefaultThresholds(),
 		DrainReason: DefaultConfig().DrainReason, Timeout: 10 * time.Minute, Poll: 2 * time.Second}
 }
 
@@ -47,8 +54,8 @@ func (c ReviverConfig) Validate() error {
 	if c.Host == "" {
 		errs = append(errs, errors.New("reviver: host is required"))
 	}
-	if c.Interval <= 0 || c.Timeout <= 0 || c.Poll <= 0 {
-		errs = append(errs, errors.New("reviver: interval, timeout and poll must be > 0"))
+	if c.Interval <= 0 || c.Timeout <= 0 || c.Poll <= 0 || c.MaxInterval < c.Interval {
+		errs = append(errs, errors.New("reviver: interval, timeout and poll must be > 0, max interval >= interval"))
 	}
 	if c.Headroom < 0 || c.Headroom >= 1 {
 		errs = append(errs, fmt.Errorf("reviver: headroom %v must be in [0, 1)", c.Headroom))
@@ -64,39 +71,68 @@ type Reviver struct {
 	cfg   ReviverConfig
 	nova  nova.Client
 	dem   nova.DemandSource
+	view  func() (scheduler.Host, bool)
 	clock Clock
 	log   zerolog.Logger
 	round int
+	// found: the last listing found servers dvms shelved.
+	found bool
 }
 
-// NewReviver returns a reviver for cfg.Host; Run starts it.
-func NewReviver(cfg ReviverConfig, c nova.Client, d nova.DemandSource, clock Clock, log zerolog.Logger) (*Reviver, error) {
+// NewReviver returns a reviver for cfg.Host; Run starts it. view is the
+// agent's latest sample of its host (Runner.LastSample), so a round costs
+// Nova nothing until it lists the shelved servers; nil reads the host from
+// Nova each round (five requests).
+func NewReviver(cfg ReviverConfig, c nova.Client, d nova.DemandSource, view func() (scheduler.Host, bool), clock Clock, log zerolog.Logger) (*Reviver, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if c == nil || clock == nil {
 		return nil, errors.New("reviver: nova client and clock are required")
 	}
-	return &Reviver{cfg: cfg, nova: c, dem: d, clock: clock, log: log.With().Str("part", "unshelve").Logger()}, nil
+	return &Reviver{cfg: cfg, nova: c, dem: d, view: view, clock: clock, log: log.With().Str("part", "unshelve").Logger()}, nil
 }
 
-// Run does a round every Interval until ctx ends. busy reports whether
-// the agent is handling an event (in a partition): the round is skipped,
-// the partition's plan may be counting on this host's room.
-func (r *Reviver) Run(ctx context.Context, busy func() bool) error {
-	t := r.clock.NewTicker(r.cfg.Interval)
-	defer t.Stop()
+// Run does rounds until ctx ends: every Interval while servers dvms
+// shelved exist, backing off to MaxInterval while none do, and at once
+// (next Interval) after a shelve notice on t (nil: no notices). busy
+// reports whether the agent is handling an event (in a partition): the
+// round is skipped, the partition's plan may be counting on this host's
+// room.
+func (r *Reviver) Run(ctx context.Context, t bus.Transport, busy func() bool) error {
+	notice := make(chan struct{}, 1)
+	if t != nil {
+		sub, err := t.Subscribe(bus.ShelvedSubject(r.cfg.Region), func(string, []byte) {
+			select {
+			case notice <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("reviver: subscribe: %w", err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	wait := r.cfg.Interval
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-notice:
+			wait = r.cfg.Interval
+			continue
+		case <-r.clock.After(wait):
 		}
 		if busy != nil && busy() {
 			continue
 		}
 		if _, err := r.Round(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("unshelve round failed")
+		}
+		if r.found {
+			wait = r.cfg.Interval
+		} else {
+			wait = min(2*wait, r.cfg.MaxInterval)
 		}
 	}
 }
@@ -105,9 +141,16 @@ func (r *Reviver) Run(ctx context.Context, busy func() bool) error {
 // host ("" when none was).
 func (r *Reviver) Round(ctx context.Context) (string, error) {
 	r.round++
-	h, err := Sample(ctx, r.nova, r.dem, r.cfg.Host, r.cfg.DrainReason)
-	if err != nil {
-		return "", err
+	var h scheduler.Host
+	ok := false
+	if r.view != nil {
+		h, ok = r.view()
+	}
+	if !ok {
+		var err error
+		if h, err = Sample(ctx, r.nova, r.dem, r.cfg.Host, r.cfg.DrainReason); err != nil {
+			return "", err
+		}
 	}
 	if h.Disabled || h.Draining {
 		return "", nil
@@ -122,6 +165,7 @@ func (r *Reviver) Round(ctx context.Context) (string, error) {
 			mine = append(mine, s)
 		}
 	}
+	r.found = len(mine) > 0
 	if len(mine) == 0 {
 		return "", nil
 	}

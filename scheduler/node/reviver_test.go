@@ -45,7 +45,7 @@ func newReviver(t *testing.T, c *fake.Cloud, clock node.Clock) *node.Reviver {
 	t.Helper()
 	cfg := node.DefaultReviverConfig("host-a")
 	cfg.Interval, cfg.Poll = time.Second, 500*time.Millisecond
-	r, err := node.NewReviver(cfg, c, c, clock, zerolog.Nop())
+	r, err := node.NewReviver(cfg, c, c, nil, clock, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestReviverKeepsRoom(t *testing.T) {
 	r3 := newReviver(t, c3, clock3)
 	runCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond) // ~30 rounds of simulated time
 	defer cancel()
-	_ = r3.Run(runCtx, func() bool { return true })
+	_ = r3.Run(runCtx, nil, func() bool { return true })
 	if s, _ := c3.Server(ctx, "high"); s.Status != nova.StatusShelvedOffloaded {
 		t.Fatalf("unshelved while the agent was busy: %+v", s)
 	}

@@ -127,7 +127,7 @@ type Runner struct {
 	inbox   chan scheduler.Message
 	samples chan scheduler.Host
 	results chan func(*scheduler.Agent)
-	arb     *arbiterQueue // arbiter requests in order (startArbiter)
+	arb     *arbiterQueue     // arbiter requests in order (startArbiter)
 	svc     chan nova.Service // this host's service, as the watch reports it
 	refresh chan struct{}     // asks the monitor for a full re-read
 	inPart  bool              // as of the last flush (agent goroutine only)
@@ -136,6 +136,9 @@ type Runner struct {
 	lastMu     sync.Mutex
 	last       scheduler.Host
 	hasLast    bool
+	lastWhen   time.Time
+	lastDemand map[string]nova.Demand
+	q          queries
 	cost       ViewCost
 	watchReads atomic.Int64
 
@@ -170,6 +173,8 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 		results: make(chan func(*scheduler.Agent), 64),
 		done:    make(chan struct{}),
 	}
+	r.q.waiting = map[string]chan demandAnswer{}
+	r.exec.Ask = r.askDemand
 	r.exec.OnShelved = func(string) {
 		// Best effort: revivers also look on their own, only later.
 		_ = d.Bus.Publish(context.Background(), bus.ShelvedSubject(cfg.Region), []byte(ac.ID))
@@ -211,6 +216,16 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe %s: %w", ssubj, err)
 	}
 	defer func() { _ = ssub.Unsubscribe() }()
+	for subj, h := range map[string]bus.Handler{
+		bus.DemandSubject(r.cfg.Region, r.agent.ID()): r.answerDemand,
+		bus.ReplySubject(r.cfg.Region, r.agent.ID()):  r.receiveAnswer,
+	} {
+		s, err := r.d.Bus.Subscribe(subj, h)
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", subj, err)
+		}
+		defer func() { _ = s.Unsubscribe() }()
+	}
 
 	// The runner's goroutines outlive ctx by the stop grace period.
 	run, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -1,0 +1,115 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/nova"
+)
+
+// Demand queries: an executor re-checking a move to a host its own source
+// does not measure (a cgroup source measures only its machine) asks that
+// host's agent for its latest local measurement over the bus — no Nova
+// request, at most one monitor interval old. When the agent does not
+// answer within QueryTimeout, the executor takes the demand from the plan's
+// snapshot.
+
+// QueryTimeout bounds a demand query (in the runner's clock).
+const QueryTimeout = 500 * time.Millisecond
+
+type demandQuery struct {
+	V     int    `json:"v"`
+	ID    string `json:"id"`
+	Reply string `json:"reply"`
+}
+
+type demandAnswer struct {
+	V      int                    `json:"v"`
+	ID     string                 `json:"id"`
+	Host   string                 `json:"host"`
+	At     time.Time              `json:"at"`
+	Demand map[string]nova.Demand `json:"demand"`
+}
+
+// queries matches answers to the queries of one runner.
+type queries struct {
+	mu      sync.Mutex
+	seq     uint64
+	waiting map[string]chan demandAnswer
+}
+
+// answerDemand is the handler of this host's demand subject.
+func (r *Runner) answerDemand(_ string, data []byte) {
+	var q demandQuery
+	if err := json.Unmarshal(data, &q); err != nil || q.V != 1 || q.Reply == "" || q.ID == "" {
+		r.dropped.Add(1)
+		r.log.Warn().Int("bytes", len(data)).Msg("malformed demand query rejected")
+		return
+	}
+	d, at, ok := r.lastMeasured()
+	if !ok {
+		return // nothing measured yet: the asker falls back to its snapshot
+	}
+	out, err := json.Marshal(demandAnswer{V: 1, ID: q.ID, Host: r.agent.ID(), At: at, Demand: d})
+	if err == nil {
+		err = r.d.Bus.Publish(context.Background(), q.Reply, out)
+	}
+	if err != nil {
+		r.log.Warn().Err(err).Msg("demand answer not sent")
+	}
+}
+
+// receiveAnswer is the handler of this runner's reply subject.
+func (r *Runner) receiveAnswer(_ string, data []byte) {
+	var a demandAnswer
+	if err := json.Unmarshal(data, &a); err != nil || a.V != 1 {
+		r.dropped.Add(1)
+		return
+	}
+	r.q.mu.Lock()
+	ch := r.q.waiting[a.ID]
+	delete(r.q.waiting, a.ID)
+	r.q.mu.Unlock()
+	if ch != nil {
+		ch <- a // buffered 1, sent once
+	}
+}
+
+// askDemand asks host's agent for its latest measurement.
+func (r *Runner) askDemand(ctx context.Context, host string) (map[string]nova.Demand, error) {
+	r.q.mu.Lock()
+	r.q.seq++
+	id := r.agent.ID() + "-" + strconv.FormatUint(r.q.seq, 36)
+	ch := make(chan demandAnswer, 1)
+	r.q.waiting[id] = ch
+	r.q.mu.Unlock()
+	defer func() {
+		r.q.mu.Lock()
+		delete(r.q.waiting, id)
+		r.q.mu.Unlock()
+	}()
+	data, err := json.Marshal(demandQuery{V: 1, ID: id, Reply: bus.ReplySubject(r.cfg.Region, r.agent.ID())})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.d.Bus.Publish(ctx, bus.DemandSubject(r.cfg.Region, host), data); err != nil {
+		return nil, fmt.Errorf("ask %s for its demand: %w", host, err)
+	}
+	select {
+	case a := <-ch:
+		if a.Host != host {
+			return nil, fmt.Errorf("demand of %s answered by %q", host, a.Host)
+		}
+		return a.Demand, nil
+	case <-r.d.Clock.After(QueryTimeout):
+		return nil, errors.New("demand of " + host + ": no answer from its agent")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
