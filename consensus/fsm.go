@@ -126,6 +126,14 @@ func (f *FSM) register(reg Registration) Decision {
 	return Decision{Committed: true, Version: rec.Version, Nodes: slices.Clone(rec.Nodes)}
 }
 
+// mayAbsorb is DESIGN §5.4's merge order: a partition whose initiator is
+// into may absorb one whose initiator is absorbed only if absorbed > into
+// (a total order: Blocked partitions never wait on each other in a
+// cycle). The agent proposes merges by the same rule, scheduler.MayAbsorb;
+// consensus must not import scheduler, so the arbiter, which decides,
+// keeps this copy: change both together.
+func mayAbsorb(into, absorbed string) bool { return absorbed > into }
+
 func (f *FSM) merge(p, q Ref) Decision {
 	if p.ID == q.ID {
 		return refuse("cannot merge %s into itself", p.ID)
@@ -147,7 +155,7 @@ func (f *FSM) merge(p, q Ref) Decision {
 		return refuse("partition %s at version %d, not %d", p.ID, rp.Version, p.Version)
 	case rq.Version != q.Version:
 		return refuse("partition %s at version %d, not %d", q.ID, rq.Version, q.Version)
-	case !(rp.Initiator > rq.Initiator):
+	case !mayAbsorb(rq.Initiator, rp.Initiator):
 		return refuse("initiator order: %s (%s) may not be absorbed into %s (%s)", p.ID, rp.Initiator, q.ID, rq.Initiator)
 	}
 	rp.Absorbed, rp.Into = true, q.ID

@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,30 +59,17 @@ type ServiceConfig struct {
 
 // withDefaults fills zero fields.
 func (c ServiceConfig) withDefaults() ServiceConfig {
-	if c.Voters == 0 {
-		c.Voters = 3
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = 3 * time.Second
-	}
-	if c.ProbeInterval == 0 {
-		c.ProbeInterval = 500 * time.Millisecond
-	}
-	if c.BootstrapAfter == 0 {
-		c.BootstrapAfter = 5 * time.Second
-	}
-	d := DefaultRaftConfig(c.ID)
-	r := &c.Raft
+	c.Voters = cmp.Or(c.Voters, 3)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, 3*time.Second)
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, 500*time.Millisecond)
+	c.BootstrapAfter = cmp.Or(c.BootstrapAfter, 5*time.Second)
+	d, r := DefaultRaftConfig(c.ID), &c.Raft
 	r.ID = c.ID
-	for _, f := range []struct{ v, def *time.Duration }{
-		{&r.HeartbeatTimeout, &d.HeartbeatTimeout}, {&r.ElectionTimeout, &d.ElectionTimeout},
-		{&r.LeaderLeaseTimeout, &d.LeaderLeaseTimeout}, {&r.CommitTimeout, &d.CommitTimeout},
-		{&r.ApplyTimeout, &d.ApplyTimeout},
-	} {
-		if *f.v == 0 {
-			*f.v = *f.def
-		}
-	}
+	r.HeartbeatTimeout = cmp.Or(r.HeartbeatTimeout, d.HeartbeatTimeout)
+	r.ElectionTimeout = cmp.Or(r.ElectionTimeout, d.ElectionTimeout)
+	r.LeaderLeaseTimeout = cmp.Or(r.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
+	r.CommitTimeout = cmp.Or(r.CommitTimeout, d.CommitTimeout)
+	r.ApplyTimeout = cmp.Or(r.ApplyTimeout, d.ApplyTimeout)
 	return c
 }
 
@@ -114,76 +102,31 @@ type ServiceStatus struct {
 }
 
 // Service is an agent's part in its region's merge arbiter (DESIGN §5.4):
-// one small standing Raft group per region whose voters are agents,
-// reachable from every agent over the bus. It implements Arbiter.
+// the region's one standing Raft group, whose voters are agents, reached
+// by every agent over the bus. It implements Arbiter and guarantees:
 //
-// # Requests
+//   - One order: every decision is an entry of one Raft log, applied by
+//     the same FSM on every replica; a request is applied at most once
+//     however often it is retried (its id is in the entry).
+//   - Honest failures: a refusal is a Decision with its reason; with no
+//     answer within RequestTimeout, Merge and Dissolve return
+//     ErrUnknownOutcome (re-read with Get before proposing again),
+//     Register and Get ErrNoQuorum.
+//   - Decisions while a majority of the voters runs and reaches the
+//     others. Voters follow membership (SelectVoters, spread across
+//     sites) one change at a time; a new voter counts in no quorum before
+//     it has caught up (reconcile).
+//   - One group per region while any member of it reaches the others over
+//     the bus: a new group starts only after BootstrapAfter with no
+//     member heard (maybeBootstrap); when two groups meet after a cut,
+//     the younger one's members leave it and join the older.
 //
-// Register, Merge, Dissolve and Get go to the group's leader: applied
-// directly when this agent's own raft node leads, otherwise published on
-// RequestSubject(region), where every member running a raft node listens;
-// only the leader answers, on this Service's own reply subject, matched
-// by a random request id. Other members stay silent, so nothing can mask
-// the leader's answer. An unanswered request is sent again every fifth of
-// RequestTimeout (leadership may have moved): the entry carries the
-// request id and the replicated state machine applies one id at most
-// once, so a retry returns the first decision instead of applying twice.
-//
-// With no answer within RequestTimeout (or before ctx ends), Register and
-// Get return ErrNoQuorum, Merge and Dissolve ErrUnknownOutcome: the
-// request may have been applied by a leader whose answer was lost; the
-// caller re-reads with Get before proposing again. A refused request is
-// not an error: its Decision says why.
-//
-// # Voters
-//
-// The voters are SelectVoters(live peers, Voters): deterministic, spread
-// across sites. A Service runs a raft node (hashicorp/raft over its own
-// TCP transport, in-memory stores) only while it is selected or in the
-// group's configuration. The leader moves the configuration toward its
-// own selection, one change per ProbeInterval: it removes a voter that
-// membership no longer lists (only while the live voters stay a majority
-// of what remains), adds a selected peer once that peer's raft node runs
-// and probes (as a learner first, promoted to voter once it reports the
-// entry that added it, so an unreachable address never counts in a
-// quorum), hands leadership to a selected voter if it is not selected
-// itself, and removes unselected voters beyond Voters (the group never
-// has more than Voters+1 voters). A node removed from the configuration
-// shuts down. A selected agent the leader cannot reach stays a learner
-// (logged) and is not replaced by another: the group runs one voter
-// short until its address is fixed.
-//
-// # Bootstrapping, and the rule against two groups
-//
-// Every running raft node sends a status probe with its state each
-// ProbeInterval, saying whether it is a member of a group (its node is
-// in a non-empty configuration); members also answer every probe. The
-// first raft node starts only BootstrapAfter/2 after Run (membership has
-// heard the others by then). A Service starts a new group, with itself
-// as only voter, only when all of these hold:
-// its node runs and has never held a configuration; it is the first of
-// SelectVoters of its own peer list and has been for BootstrapAfter; no
-// member of any group has answered or probed for BootstrapAfter (and
-// since Run began); no other candidate with a smaller id announced
-// itself in that time. So an agent restarted with an empty store never
-// starts a second group while any voter of the existing group still runs
-// and reaches it over the bus: it waits to be added back (at the same
-// address the leader simply catches it up).
-//
-// Limits: if every voter is lost at once, or the bus is cut so that one
-// side has no voter, a new group starts empty on that side: partitions
-// only register again, but merges decided on both sides of a cut are not
-// ordered with each other. When the sides meet again, members of the
-// younger group see the older one in status messages, shut their nodes
-// down and join the older group empty. A group that has lost a majority
-// of its voters for good decides nothing (ErrNoQuorum) until they come
-// back or every remaining voter restarts. The stores are in memory: a
-// voter that restarts comes back empty, and if a majority restarts at
-// once before catching up, entries they had acknowledged can be lost.
-//
-// Timing uses the wall clock (timeouts, probes); now only stamps entries
-// (lease expiry). All methods are safe for concurrent use; the Arbiter
-// methods also work before Run as long as another agent's group serves.
+// Not guaranteed: decisions taken on the two sides of a bus cut are not
+// ordered with each other; the stores are in memory, so if a majority of
+// the voters restarts at once, entries can be lost (partitions register
+// again). Timing uses the wall clock; now only stamps entries (leases).
+// All methods are safe for concurrent use; the Arbiter methods work before
+// Run as long as another agent's group serves.
 type Service struct {
 	cfg       ServiceConfig
 	bus       bus.Transport
@@ -227,9 +170,15 @@ type serviceNode struct {
 	trans      *raft.NetworkTransport
 	sub        bus.Subscription
 	started    time.Time
-	wasMember  bool   // manager goroutine only
-	wasLearner bool   // manager goroutine only
-	group      string // group id it bootstrapped, written once it leads
+	wasMember  bool // manager goroutine only
+	wasLearner bool // manager goroutine only
+}
+
+// withLeader is st with what n knows of its group's leader.
+func (n *serviceNode) withLeader(st wireState) wireState {
+	_, lid := n.raft.r.LeaderWithID()
+	st.IsLeader, st.Leader = n.raft.Leader(), string(lid)
+	return st
 }
 
 const (
@@ -280,13 +229,12 @@ func NewService(cfg ServiceConfig, t bus.Transport, now func() time.Time, log ze
 // advertised is the address other voters dial: adv with a port 0
 // replaced by the bound one, or the bound address itself.
 func advertised(adv string, bound net.Addr) (string, error) {
-	_, bport, err := net.SplitHostPort(bound.String())
+	bhost, bport, err := net.SplitHostPort(bound.String())
 	if err != nil {
 		return "", fmt.Errorf("bound address %s: %w", bound, err)
 	}
 	if adv == "" {
-		h, _, _ := net.SplitHostPort(bound.String())
-		if ip := net.ParseIP(h); ip == nil || ip.IsUnspecified() {
+		if ip := net.ParseIP(bhost); ip == nil || ip.IsUnspecified() {
 			return "", fmt.Errorf("raft listens on every address (%s): set an advertise address", bound)
 		}
 		return bound.String(), nil
@@ -348,7 +296,7 @@ func (s *Service) Status() ServiceStatus {
 		return known
 	}
 	conf := f.Configuration()
-	st := ServiceStatus{Voter: hasVoter(conf, s.cfg.ID), Leader: string(lid), Voters: voterIDs(conf)}
+	st := ServiceStatus{Voter: slices.Contains(members(conf, raft.Voter), s.cfg.ID), Leader: string(lid), Voters: members(conf, raft.Voter)}
 	if len(conf.Servers) == 0 { // not in a group yet: what others said
 		st.Leader, st.Voters = known.Leader, known.Voters
 	}
@@ -402,29 +350,28 @@ func (s *Service) leading() *RaftNode {
 
 // Register implements Arbiter.
 func (s *Service) Register(ctx context.Context, r Registration) (Decision, error) {
-	rep, err := s.request(ctx, wireReq{Kind: kindRegister, Reg: &r}, ErrNoQuorum)
-	if err != nil {
-		return Decision{}, err
-	}
-	return decisionOf(rep)
+	return s.decide(ctx, wireReq{Kind: kindRegister, Reg: &r}, ErrNoQuorum)
 }
 
 // Merge implements Arbiter.
 func (s *Service) Merge(ctx context.Context, p, q Ref) (Decision, error) {
-	rep, err := s.request(ctx, wireReq{Kind: kindMerge, P: &p, Q: &q}, ErrUnknownOutcome)
-	if err != nil {
-		return Decision{}, err
-	}
-	return decisionOf(rep)
+	return s.decide(ctx, wireReq{Kind: kindMerge, P: &p, Q: &q}, ErrUnknownOutcome)
 }
 
 // Dissolve implements Arbiter.
 func (s *Service) Dissolve(ctx context.Context, r Ref) (Decision, error) {
-	rep, err := s.request(ctx, wireReq{Kind: kindDissolve, P: &r}, ErrUnknownOutcome)
+	return s.decide(ctx, wireReq{Kind: kindDissolve, P: &r}, ErrUnknownOutcome)
+}
+
+func (s *Service) decide(ctx context.Context, req wireReq, onTimeout error) (Decision, error) {
+	rep, err := s.request(ctx, req, onTimeout)
 	if err != nil {
 		return Decision{}, err
 	}
-	return decisionOf(rep)
+	if rep.Decision == nil {
+		return Decision{}, fmt.Errorf("%w: answer from %s without a decision", ErrUnknownOutcome, rep.From)
+	}
+	return *rep.Decision, nil
 }
 
 // Get implements Arbiter: read on the leader after a barrier.
@@ -441,18 +388,16 @@ func (s *Service) Get(ctx context.Context, id string) (Record, bool, error) {
 
 var _ Arbiter = (*Service)(nil)
 
-func decisionOf(rep wireReply) (Decision, error) {
-	if rep.Decision == nil {
-		return Decision{}, fmt.Errorf("%w: answer from %s without a decision", ErrUnknownOutcome, rep.From)
-	}
-	return *rep.Decision, nil
-}
-
 // retryPause is the wait before sending again after an error answer.
 const retryPause = 50 * time.Millisecond
 
-// request sends req to the leader (itself or over the bus) until it
-// answers, RequestTimeout passes or ctx ends; then it returns onTimeout.
+// request sends req to the leader until it answers, RequestTimeout
+// passes or ctx ends (then it returns onTimeout): applied here when this
+// agent leads, else published on RequestSubject, where only the leader
+// answers (so no other member's answer masks it), on this Service's reply
+// subject. Unanswered, it is sent again every fifth of RequestTimeout
+// (leadership may have moved) with the same id, which the FSM applies at
+// most once.
 func (s *Service) request(ctx context.Context, req wireReq, onTimeout error) (wireReply, error) {
 	req.V, req.ID, req.From, req.Reply = wireVersion, newToken(), s.cfg.ID, s.replySubj
 	deadline := time.Now().Add(s.cfg.RequestTimeout)
@@ -528,28 +473,16 @@ func (s *Service) request(ctx context.Context, req wireReq, onTimeout error) (wi
 
 // serve applies req on n, which leads (or did a moment ago).
 func (s *Service) serve(ctx context.Context, n *RaftNode, req wireReq) (wireReply, error) {
-	var d Decision
+	rep := wireReply{V: wireVersion, ID: req.ID}
 	var err error
-	switch req.Kind {
-	case kindRegister:
-		d, err = n.applyEntry(ctx, raftEntry{Command: Command{Op: OpRegister, Reg: *req.Reg}, Req: req.ID})
-	case kindMerge:
-		d, err = n.applyEntry(ctx, raftEntry{Command: Command{Op: OpMerge, P: *req.P, Q: *req.Q}, Req: req.ID})
-	case kindDissolve:
-		d, err = n.applyEntry(ctx, raftEntry{Command: Command{Op: OpDissolve, P: *req.P}, Req: req.ID})
-	case kindGet:
-		rec, ok, err := n.Get(ctx, req.Key)
-		if err != nil {
-			return wireReply{}, err
-		}
-		return wireReply{V: wireVersion, ID: req.ID, Record: &rec, Found: ok}, nil
-	default:
-		return wireReply{}, fmt.Errorf("unknown request kind %q", req.Kind)
+	if req.Kind == kindGet {
+		rep.Record = &Record{}
+		*rep.Record, rep.Found, err = n.Get(ctx, req.Key)
+	} else {
+		rep.Decision = &Decision{}
+		*rep.Decision, err = n.applyEntry(ctx, raftEntry{Command: req.command(), Req: req.ID})
 	}
-	if err != nil {
-		return wireReply{}, err
-	}
-	return wireReply{V: wireVersion, ID: req.ID, Decision: &d}, nil
+	return rep, err
 }
 
 // onRequest takes messages on RequestSubject (subscribed while a raft
@@ -576,9 +509,7 @@ func (s *Service) onRequest(_ string, data []byte) {
 			return
 		}
 		if n != nil {
-			st.IsLeader = n.raft.Leader()
-			_, lid := n.raft.r.LeaderWithID()
-			st.Leader = string(lid)
+			st = n.withLeader(st)
 		}
 		s.reply(req, wireReply{State: &st})
 		return
@@ -745,39 +676,11 @@ func (s *Service) stopNode(why string) {
 	s.log.Info().Str("reason", why).Msg("merge arbiter: raft node stopped")
 }
 
-func hasVoter(c raft.Configuration, id string) bool {
-	for _, sv := range c.Servers {
-		if string(sv.ID) == id && sv.Suffrage == raft.Voter {
-			return true
-		}
-	}
-	return false
-}
-
-func hasLearner(c raft.Configuration, id string) bool {
-	for _, sv := range c.Servers {
-		if string(sv.ID) == id && sv.Suffrage == raft.Nonvoter {
-			return true
-		}
-	}
-	return false
-}
-
-func learnerIDs(c raft.Configuration) []string {
+// members lists the ids of c's servers of suffrage s, sorted.
+func members(c raft.Configuration, s raft.ServerSuffrage) []string {
 	var out []string
 	for _, sv := range c.Servers {
-		if sv.Suffrage == raft.Nonvoter {
-			out = append(out, string(sv.ID))
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func voterIDs(c raft.Configuration) []string {
-	var out []string
-	for _, sv := range c.Servers {
-		if sv.Suffrage == raft.Voter {
+		if sv.Suffrage == s {
 			out = append(out, string(sv.ID))
 		}
 	}

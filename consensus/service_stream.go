@@ -64,19 +64,19 @@ func (m *listenerMux) acceptLoop() {
 // close closes the listener (acceptLoop returns) and the current session.
 func (m *listenerMux) close() {
 	_ = m.ln.Close()
-	m.mu.Lock()
-	s := m.cur
-	m.cur = nil
-	m.mu.Unlock()
-	if s != nil {
-		_ = s.Close()
-	}
+	m.swap(nil)
 }
 
 // session starts a stream layer for a new raft node; it replaces (and
 // closes) any previous one.
 func (m *listenerMux) session() *streamSession {
 	s := &streamSession{mux: m, conns: make(chan net.Conn, 16), done: make(chan struct{}), open: map[net.Conn]struct{}{}}
+	m.swap(s)
+	return s
+}
+
+// swap makes s (nil: none) the current session and closes the one before.
+func (m *listenerMux) swap(s *streamSession) {
 	m.mu.Lock()
 	old := m.cur
 	m.cur = s
@@ -84,7 +84,6 @@ func (m *listenerMux) session() *streamSession {
 	if old != nil {
 		_ = old.Close()
 	}
-	return s
 }
 
 // streamSession is a raft.StreamLayer over the shared listener. Close

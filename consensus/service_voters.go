@@ -104,14 +104,15 @@ func (s *Service) step(ctx context.Context) {
 		return
 	}
 	conf := f.Configuration()
-	member, learner := hasVoter(conf, self), hasLearner(conf, self)
+	voters, learners := members(conf, raft.Voter), members(conf, raft.Nonvoter)
+	member, learner := slices.Contains(voters, self), slices.Contains(learners, self)
 	if member && !n.wasMember {
 		n.wasMember = true
-		s.log.Info().Strs("voters", voterIDs(conf)).Msg("merge arbiter: this agent is a voter")
+		s.log.Info().Strs("voters", voters).Msg("merge arbiter: this agent is a voter")
 	}
 	if learner && !n.wasLearner {
 		n.wasLearner = true
-		s.log.Info().Strs("voters", voterIDs(conf)).Msg("merge arbiter: this agent is catching up as a learner")
+		s.log.Info().Strs("voters", voters).Msg("merge arbiter: this agent is catching up as a learner")
 	}
 	group := n.raft.fsm.groupID()
 	switch {
@@ -124,7 +125,7 @@ func (s *Service) step(ctx context.Context) {
 	case (member || learner) && s.removedByLeader(n, group):
 		s.stopNode("the leader's configuration no longer lists this agent")
 		return
-	case member && group != "" && s.olderGroup(group) != "":
+	case member && s.olderGroup(group) != "":
 		s.log.Error().Str("group", group).Str("older_group", s.olderGroup(group)).
 			Msg("merge arbiter: two groups in this region (bus was cut?); leaving the younger one to join the older")
 		s.stopNode("another, older group serves this region")
@@ -132,8 +133,8 @@ func (s *Service) step(ctx context.Context) {
 	}
 
 	candidate := len(conf.Servers) == 0 && first
-	st := wireState{ID: self, Addr: s.addr, Running: true, Member: member, Learner: learner, Voters: voterIDs(conf),
-		Learners: learnerIDs(conf), Group: group, Candidate: candidate}
+	st := wireState{ID: self, Addr: s.addr, Running: true, Member: member, Learner: learner, Voters: voters,
+		Learners: learners, Group: group, Candidate: candidate}
 	s.mu.Lock()
 	s.self = st
 	s.mu.Unlock()
@@ -173,9 +174,7 @@ func (s *Service) prune() {
 // probe publishes this member's state; group members answer with
 // theirs.
 func (s *Service) probe(ctx context.Context, st wireState, n *serviceNode) {
-	st.IsLeader = n.raft.Leader()
-	_, lid := n.raft.r.LeaderWithID()
-	st.Leader = string(lid)
+	st = n.withLeader(st)
 	data, err := json.Marshal(wireReq{V: wireVersion, ID: newToken(), From: s.cfg.ID, Reply: s.replySubj, Kind: kindStatus, State: &st})
 	if err != nil {
 		s.log.Error().Err(err).Msg("merge arbiter: encode probe")
@@ -229,8 +228,14 @@ func (s *Service) olderGroup(group string) string {
 	return older
 }
 
-// maybeBootstrap starts a new group with this node as only voter when the
-// rule in the Service doc holds.
+// maybeBootstrap starts a new group with this node as its only voter
+// once all of these hold: its node has never held a configuration and
+// this agent has been first of SelectVoters (a candidate) for
+// BootstrapAfter; no group member answered or probed for BootstrapAfter,
+// nor since Run; no candidate with a smaller id announced itself in that
+// time. So an agent restarted with an empty store never starts a second
+// group while a member of the existing one reaches it over the bus: it
+// waits to be added back.
 func (s *Service) maybeBootstrap(n *serviceNode) {
 	now := time.Now()
 	if s.candidateSince.IsZero() {
@@ -256,19 +261,16 @@ func (s *Service) maybeBootstrap(n *serviceNode) {
 		s.log.Warn().Err(err).Msg("merge arbiter: bootstrap")
 		return
 	}
-	n.group = fmt.Sprintf("%020d-%s", time.Now().UnixNano(), s.cfg.ID)
-	s.log.Info().Str("group", n.group).Dur("quiet", now.Sub(quietSince)).
+	s.log.Info().Dur("quiet", now.Sub(quietSince)).
 		Msg("merge arbiter: no group answered; bootstrapped one with this agent as its only voter")
 }
 
 // lead is the leader's part of a step: name the group if the log does not
-// yet, then at most one configuration change.
+// yet (names order groups by age: see olderGroup), then at most one
+// configuration change.
 func (s *Service) lead(ctx context.Context, n *serviceNode, conf raft.Configuration, peers, selected []Peer) {
 	if n.raft.fsm.groupID() == "" {
-		g := n.group
-		if g == "" {
-			g = fmt.Sprintf("%020d-%s", time.Now().UnixNano(), s.cfg.ID)
-		}
+		g := fmt.Sprintf("%020d-%s", time.Now().UnixNano(), s.cfg.ID)
 		if _, err := n.raft.applyEntry(ctx, raftEntry{Group: g}); err != nil {
 			s.log.Warn().Err(err).Msg("merge arbiter: name the group")
 			return
@@ -278,7 +280,7 @@ func (s *Service) lead(ctx context.Context, n *serviceNode, conf raft.Configurat
 	if fut == nil {
 		return
 	}
-	log := s.log.With().Str("change", what).Strs("voters", voterIDs(conf)).Logger()
+	log := s.log.With().Str("change", what).Strs("voters", members(conf, raft.Voter)).Logger()
 	if err := fut.Error(); err != nil {
 		log.Warn().Err(err).Msg("merge arbiter: configuration change failed")
 		return
@@ -288,13 +290,16 @@ func (s *Service) lead(ctx context.Context, n *serviceNode, conf raft.Configurat
 	if f := n.raft.r.GetConfiguration(); f.Error() == nil {
 		s.mu.Lock()
 		if s.node == n {
-			s.self.Voters, s.self.Learners = voterIDs(f.Configuration()), learnerIDs(f.Configuration())
+			s.self.Voters, s.self.Learners = members(f.Configuration(), raft.Voter), members(f.Configuration(), raft.Nonvoter)
 		}
 		s.mu.Unlock()
 	}
 }
 
-// reconcile picks the next configuration change toward selected, if any.
+// reconcile picks the next configuration change toward selected, if any
+// (the group never has more than Voters+1 voters). A selected agent the
+// leader cannot reach stays a learner (logged), not replaced by another:
+// the group runs one voter short until its address is fixed.
 func (s *Service) reconcile(n *RaftNode, conf raft.Configuration, peers, selected []Peer) (string, raft.Future) {
 	self := s.cfg.ID
 	timeout := s.cfg.Raft.ApplyTimeout
@@ -309,10 +314,10 @@ func (s *Service) reconcile(n *RaftNode, conf raft.Configuration, peers, selecte
 		desired[p.ID] = true
 	}
 	var voters, learners []raft.Server
-	inConf := map[string]bool{}
+	role := map[string]raft.ServerSuffrage{}
 	liveVoters, undesired := 0, 0
 	for _, sv := range conf.Servers {
-		inConf[string(sv.ID)] = true
+		role[string(sv.ID)] = sv.Suffrage
 		if sv.Suffrage != raft.Voter {
 			learners = append(learners, sv)
 			continue
@@ -327,6 +332,9 @@ func (s *Service) reconcile(n *RaftNode, conf raft.Configuration, peers, selecte
 		}
 	}
 	slices.SortFunc(voters, func(a, b raft.Server) int { return cmp.Compare(a.ID, b.ID) })
+	// keepsMajority: with one voter removed, liveAfter of those left are
+	// still a majority of them.
+	keepsMajority := func(liveAfter int) bool { return liveAfter*2 > len(voters)-1 }
 
 	// 1. A voter membership no longer lists is removed, while the live
 	// voters stay a majority of what remains.
@@ -334,7 +342,7 @@ func (s *Service) reconcile(n *RaftNode, conf raft.Configuration, peers, selecte
 		if _, ok := live[string(v.ID)]; ok {
 			continue
 		}
-		if liveVoters*2 <= len(voters)-1 {
+		if !keepsMajority(liveVoters) {
 			s.blocked(fmt.Sprintf("cannot remove dead voter %s: %d live of %d voters would not be a majority", v.ID, liveVoters, len(voters)-1))
 			break
 		}
@@ -363,13 +371,14 @@ func (s *Service) reconcile(n *RaftNode, conf raft.Configuration, peers, selecte
 	// of one growing to two would wedge.
 	grow := len(voters) < s.cfg.Voters || (len(voters) == s.cfg.Voters && undesired > 0)
 	for _, p := range selected {
-		if !grow || (inConf[p.ID] && !slices.ContainsFunc(learners, func(l raft.Server) bool { return string(l.ID) == p.ID })) {
+		r, in := role[p.ID]
+		if !grow || (in && r == raft.Voter) {
 			continue
 		}
 		st, fresh := s.stateOf(p.ID)
 		switch {
 		case !fresh || !st.Running || st.Member || st.Addr != p.RaftAddr:
-		case !inConf[p.ID]:
+		case !in:
 			s.learnerSince[p.ID] = time.Now()
 			return "add learner " + p.ID, n.r.AddNonvoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, timeout)
 		case st.Learner:
@@ -396,7 +405,7 @@ func (s *Service) reconcile(n *RaftNode, conf raft.Configuration, peers, selecte
 			if string(v.ID) == self || desired[string(v.ID)] {
 				continue
 			}
-			if (liveVoters-1)*2 <= len(voters)-1 {
+			if !keepsMajority(liveVoters - 1) {
 				s.blocked(fmt.Sprintf("keep unselected voter %s: live voters would not be a majority", v.ID))
 				break
 			}

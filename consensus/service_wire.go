@@ -82,8 +82,20 @@ type wireState struct {
 	Leader   string   `json:"leader,omitempty"`
 	Voters   []string `json:"voters,omitempty"`
 	Group    string   `json:"group,omitempty"`
-	// Candidate: it has no group and would bootstrap one (see Service).
+	// Candidate: it has no group and would bootstrap one (see maybeBootstrap).
 	Candidate bool `json:"candidate,omitempty"`
+}
+
+// command is the FSM command a register, merge or dissolve request asks
+// for (decodeReq checked that its fields are there).
+func (r wireReq) command() Command {
+	switch r.Kind {
+	case kindRegister:
+		return Command{Op: OpRegister, Reg: *r.Reg}
+	case kindMerge:
+		return Command{Op: OpMerge, P: *r.P, Q: *r.Q}
+	}
+	return Command{Op: OpDissolve, P: *r.P}
 }
 
 const maxIDLen = 256
