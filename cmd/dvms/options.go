@@ -179,7 +179,8 @@ var options = []option{
 		field: func(c *fileConfig) any { return &c.Runtime.ServiceWatch }},
 	{section: "monitor", name: "source", kind: kindEnum, def: "cgroup", choices: []string{"cgroup", "file", "prometheus", "nova-diagnostics"},
 		help: "Demand source. cgroup: the host's cgroup v2 tree (libvirt). file: a file the operator or a test writes. " +
-			"prometheus: instant queries. nova-diagnostics: one Nova request per server per sample, for small clouds only.",
+			"prometheus: instant queries. nova-diagnostics: Nova's server diagnostics, one listing plus one Nova request per server " +
+			"per sample (a sample at most once a minute, so demand is up to a minute old): for small clouds only.",
 		field: func(c *fileConfig) any { return &c.MonitorSource }},
 	{section: "monitor", name: "drain_reason_pattern", kind: kindRegexp, def: "^dvms:maintenance|^maintenance", required: true,
 		help:  "A disabled nova-compute service whose disabled reason matches this regular expression is drained (MAINTENANCE).",
