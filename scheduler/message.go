@@ -218,6 +218,15 @@ func (m *Message) validate() error {
 		if p.State < Growing || p.State > Finishing {
 			return fmt.Errorf("partition state %d", p.State)
 		}
+		// Every partition carries its initiator's event (the leader
+		// solves for it and names its plan after it), and its initiator
+		// and leader are members.
+		if len(p.Events) == 0 {
+			return fmt.Errorf("partition %s carries no event", p.ID)
+		}
+		if !p.has(p.Initiator) || !p.has(p.Leader) {
+			return fmt.Errorf("partition %s: initiator or leader not a member", p.ID)
+		}
 	}
 	if m.Hops < 0 {
 		return errors.New("negative hops")

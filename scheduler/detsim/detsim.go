@@ -34,6 +34,10 @@ type Options struct {
 	// Recheck skips actions that no longer fit when they start, like the
 	// real executor. Without it, any stale plan shows up as a violation.
 	Recheck bool
+	// ArbiterFaults is the probability that an arbiter request fails as
+	// when the Raft leader is lost: half before it is applied (no quorum),
+	// half after (outcome unknown: the agent must re-read).
+	ArbiterFaults float64
 	// Agent configures every agent (ID is filled in).
 	Agent scheduler.Config
 }
@@ -71,6 +75,7 @@ type Cluster struct {
 	Hosts   map[string]*scheduler.Host // ground truth
 	Crashed map[string]bool
 	Arbiter *consensus.Local
+	arb     *faultyArbiter
 	queue   []delivery
 	seq     int
 	execs   []*exec
@@ -79,6 +84,9 @@ type Cluster struct {
 	Records    []Rec
 	Violations []string
 	Messages   int
+	// Rereads counts the arbiter reads agents made after an unknown
+	// outcome; RereadMerges those that found the merge committed.
+	Rereads, RereadMerges int
 	// Filter, if set, can drop a message (returns false) — partitions, targeted loss.
 	Filter func(from, to string, m scheduler.Message) bool
 }
@@ -99,6 +107,7 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 		Agents: map[string]*scheduler.Agent{}, Hosts: map[string]*scheduler.Host{}, Crashed: map[string]bool{},
 	}
 	c.Arbiter = consensus.NewLocal(func() time.Time { return c.Now })
+	c.arb = &faultyArbiter{Arbiter: c.Arbiter, rate: opt.ArbiterFaults, rng: rand.New(rand.NewSource(opt.Seed + 1))}
 	for i := range hosts {
 		h := hosts[i]
 		h.Servers = slices.Clone(h.Servers)
@@ -280,6 +289,7 @@ func (c *Cluster) flush(n string) {
 			continue
 		}
 		c.Agents[n].ArbiterDone(req, res)
+		c.checkMergeApplied(n, req, res)
 		c.flush(n)
 	}
 	for _, r := range rd.Records {
@@ -288,7 +298,40 @@ func (c *Cluster) flush(n string) {
 }
 
 func (c *Cluster) arbiter(req scheduler.ArbiterRequest) scheduler.ArbiterResult {
-	return node.CallArbiter(context.Background(), c.Arbiter, req)
+	res := node.CallArbiter(context.Background(), c.arb, req)
+	if req.Op == scheduler.ArbRead {
+		c.Rereads++
+		if mergeSeen(req, res) {
+			c.RereadMerges++
+		}
+	}
+	return res
+}
+
+// mergeSeen reports whether the arbiter's answer shows the merge of req
+// committed: a Merge committed, or a re-read finding the absorbed
+// partition's nodes in the absorbing one.
+func mergeSeen(req scheduler.ArbiterRequest, res scheduler.ArbiterResult) bool {
+	switch req.Op {
+	case scheduler.ArbMerge:
+		return res.Committed
+	case scheduler.ArbRead:
+		return res.Committed && req.Absorb != nil && slices.Contains(res.Nodes, req.Absorb.Nodes[0])
+	}
+	return false
+}
+
+// checkMergeApplied: a merge the arbiter committed is applied by the
+// absorbing leader at once (else the absorbed partition and its events
+// are orphaned: absorbed in the arbiter, carried by no one).
+func (c *Cluster) checkMergeApplied(n string, req scheduler.ArbiterRequest, res scheduler.ArbiterResult) {
+	if !mergeSeen(req, res) {
+		return
+	}
+	p := c.Agents[n].Partition()
+	if p == nil || p.ID != req.Part.ID || !slices.Contains(p.Nodes, req.Absorb.Nodes[0]) {
+		c.Violations = append(c.Violations, fmt.Sprintf("%s: merge of %s into %s committed but not applied (partition now %+v)", n, req.Absorb.ID, req.Part.ID, p))
+	}
 }
 
 // progress moves plans forward: a step's moves start together (counted
@@ -424,6 +467,10 @@ func (c *Cluster) thresholds() scheduler.Thresholds {
 	}
 	return c.opt.Agent.Thresholds
 }
+
+// ArbiterFaults returns how many arbiter requests failed with an unknown
+// outcome (applied, answer lost) and with no quorum (not applied).
+func (c *Cluster) ArbiterFaults() (unknown, noQuorum int) { return c.arb.Unknown, c.arb.NoQuorum }
 
 // Count returns how many records of kind were emitted (with outcome o when o != 0).
 func (c *Cluster) Count(kind scheduler.RecordKind, o scheduler.Outcome) int {
