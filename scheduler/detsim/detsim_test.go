@@ -75,9 +75,23 @@ func TestSummary(t *testing.T) {
 	c := New(Options{Seed: 5}, hosts)
 	before := len(c.Overloaded())
 	c.RunUntil(2*time.Minute, func() bool { return len(c.Overloaded()) == 0 && c.Idle() })
-	t.Logf("overloaded before %d after %d; raised %d solved %d msgs %d", before, len(c.Overloaded()),
-		c.Count(scheduler.RecEventRaised, 0), c.Count(scheduler.RecEventEnded, scheduler.Solved), c.Messages)
+	raised, ended := c.Count(scheduler.RecEventRaised, 0), c.Count(scheduler.RecEventEnded, 0)
+	solved := c.Count(scheduler.RecEventEnded, scheduler.Solved)
+	t.Logf("overloaded before %d after %d; raised %d ended %d solved %d msgs %d", before, len(c.Overloaded()),
+		raised, ended, solved, c.Messages)
 	if before == 0 {
 		t.Fatal("fixture has no overload")
+	}
+	if len(c.Violations) > 0 {
+		t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
+	}
+	if s := c.Solvable(); len(s) > 0 {
+		t.Fatalf("overloaded hosts with a solution left: %v", s)
+	}
+	if !c.Idle() || raised == 0 || ended != raised {
+		t.Fatalf("idle %v: %d events raised, %d ended", c.Idle(), raised, ended)
+	}
+	if solved == 0 || len(c.Overloaded()) >= before {
+		t.Fatalf("nothing solved: %d solved, overloaded %d -> %d", solved, before, len(c.Overloaded()))
 	}
 }
