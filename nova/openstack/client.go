@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,8 @@ type Client struct {
 
 	rpMu sync.Mutex
 	rps  map[string]providerJSON // resource provider of each host, by host name
+
+	meter *meteredTransport
 }
 
 var _ nova.Client = (*Client)(nil)
@@ -64,9 +67,18 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	// Long-running agents outlive their token: let gophercloud fetch a
 	// new one on 401 (impossible when the cloud only gives a token).
 	ao.AllowReauth = ao.TokenID == ""
+	// Every request, the authentication included, goes through the
+	// meter (gophercloud's WithTLSConfig would replace the transport).
+	var next http.RoundTripper = http.DefaultTransport
+	if tlsConfig != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tlsConfig
+		next = t
+	}
+	mt := newMeteredTransport(next)
+	mt.endpoint(nova.ServiceIdentity, ao.IdentityEndpoint)
 	provider, err := config.NewProviderClient(ctx, ao,
-		config.WithHTTPClient(http.Client{Timeout: cfg.RequestTimeout}),
-		config.WithTLSConfig(tlsConfig))
+		config.WithHTTPClient(http.Client{Timeout: cfg.RequestTimeout, Transport: mt}))
 	if err != nil {
 		return nil, fmt.Errorf("openstack: authenticate to cloud %q: %w", cfg.Cloud, classify(ctx, err))
 	}
@@ -84,12 +96,104 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // NewFromServiceClients builds a client on service clients made elsewhere
-// (their provider authenticated). It pins compute to ComputeMicroversion.
+// (their provider authenticated). It pins compute to ComputeMicroversion
+// and meters their providers' HTTP transport from now on (see Meter).
 // cfg's retry, cache and concurrency settings apply; its cloud settings
 // are ignored.
 func NewFromServiceClients(cfg Config, compute, placement *gophercloud.ServiceClient) *Client {
 	compute.Microversion = ComputeMicroversion
-	return &Client{cfg: cfg, compute: compute, placement: placement, rps: map[string]providerJSON{}}
+	mt, pt := instrument(compute.ProviderClient), instrument(placement.ProviderClient)
+	if pt != mt {
+		pt.meter = mt.meter // two providers, one meter
+	}
+	for _, t := range []*meteredTransport{mt, pt} {
+		t.endpoint(nova.ServiceCompute, compute.Endpoint)
+		t.endpoint(nova.ServicePlacement, placement.Endpoint)
+	}
+	return &Client{cfg: cfg, compute: compute, placement: placement, rps: map[string]providerJSON{}, meter: mt}
+}
+
+// Meter counts every HTTP request the client's provider sends: compute,
+// placement and keystone (tokens, re-authentication), retries included,
+// by template (see nova.Meter), with their latency up to the response
+// headers. Requests made before the service endpoints were known (version
+// discovery while connecting) count under nova.ServiceOther.
+func (c *Client) Meter() *nova.Meter { return c.meter.meter }
+
+// ---- metering ----
+
+// meteredTransport records every request on a nova.Meter, its service
+// found by the longest endpoint prefix of its URL.
+type meteredTransport struct {
+	next  http.RoundTripper
+	meter *nova.Meter
+
+	mu    sync.RWMutex
+	bases []endpointBase
+}
+
+type endpointBase struct {
+	service string
+	prefix  string // host + path, without trailing slash
+}
+
+func newMeteredTransport(next http.RoundTripper) *meteredTransport {
+	return &meteredTransport{next: next, meter: nova.NewMeter()}
+}
+
+// instrument returns the metered transport of provider, installing one
+// around its current transport if it has none.
+func instrument(p *gophercloud.ProviderClient) *meteredTransport {
+	if mt, ok := p.HTTPClient.Transport.(*meteredTransport); ok {
+		return mt
+	}
+	next := p.HTTPClient.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	mt := newMeteredTransport(next)
+	p.HTTPClient.Transport = mt
+	return mt
+}
+
+// endpoint registers the base URL of a service (ignored if unparsable).
+func (t *meteredTransport) endpoint(service, base string) {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return
+	}
+	prefix := u.Host + strings.TrimSuffix(u.Path, "/")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.bases = slices.DeleteFunc(t.bases, func(b endpointBase) bool { return b.service == service })
+	t.bases = append(t.bases, endpointBase{service: service, prefix: prefix})
+	// Longest prefix first.
+	slices.SortFunc(t.bases, func(a, b endpointBase) int { return len(b.prefix) - len(a.prefix) })
+}
+
+// template finds the service of u and its path relative to the service.
+func (t *meteredTransport) template(method string, u *url.URL) nova.Template {
+	full := u.Host + u.Path
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, b := range t.bases {
+		if rest, ok := strings.CutPrefix(full, b.prefix); ok && (rest == "" || rest[0] == '/') {
+			return nova.Template{Service: b.service, Method: method, Path: nova.PathTemplate(rest, u.RawQuery)}
+		}
+	}
+	return nova.Template{Service: nova.ServiceOther, Method: method, Path: nova.PathTemplate(u.Path, u.RawQuery)}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *meteredTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.next.RoundTrip(req)
+	status := 0
+	if err == nil {
+		status = resp.StatusCode
+	}
+	t.meter.Record(nova.Request{Template: t.template(req.Method, req.URL), Latency: time.Since(start), Class: nova.ClassOf(status)})
+	return resp, err
 }
 
 // ---- requests ----
