@@ -3,6 +3,7 @@ package fake
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,18 +30,25 @@ var (
 
 // Hosts implements nova.Client: every host by name, with placement usage
 // (moves in flight counted on both ends) and service state.
-func (c *Cloud) Hosts(ctx context.Context) ([]nova.Host, error) {
-	if err := c.gate(ctx, callRead, "list hosts"); err != nil {
+func (c *Cloud) Hosts(ctx context.Context) ([]nova.Host, error) { return c.listHosts(ctx, c.def) }
+
+func (c *Cloud) listHosts(ctx context.Context, v *View) ([]nova.Host, error) {
+	b, err := c.begin(ctx, v, callRead, "list hosts", tServicesAll)
+	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.advance()
 	out := make([]nova.Host, 0, len(c.hostOrder))
 	for _, h := range c.hostOrder {
 		out = append(out, h.view())
 	}
-	return out, nil
+	b.add(nova.ClassOK, tProvidersAll)
+	for range out {
+		b.add(nova.ClassOK, tInventories, tUsages)
+	}
+	c.mu.Unlock()
+	return out, b.end(nil)
 }
 
 // Services implements nova.Client: the nova-compute service of every host.
@@ -60,56 +68,89 @@ func (c *Cloud) Services(ctx context.Context) ([]nova.Service, error) {
 
 // Host implements nova.Client (nova.ErrNotFound for an unknown host).
 func (c *Cloud) Host(ctx context.Context, name string) (nova.Host, error) {
-	if err := c.gate(ctx, callRead, "get host "+name); err != nil {
+	return c.getHost(ctx, c.def, name)
+}
+
+func (c *Cloud) getHost(ctx context.Context, v *View, name string) (nova.Host, error) {
+	b, err := c.begin(ctx, v, callRead, "get host "+name, tServicesHost)
+	if err != nil {
 		return nova.Host{}, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.advance()
 	h, ok := c.hosts[name]
-	if !ok {
-		return nova.Host{}, fmt.Errorf("host %s: %w", name, nova.ErrNotFound)
+	var out nova.Host
+	if ok {
+		out = h.view()
+		b.add(nova.ClassOK, tProvidersName, tInventories, tUsages)
+	} else {
+		err = fmt.Errorf("host %s: %w", name, nova.ErrNotFound) // an empty service list
 	}
-	return h.view(), nil
+	c.mu.Unlock()
+	return out, b.end(err)
 }
 
 // Servers implements nova.Client: the servers whose host is name, by ID.
 // A migrating server is listed on its source until the move completes;
 // an offloaded one on no host. nova.ErrNotFound for an unknown host.
 func (c *Cloud) Servers(ctx context.Context, name string) ([]nova.Server, error) {
-	if err := c.gate(ctx, callRead, "list servers on "+name); err != nil {
+	return c.listServers(ctx, c.def, name)
+}
+
+func (c *Cloud) listServers(ctx context.Context, v *View, name string) ([]nova.Server, error) {
+	b, err := c.begin(ctx, v, callRead, "list servers on "+name, tServersHost)
+	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.advance()
 	h, ok := c.hosts[name]
-	if !ok {
-		return nil, fmt.Errorf("servers on %s: %w", name, nova.ErrNotFound)
+	var out []nova.Server
+	if ok {
+		out = h.serverViews()
+		for range pages(len(out)) - 1 {
+			b.add(nova.ClassOK, tServersNext)
+		}
+		if len(out) > 0 {
+			b.groupIndex()
+		}
+	} else {
+		err = fmt.Errorf("servers on %s: %w", name, nova.ErrNotFound) // Nova lists none
 	}
-	return h.serverViews(), nil
+	c.mu.Unlock()
+	return out, b.end(err)
 }
 
 // Server implements nova.Client (nova.ErrNotFound for an unknown server).
 func (c *Cloud) Server(ctx context.Context, id string) (nova.Server, error) {
-	if err := c.gate(ctx, callRead, "get server "+id); err != nil {
+	return c.getServer(ctx, c.def, id)
+}
+
+func (c *Cloud) getServer(ctx context.Context, v *View, id string) (nova.Server, error) {
+	b, err := c.begin(ctx, v, callRead, "get server "+id, tServer)
+	if err != nil {
 		return nova.Server{}, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.advance()
-	s, ok := c.servers[id]
-	if !ok {
-		return nova.Server{}, fmt.Errorf("server %s: %w", id, nova.ErrNotFound)
+	s := c.servers[id]
+	var out nova.Server
+	if s != nil {
+		out = s.view()
+		b.serverGroup(s)
+	} else {
+		b.answer(nova.ClassNotFound)
+		err = fmt.Errorf("server %s: %w", id, nova.ErrNotFound)
 	}
-	return s.view(), nil
+	c.mu.Unlock()
+	return out, b.end(err)
 }
 
 // Demand implements nova.DemandSource: the demand set with SetDemand of
 // every server on host. Reading it also tells the observer that the
 // caller saw the host's current demand (see Drift).
 func (c *Cloud) Demand(ctx context.Context, name string) (map[string]nova.Demand, error) {
-	if err := c.gate(ctx, callRead, "demand of "+name); err != nil {
+	if _, err := c.gate(ctx, callRead, "demand of "+name); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -144,9 +185,15 @@ func (c *Cloud) Demand(ctx context.Context, name string) (map[string]nova.Demand
 // allocation is freed. With Config.FaultRate a migration may instead end
 // in error while running, the server staying on its source.
 func (c *Cloud) LiveMigrate(ctx context.Context, serverID, dest string) (nova.Receipt, error) {
-	if err := c.gate(ctx, callAction, "live-migrate "+serverID); err != nil {
-		return nova.Receipt{}, err
-	}
+	return c.liveMigrate(ctx, c.def, serverID, dest)
+}
+
+func (c *Cloud) liveMigrate(ctx context.Context, v *View, serverID, dest string) (nova.Receipt, error) {
+	return c.action(ctx, v, "live-migrate "+serverID, func() (nova.Receipt, error) { return c.doLiveMigrate(ctx, serverID, dest) })
+}
+
+// doLiveMigrate is LiveMigrate once charged.
+func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.Receipt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advance()
@@ -234,9 +281,27 @@ func (c *Cloud) LiveMigrate(ctx context.Context, serverID, dest string) (nova.Re
 // first, with their status at the clock's Now (nova.ErrNotFound for an
 // unknown server).
 func (c *Cloud) Migrations(ctx context.Context, serverID string) ([]nova.Migration, error) {
-	if err := c.gate(ctx, callRead, "migrations of "+serverID); err != nil {
+	return c.migrations(ctx, c.def, serverID)
+}
+
+func (c *Cloud) migrations(ctx context.Context, v *View, serverID string) ([]nova.Migration, error) {
+	b, err := c.begin(ctx, v, callRead, "migrations of "+serverID, tMigrations)
+	if err != nil {
 		return nil, err
 	}
+	out, err := c.doMigrations(ctx, serverID)
+	if len(out) == 0 {
+		// An empty list: nova/openstack reads the server to tell "no
+		// migrations" from "no such server".
+		c.mu.Lock()
+		b.server(c.servers[serverID])
+		c.mu.Unlock()
+	}
+	return out, b.end(err)
+}
+
+// doMigrations is Migrations once charged.
+func (c *Cloud) doMigrations(ctx context.Context, serverID string) ([]nova.Migration, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advance()
@@ -257,9 +322,15 @@ func (c *Cloud) Migrations(ctx context.Context, serverID string) ([]nova.Migrati
 // ShelveOffload (as with shelved_offload_time = -1). nova.ErrConflict
 // in any other state.
 func (c *Cloud) Shelve(ctx context.Context, serverID string) (nova.Receipt, error) {
-	if err := c.gate(ctx, callAction, "shelve "+serverID); err != nil {
-		return nova.Receipt{}, err
-	}
+	return c.shelve(ctx, c.def, serverID)
+}
+
+func (c *Cloud) shelve(ctx context.Context, v *View, serverID string) (nova.Receipt, error) {
+	return c.action(ctx, v, "shelve "+serverID, func() (nova.Receipt, error) { return c.doShelve(ctx, serverID) })
+}
+
+// doShelve is Shelve once charged.
+func (c *Cloud) doShelve(ctx context.Context, serverID string) (nova.Receipt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advance()
@@ -276,9 +347,15 @@ func (c *Cloud) Shelve(ctx context.Context, serverID string) (nova.Receipt, erro
 // SHELVED_OFFLOADED with no host, and its allocation is freed.
 // nova.ErrConflict in any other state.
 func (c *Cloud) ShelveOffload(ctx context.Context, serverID string) (nova.Receipt, error) {
-	if err := c.gate(ctx, callAction, "shelve-offload "+serverID); err != nil {
-		return nova.Receipt{}, err
-	}
+	return c.shelveOffload(ctx, c.def, serverID)
+}
+
+func (c *Cloud) shelveOffload(ctx context.Context, v *View, serverID string) (nova.Receipt, error) {
+	return c.action(ctx, v, "shelve-offload "+serverID, func() (nova.Receipt, error) { return c.doShelveOffload(ctx, serverID) })
+}
+
+// doShelveOffload is ShelveOffload once charged.
+func (c *Cloud) doShelveOffload(ctx context.Context, serverID string) (nova.Receipt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advance()
@@ -307,9 +384,15 @@ func (c *Cloud) ShelveOffload(ctx context.Context, serverID string) (nova.Receip
 // fail the call: it is accepted, the server stays SHELVED_OFFLOADED and
 // the instance action's Message says why.
 func (c *Cloud) Unshelve(ctx context.Context, serverID, name string) (nova.Receipt, error) {
-	if err := c.gate(ctx, callAction, "unshelve "+serverID); err != nil {
-		return nova.Receipt{}, err
-	}
+	return c.unshelve(ctx, c.def, serverID, name)
+}
+
+func (c *Cloud) unshelve(ctx context.Context, v *View, serverID, name string) (nova.Receipt, error) {
+	return c.action(ctx, v, "unshelve "+serverID, func() (nova.Receipt, error) { return c.doUnshelve(ctx, serverID, name) })
+}
+
+// doUnshelve is Unshelve once charged.
+func (c *Cloud) doUnshelve(ctx context.Context, serverID, name string) (nova.Receipt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advance()
@@ -377,9 +460,23 @@ func (c *Cloud) actionable(id, op, from string) (*server, error) {
 // nova-compute service with reason, or enables it (clearing the
 // reason). nova.ErrNotFound for an unknown host.
 func (c *Cloud) SetServiceStatus(ctx context.Context, name string, disabled bool, reason string) error {
-	if err := c.gate(ctx, callAction, "set service of "+name); err != nil {
+	return c.setServiceStatus(ctx, c.def, name, disabled, reason)
+}
+
+func (c *Cloud) setServiceStatus(ctx context.Context, v *View, name string, disabled bool, reason string) error {
+	b, err := c.begin(ctx, v, callAction, "set service of "+name, tServicesHost)
+	if err != nil {
 		return err
 	}
+	err = c.doSetServiceStatus(ctx, name, disabled, reason)
+	if !errors.Is(err, nova.ErrNotFound) { // an empty service list: no PUT
+		b.add(classOf(err), tServicePut)
+	}
+	return b.end(err)
+}
+
+// doSetServiceStatus is SetServiceStatus once charged.
+func (c *Cloud) doSetServiceStatus(ctx context.Context, name string, disabled bool, reason string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advance()
@@ -412,9 +509,37 @@ func (c *Cloud) receipt(ctx context.Context, serverID, action string) nova.Recei
 // not model, and refuses SHELVED and SHELVED_OFFLOADED: mark before
 // shelving, unmark after unshelving).
 func (c *Cloud) SetServerMetadata(ctx context.Context, serverID, key, value string) error {
-	if err := c.gate(ctx, callAction, "set metadata of "+serverID); err != nil {
+	return c.setServerMetadata(ctx, c.def, serverID, key, value)
+}
+
+func (c *Cloud) setServerMetadata(ctx context.Context, v *View, serverID, key, value string) error {
+	b, err := c.begin(ctx, v, callAction, "set metadata of "+serverID, tMetadata(key, value))
+	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	s := c.servers[serverID]
+	absent := s == nil
+	if s != nil {
+		_, has := s.Metadata[key]
+		absent = !has
+	}
+	c.mu.Unlock()
+	err = c.doSetServerMetadata(ctx, serverID, key, value)
+	b.answer(classOf(err))
+	if value == "" && absent && (err == nil || errors.Is(err, nova.ErrNotFound)) {
+		// Nova answers 404 for a missing key; nova/openstack then reads
+		// the server to tell it from a missing server.
+		b.answer(nova.ClassNotFound)
+		c.mu.Lock()
+		b.server(c.servers[serverID])
+		c.mu.Unlock()
+	}
+	return b.end(err)
+}
+
+// doSetServerMetadata is SetServerMetadata once charged.
+func (c *Cloud) doSetServerMetadata(ctx context.Context, serverID, key, value string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advance()
@@ -439,9 +564,23 @@ func (c *Cloud) SetServerMetadata(ctx context.Context, serverID, key, value stri
 // ShelvedServers implements nova.Client: every SHELVED_OFFLOADED server,
 // by ID.
 func (c *Cloud) ShelvedServers(ctx context.Context) ([]nova.Server, error) {
-	if err := c.gate(ctx, callRead, "list shelved servers"); err != nil {
+	return c.shelvedServers(ctx, c.def)
+}
+
+func (c *Cloud) shelvedServers(ctx context.Context, v *View) ([]nova.Server, error) {
+	b, err := c.begin(ctx, v, callRead, "list shelved servers", tShelved)
+	if err != nil {
 		return nil, err
 	}
+	out, err := c.doShelvedServers(ctx)
+	for range pages(len(out)) - 1 {
+		b.add(nova.ClassOK, tShelvedNext)
+	}
+	return out, b.end(err)
+}
+
+// doShelvedServers is ShelvedServers once charged.
+func (c *Cloud) doShelvedServers(ctx context.Context) ([]nova.Server, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advance()
@@ -453,4 +592,15 @@ func (c *Cloud) ShelvedServers(ctx context.Context) ([]nova.Server, error) {
 	}
 	slices.SortFunc(out, func(a, b nova.Server) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// action charges one POST /servers/{id}/action around do.
+func (c *Cloud) action(ctx context.Context, v *View, op string, do func() (nova.Receipt, error)) (nova.Receipt, error) {
+	b, err := c.begin(ctx, v, callAction, op, tAction)
+	if err != nil {
+		return nova.Receipt{}, err
+	}
+	rc, err := do()
+	b.answer(classOf(err))
+	return rc, b.end(err)
 }

@@ -11,11 +11,27 @@ import (
 // use and must not go backwards.
 type Clock interface{ Now() time.Time }
 
-// ManualClock is a Clock that moves only when a test calls Advance or
-// Set. Safe for concurrent use.
+// Waiter is a Clock a caller can wait on: After delivers the clock's
+// time once d of it has passed. With a Waiter, a call to the cloud
+// really takes its API latency (Config.APIRate, APILatency); with a
+// plain Clock the latency is charged on the meter only. ManualClock,
+// ScaledClock and scheduler/node's clocks are Waiters.
+type Waiter interface {
+	Clock
+	After(d time.Duration) <-chan time.Time
+}
+
+// ManualClock is a Clock that moves only when a test calls Advance.
+// Safe for concurrent use.
 type ManualClock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu      sync.Mutex
+	t       time.Time
+	waiters []manualWaiter
+}
+
+type manualWaiter struct {
+	at time.Time
+	ch chan time.Time
 }
 
 // NewManualClock returns a ManualClock reading t.
@@ -35,8 +51,40 @@ func (c *ManualClock) Advance(d time.Duration) {
 		return
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
-	c.mu.Unlock()
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(c.t) {
+			kept = append(kept, w)
+			continue
+		}
+		w.ch <- c.t
+	}
+	clear(c.waiters[len(kept):])
+	c.waiters = kept
+}
+
+// After implements Waiter: the channel delivers once Advance has moved
+// the clock d past now (at once for d <= 0).
+func (c *ManualClock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d <= 0 {
+		ch <- c.t
+		return ch
+	}
+	c.waiters = append(c.waiters, manualWaiter{at: c.t.Add(d), ch: ch})
+	return ch
+}
+
+// Waiting is how many After channels have not delivered yet (tests use
+// it to know a call is blocked on the clock).
+func (c *ManualClock) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
 }
 
 // ScaledClock is the wall clock sped up by Factor, reading Epoch at the
@@ -61,6 +109,9 @@ func NewScaledClock(epoch time.Time, factor float64) *ScaledClock {
 func (c *ScaledClock) Now() time.Time {
 	return c.epoch.Add(time.Duration(float64(time.Since(c.start)) * c.factor))
 }
+
+// After implements Waiter, in wall time d / Factor.
+func (c *ScaledClock) After(d time.Duration) <-chan time.Time { return time.After(c.Wall(d)) }
 
 // Factor is how many times faster than the wall clock c runs.
 func (c *ScaledClock) Factor() float64 { return c.factor }

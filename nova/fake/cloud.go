@@ -152,6 +152,10 @@ type Cloud struct {
 	seq       uint64
 
 	obs observer
+
+	meter *nova.Meter // every API request, by caller
+	def   *View       // the cloud's own methods: caller ""
+	api   api         // the API's queue (Config.APIRate)
 }
 
 // New returns an empty cloud reading time from clock. Fields of cfg that
@@ -159,14 +163,17 @@ type Cloud struct {
 // cfg from users validate it first.
 func New(cfg Config, clock Clock) *Cloud {
 	cfg = cfg.withDefaults()
-	return &Cloud{
+	c := &Cloud{
 		cfg: cfg, clock: clock,
 		ids:       rand.New(rand.NewSource(cfg.Seed)),
 		faultRand: rand.New(rand.NewSource(cfg.Seed ^ 0x5eed_fa17)),
 		hosts:     map[string]*host{}, servers: map[string]*server{}, groups: map[string]*group{},
 		migs: map[string][]*migration{}, actions: map[string][]Action{},
-		obs: observer{moved: map[[2]string]bool{}},
+		obs:   observer{moved: map[[2]string]bool{}},
+		meter: nova.NewMeter(),
 	}
+	c.def = c.Client("")
+	return c
 }
 
 // Config returns the configuration in use (defaults applied).

@@ -29,12 +29,27 @@ type Config struct {
 	// migration the destination's demand must stay within them, and
 	// Overloaded reports hosts above them. Default 1.0 each. Must be > 0.
 	OverloadCPU, OverloadRAM float64
+	// APIRate is how many requests per second the region's API (nova-api
+	// and placement together) serves, 0 for no limit. Requests beyond it
+	// wait in one FIFO queue, each taking 1/APIRate of service, and the
+	// call really waits that long in the clock's time when the clock is
+	// a Waiter. Default 0.
+	APIRate float64
+	// APILatency is added to every request's latency (network and the
+	// API's own work, not limited by APIRate). Default 0. Must be >= 0.
+	APILatency time.Duration
+	// GroupCacheTTL mirrors nova/openstack's Config.GroupCacheTTL (how
+	// long a client reuses its server-group listing) to charge the same
+	// requests. Default 10 s, as there; 0 lists every time.
+	GroupCacheTTL time.Duration
 }
 
-// DefaultConfig returns 1000 MB/s, 1 s overhead, no faults and overload
-// limits at 100 % of physical capacity.
+// DefaultConfig returns 1000 MB/s, 1 s overhead, no faults, overload
+// limits at 100 % of physical capacity, an unlimited API without latency
+// and a 10 s group cache.
 func DefaultConfig() Config {
-	return Config{BandwidthMBps: 1000, MigrationOverhead: time.Second, OverloadCPU: 1, OverloadRAM: 1}
+	return Config{BandwidthMBps: 1000, MigrationOverhead: time.Second, OverloadCPU: 1, OverloadRAM: 1,
+		GroupCacheTTL: 10 * time.Second}
 }
 
 // Validate returns every problem of c, joined, or nil.
@@ -54,6 +69,15 @@ func (c Config) Validate() error {
 	}
 	if !(c.OverloadRAM > 0) {
 		errs = append(errs, fmt.Errorf("fake: OverloadRAM must be > 0, got %v", c.OverloadRAM))
+	}
+	if !(c.APIRate >= 0) {
+		errs = append(errs, fmt.Errorf("fake: APIRate must be >= 0, got %v", c.APIRate))
+	}
+	if c.APILatency < 0 {
+		errs = append(errs, fmt.Errorf("fake: APILatency must be >= 0, got %v", c.APILatency))
+	}
+	if c.GroupCacheTTL < 0 {
+		errs = append(errs, fmt.Errorf("fake: GroupCacheTTL must be >= 0, got %v", c.GroupCacheTTL))
 	}
 	return errors.Join(errs...)
 }
@@ -78,6 +102,15 @@ func (c Config) withDefaults() Config {
 	}
 	if !(c.OverloadRAM > 0) {
 		c.OverloadRAM = d.OverloadRAM
+	}
+	if !(c.APIRate >= 0) {
+		c.APIRate = d.APIRate
+	}
+	if c.APILatency < 0 {
+		c.APILatency = d.APILatency
+	}
+	if c.GroupCacheTTL < 0 {
+		c.GroupCacheTTL = d.GroupCacheTTL
 	}
 	return c
 }

@@ -18,6 +18,13 @@
 // per-host indexes keep reads at O(servers on the host), and migrations
 // in flight wait in a min-heap by end time.
 //
+// Cost: every nova.Client call is charged on the cloud's nova.Meter as
+// the requests nova/openstack sends for it (the table in cost.go, checked
+// against the real client by nova/openstack/testing), per caller
+// (Client(name) gives a caller its own view; Uncharged is for harness
+// reads). Config.APIRate makes the API finite: requests queue FIFO and
+// calls wait, on the clock, for their turn (APIStats).
+//
 // Setup: New, AddHost, AddGroup, AddServer, DeleteServer, SetDemand,
 // SetServiceForcedDown. Reads for simulators: Snapshot, ServersOn,
 // HostDemand, Overloaded, Actions. Observer: Violations, Drift, Audit,

@@ -21,6 +21,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bandwidth", func(c *fake.Config) { c.BandwidthMBps = 0 }, []string{"BandwidthMBps"}},
 		{"overhead", func(c *fake.Config) { c.MigrationOverhead = -time.Second }, []string{"MigrationOverhead"}},
 		{"fault rate", func(c *fake.Config) { c.FaultRate = 1.5 }, []string{"FaultRate"}},
+		{"api", func(c *fake.Config) { c.APIRate, c.APILatency, c.GroupCacheTTL = -1, -time.Millisecond, -time.Second },
+			[]string{"APIRate", "APILatency", "GroupCacheTTL"}},
 		{"every problem", func(c *fake.Config) { *c = fake.Config{FaultRate: -1} },
 			[]string{"BandwidthMBps", "FaultRate", "OverloadCPU", "OverloadRAM"}},
 	} {

@@ -20,13 +20,15 @@ const (
 // HTTP 500 (nova.ErrUnavailable), HTTP 409 on actions (nova.ErrConflict),
 // or a timeout: it waits for ctx to be done and returns
 // nova.ErrUnavailable wrapping ctx.Err(), or returns at once when ctx
-// has no deadline (so nothing ever hangs).
-func (c *Cloud) gate(ctx context.Context, kind int, op string) error {
+// has no deadline (so nothing ever hangs). With the error comes the
+// class of the answer (nova.ClassServerError, ClassConflict,
+// ClassTransport).
+func (c *Cloud) gate(ctx context.Context, kind int, op string) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w: %w", op, nova.ErrUnavailable, err)
+		return nova.ClassTransport, fmt.Errorf("%s: %w: %w", op, nova.ErrUnavailable, err)
 	}
 	if c.cfg.FaultRate <= 0 {
-		return nil
+		return nova.ClassOK, nil
 	}
 	c.mu.Lock()
 	p := c.faultRand.Float64()
@@ -37,21 +39,21 @@ func (c *Cloud) gate(ctx context.Context, kind int, op string) error {
 	f := c.faultRand.Intn(n)
 	if p >= c.cfg.FaultRate {
 		c.mu.Unlock()
-		return nil
+		return nova.ClassOK, nil
 	}
 	c.obs.stats.Faults++
 	c.mu.Unlock()
 	switch f {
 	case 0:
-		return fmt.Errorf("%s: injected HTTP 500: %w", op, nova.ErrUnavailable)
+		return nova.ClassServerError, fmt.Errorf("%s: injected HTTP 500: %w", op, nova.ErrUnavailable)
 	case 2:
-		return fmt.Errorf("%s: injected HTTP 409: %w", op, nova.ErrConflict)
+		return nova.ClassConflict, fmt.Errorf("%s: injected HTTP 409: %w", op, nova.ErrConflict)
 	}
 	if _, ok := ctx.Deadline(); !ok {
-		return fmt.Errorf("%s: injected timeout: %w", op, nova.ErrUnavailable)
+		return nova.ClassTransport, fmt.Errorf("%s: injected timeout: %w", op, nova.ErrUnavailable)
 	}
 	<-ctx.Done()
-	return fmt.Errorf("%s: injected timeout: %w: %w", op, nova.ErrUnavailable, ctx.Err())
+	return nova.ClassTransport, fmt.Errorf("%s: injected timeout: %w: %w", op, nova.ErrUnavailable, ctx.Err())
 }
 
 // migrationFault draws whether a live migration that passed scheduling
