@@ -52,18 +52,21 @@ func (c *Cloud) listHosts(ctx context.Context, v *View) ([]nova.Host, error) {
 }
 
 // Services implements nova.Client: the nova-compute service of every host.
-func (c *Cloud) Services(ctx context.Context) ([]nova.Service, error) {
-	if err := c.gate(ctx, callRead, "list services"); err != nil {
+func (c *Cloud) Services(ctx context.Context) ([]nova.Service, error) { return c.listServices(ctx, c.def) }
+
+func (c *Cloud) listServices(ctx context.Context, v *View) ([]nova.Service, error) {
+	b, err := c.begin(ctx, v, callRead, "list services", tServicesAll)
+	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.advance()
 	out := make([]nova.Service, 0, len(c.hostOrder))
 	for _, h := range c.hostOrder {
 		out = append(out, h.view().Service)
 	}
-	return out, nil
+	c.mu.Unlock()
+	return out, b.end(nil)
 }
 
 // Host implements nova.Client (nova.ErrNotFound for an unknown host).
@@ -82,7 +85,11 @@ func (c *Cloud) getHost(ctx context.Context, v *View, name string) (nova.Host, e
 	var out nova.Host
 	if ok {
 		out = h.view()
-		b.add(nova.ClassOK, tProvidersName, tInventories, tUsages)
+		if !v.rps[name] { // nova/openstack remembers each host's provider
+			b.add(nova.ClassOK, tProvidersName)
+			v.rps[name] = true
+		}
+		b.add(nova.ClassOK, tInventories, tUsages)
 	} else {
 		err = fmt.Errorf("host %s: %w", name, nova.ErrNotFound) // an empty service list
 	}

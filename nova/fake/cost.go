@@ -63,7 +63,8 @@ func tMetadata(key, value string) nova.Template {
 // (cgroup, file, Prometheus).
 var costs = []struct{ Method, Requests string }{
 	{"Hosts", "os-services?binary + resource_providers + (inventories + usages) per host"},
-	{"Host", "os-services?binary&host; if the host exists: + resource_providers?name + inventories + usages"},
+	{"Services", "os-services?binary"},
+	{"Host", "os-services?binary&host; if the host exists: + resource_providers?name the caller's first time + inventories + usages"},
 	{"Servers", "servers/detail?all_tenants&host&limit pages (then &marker); if any server and the group index is cold: + os-server-groups pages"},
 	{"Server", "servers/{id}; if in a group and the group index is cold: + os-server-groups/{id}"},
 	{"LiveMigrate, Shelve, ShelveOffload, Unshelve", "POST servers/{id}/action"},
@@ -294,9 +295,10 @@ type View struct {
 	c      *Cloud
 	caller string
 	free   bool // charges nothing and injects no fault (Uncharged)
-	// group index cache, guarded by c.mu
-	groupsAt time.Time
-	listed   bool
+	// caches nova/openstack keeps per client, guarded by c.mu
+	groupsAt time.Time       // group index listed at
+	listed   bool            // ... ever
+	rps      map[string]bool // hosts whose resource provider is known
 }
 
 var _ nova.Client = (*View)(nil)
@@ -304,12 +306,14 @@ var _ nova.Client = (*View)(nil)
 // Client returns the view of caller: `dvms simulate` gives each agent
 // its own, so that requests are counted per agent while the agents' code
 // sees a plain nova.Client.
-func (c *Cloud) Client(caller string) *View { return &View{c: c, caller: caller} }
+func (c *Cloud) Client(caller string) *View {
+	return &View{c: c, caller: caller, rps: map[string]bool{}}
+}
 
 // Uncharged returns a view that charges nothing, never queues and
 // injects no fault: what a harness reads to check a run is not a cost
 // to Nova.
-func (c *Cloud) Uncharged() *View { return &View{c: c, free: true} }
+func (c *Cloud) Uncharged() *View { return &View{c: c, free: true, rps: map[string]bool{}} }
 
 // Caller is the view's caller name.
 func (v *View) Caller() string { return v.caller }
@@ -320,6 +324,9 @@ func (v *View) groupsWarm(now time.Time, ttl time.Duration) bool {
 
 // Hosts implements nova.Client.
 func (v *View) Hosts(ctx context.Context) ([]nova.Host, error) { return v.c.listHosts(ctx, v) }
+
+// Services implements nova.Client.
+func (v *View) Services(ctx context.Context) ([]nova.Service, error) { return v.c.listServices(ctx, v) }
 
 // Host implements nova.Client.
 func (v *View) Host(ctx context.Context, name string) (nova.Host, error) {

@@ -104,8 +104,10 @@ func sequence(ctx context.Context, c nova.Client) []error {
 	var errs []error
 	try := func(err error) { errs = append(errs, err) }
 	try2 := func(_ any, err error) { errs = append(errs, err) }
-	try2(c.Host(ctx, "compute-1"))
+	try2(c.Host(ctx, "compute-1")) // the provider looked up
+	try2(c.Host(ctx, "compute-1")) // ... and remembered
 	try2(c.Hosts(ctx))
+	try2(c.Services(ctx))
 	try2(c.Servers(ctx, "compute-1")) // group index cold
 	try2(c.Servers(ctx, "compute-1")) // warm unless the TTL is 0
 	try2(c.Server(ctx, server1))      // in a group
