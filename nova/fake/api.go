@@ -52,7 +52,9 @@ func (c *Cloud) listHosts(ctx context.Context, v *View) ([]nova.Host, error) {
 }
 
 // Services implements nova.Client: the nova-compute service of every host.
-func (c *Cloud) Services(ctx context.Context) ([]nova.Service, error) { return c.listServices(ctx, c.def) }
+func (c *Cloud) Services(ctx context.Context) ([]nova.Service, error) {
+	return c.listServices(ctx, c.def)
+}
 
 func (c *Cloud) listServices(ctx context.Context, v *View) ([]nova.Service, error) {
 	b, err := c.begin(ctx, v, callRead, "list services", tServicesAll)
