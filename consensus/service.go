@@ -400,10 +400,6 @@ const retryPause = 50 * time.Millisecond
 // most once.
 func (s *Service) request(ctx context.Context, req wireReq, onTimeout error) (wireReply, error) {
 	req.V, req.ID, req.From, req.Reply = wireVersion, newToken(), s.cfg.ID, s.replySubj
-	deadline := time.Now().Add(s.cfg.RequestTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
 	data, err := json.Marshal(req)
 	if err != nil {
 		return wireReply{}, fmt.Errorf("merge arbiter %s: encode: %w", req.Kind, err)
@@ -417,17 +413,17 @@ func (s *Service) request(ctx context.Context, req wireReq, onTimeout error) (wi
 		delete(s.pending, req.ID)
 		s.mu.Unlock()
 	}()
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
 	resend := max(s.cfg.RequestTimeout/5, retryPause)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var last error
+	last := errors.New("no leader answered")
 	for {
 		pause := resend
 		if n := s.leading(); n != nil {
 			s.applied.Add(1)
-			actx, cancel := context.WithDeadline(ctx, deadline)
-			rep, err := s.serve(actx, n, req)
-			cancel()
+			rep, err := s.serve(rctx, n, req)
 			if err == nil {
 				rep.From = s.cfg.ID
 				return rep, nil
@@ -435,38 +431,30 @@ func (s *Service) request(ctx context.Context, req wireReq, onTimeout error) (wi
 			last, pause = err, retryPause
 		} else {
 			s.forwarded.Add(1)
-			if err := s.bus.Publish(ctx, RequestSubject(s.cfg.Region), data); err != nil {
+			if err := s.bus.Publish(rctx, RequestSubject(s.cfg.Region), data); err != nil {
 				last, pause = fmt.Errorf("publish: %w", err), retryPause
 			}
 		}
-		next := time.Now().Add(pause)
-		if next.After(deadline) {
-			next = deadline
-		}
+		timer.Reset(pause)
 		for waiting := true; waiting; {
-			timer.Reset(time.Until(next))
 			select {
-			case <-ctx.Done():
-				return wireReply{}, fmt.Errorf("merge arbiter %s: %w: %w", req.Kind, onTimeout, ctx.Err())
+			case <-rctx.Done():
+				if ctx.Err() != nil {
+					return wireReply{}, fmt.Errorf("merge arbiter %s: %w: %w", req.Kind, onTimeout, ctx.Err())
+				}
+				return wireReply{}, fmt.Errorf("merge arbiter %s in region %s: %w: no decision within %s (last: %v)",
+					req.Kind, s.cfg.Region, onTimeout, s.cfg.RequestTimeout, last)
 			case rep := <-answers:
 				if rep.Err == "" {
 					s.noteLeader(rep.From)
 					return rep, nil
 				}
+				// The leader could not decide (yet): ask again soon.
 				last = fmt.Errorf("%s answered %s: %s", rep.From, rep.Err, rep.Msg)
-				if soon := time.Now().Add(retryPause); soon.Before(next) {
-					next = soon
-				}
+				timer.Reset(retryPause)
 			case <-timer.C:
 				waiting = false
 			}
-		}
-		if !time.Now().Before(deadline) {
-			if last == nil {
-				last = errors.New("no leader answered")
-			}
-			return wireReply{}, fmt.Errorf("merge arbiter %s in region %s: %w: no decision within %s (last: %v)",
-				req.Kind, s.cfg.Region, onTimeout, s.cfg.RequestTimeout, last)
 		}
 	}
 }
