@@ -46,6 +46,7 @@ type Agent struct {
 	host    Host
 	hasHost bool
 	window  []EventKind // last N classifications
+	arrived map[string]time.Time // server -> when first seen on the host (zero: at start)
 	active  *Event      // own event being handled
 	backoff time.Duration
 	retryAt time.Time

@@ -655,3 +655,37 @@ func TestRemovedMemberFreedAtOnce(t *testing.T) {
 		t.Fatalf("removed member not told (%v) or still bound: %+v", told, h3.Partition())
 	}
 }
+
+// Issue 11, point 5: a host that just received a server (it is settling)
+// raises no UNDERLOAD until the consolidation cooldown has passed, so it
+// is not emptied back; the snapshot marks the server Settling.
+func TestSettlingServersNotConsolidated(t *testing.T) {
+	cfg := DefaultConfig("h1")
+	cfg.Underload, cfg.ConsolidationCooldown = true, time.Minute
+	a, err := NewAgent(cfg, ring5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := Host{Name: "h1", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192}
+	a.Observe(t0, idle) // first sample: empty host
+	h := idle
+	h.Servers = []Server{{ID: "s", VCPUs: 1, RAMMB: 512, CPU: 0.2, RAM: 256}} // arrives
+	now := t0
+	for range 2 * cfg.N {
+		now = now.Add(time.Second)
+		a.Observe(now, h)
+	}
+	if a.Partition() != nil {
+		t.Fatal("underload raised for a host whose server just arrived")
+	}
+	if !a.snapshot().Servers[0].Settling {
+		t.Fatal("snapshot does not mark the arrived server settling")
+	}
+	for range cfg.N {
+		now = now.Add(cfg.ConsolidationCooldown / 2)
+		a.Observe(now, h)
+	}
+	if p := a.Partition(); p == nil || p.Events[0].Kind != Underload {
+		t.Fatalf("no underload after the cooldown: %+v", p)
+	}
+}

@@ -42,7 +42,7 @@ func (a *Agent) maybeSolve() {
 		PartID: a.part.ID, Version: a.part.Version, Limits: a.cfg.Limits, Timeout: a.cfg.SolveTimeout,
 		// Preemption is the last resort: only once the partition cannot
 		// grow (Blocked after a full tour, or the whole ring).
-		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds,
+		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds, Headroom: a.cfg.ConsolidationHeadroom,
 			Preempt: a.cfg.Preempt && (a.part.State == Blocked || len(a.part.Nodes) >= len(a.ring))},
 	})
 }

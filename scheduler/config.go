@@ -19,6 +19,15 @@ type Config struct {
 	Thresholds  Thresholds
 	// Underload enables UNDERLOAD events (consolidation).
 	Underload bool
+	// ConsolidationCooldown: a server that arrived on a host less than
+	// this long ago is settling; consolidation does not move it, so a
+	// host that just received servers (from an overload) is not emptied
+	// back at once (issue 11: ping-pong).
+	ConsolidationCooldown time.Duration
+	// ConsolidationHeadroom is the fraction of a destination's demand
+	// limits that consolidation leaves free, so demand that wobbles does
+	// not make its destination the next overload. In [0, 1).
+	ConsolidationHeadroom float64
 	// K of the last N samples must hold for OVERLOAD/UNDERLOAD to fire.
 	K, N int
 	// PartitionTimeout: a member that hears nothing from its leader for
@@ -50,6 +59,7 @@ func DefaultConfig(id string) Config {
 		PartitionTimeout: 3500 * time.Millisecond, SnapshotTimeout: 1500 * time.Millisecond,
 		ProgressTimeout: 5 * time.Second, RetryBackoff: 5 * time.Second, MaxRetryBackoff: 60 * time.Second,
 		Lease: 10 * time.Second, Limits: DefaultLimits(), SolveTimeout: 200 * time.Millisecond,
+		ConsolidationCooldown: 10 * time.Minute, ConsolidationHeadroom: 0.1,
 	}
 }
 
@@ -73,6 +83,12 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be > 0", name))
 		}
+	}
+	if c.ConsolidationCooldown < 0 {
+		errs = append(errs, errors.New("consolidation_cooldown must be >= 0"))
+	}
+	if !(c.ConsolidationHeadroom >= 0 && c.ConsolidationHeadroom < 1) {
+		errs = append(errs, fmt.Errorf("consolidation_headroom %v must be in [0, 1)", c.ConsolidationHeadroom))
 	}
 	if c.MaxRetryBackoff < c.RetryBackoff {
 		errs = append(errs, errors.New("max_retry_backoff must be >= retry_backoff"))

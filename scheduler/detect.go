@@ -5,12 +5,15 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
 // Observe feeds one monitor sample of the agent's own host.
 func (a *Agent) Observe(now time.Time, h Host) {
 	a.now = now
+	h.Servers = slices.Clone(h.Servers)
+	settling := a.settle(h.Servers)
 	a.host, a.hasHost = h, true
 	k := NoEvent
 	switch {
@@ -18,7 +21,8 @@ func (a *Agent) Observe(now time.Time, h Host) {
 		k = Maintenance
 	case a.cfg.Thresholds.Overloaded(&h):
 		k = Overload
-	case a.cfg.Underload && a.cfg.Thresholds.Underloaded(&h):
+	case a.cfg.Underload && a.cfg.Thresholds.Underloaded(&h) && !settling:
+		// A host that just received servers is not emptied back.
 		k = Underload
 	}
 	a.window = append(a.window, k)
@@ -26,6 +30,40 @@ func (a *Agent) Observe(now time.Time, h Host) {
 		a.window = a.window[len(a.window)-a.cfg.N:]
 	}
 	a.maybeStart()
+}
+
+// settle marks the servers that arrived on the host less than the
+// consolidation cooldown ago (Settling) and reports whether there is one.
+// Servers present at the agent's first sample count as settled.
+func (a *Agent) settle(ss []Server) bool {
+	first := a.arrived == nil
+	if first {
+		a.arrived = make(map[string]time.Time, len(ss))
+	}
+	present := make(map[string]bool, len(ss))
+	any := false
+	for k := range ss {
+		id := ss[k].ID
+		present[id] = true
+		at, ok := a.arrived[id]
+		if !ok {
+			if first {
+				at = time.Time{}
+			} else {
+				at = a.now
+			}
+			a.arrived[id] = at
+		}
+		if !at.IsZero() && a.now.Sub(at) < a.cfg.ConsolidationCooldown {
+			ss[k].Settling, any = true, true
+		}
+	}
+	for id := range a.arrived {
+		if !present[id] {
+			delete(a.arrived, id)
+		}
+	}
+	return any
 }
 
 func movable(ss []Server) []Server {

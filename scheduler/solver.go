@@ -24,6 +24,10 @@ type Problem struct {
 	// Preempt allows shelving the lowest-priority servers when no viable
 	// placement exists (DESIGN §6, opt-in).
 	Preempt bool
+	// Headroom is the fraction of their demand limits that destinations
+	// of consolidation (servers leaving an Underload event's host) keep
+	// free, so consolidation does not create the next overload.
+	Headroom float64 `json:",omitempty"`
 }
 
 // SolveOptions bound the search. The solver never reads a clock itself.
@@ -114,12 +118,16 @@ func maps(in map[string]int) map[string]int {
 }
 
 // fits reports whether s can be added to host i.
-func (m *model) fits(i int, s *Server) bool {
+func (m *model) fits(i int, s *Server) bool { return m.fitsKeeping(i, s, 1) }
+
+// fitsKeeping reports whether s can be added to host i within keep (1 −
+// headroom) of its demand limits.
+func (m *model) fitsKeeping(i int, s *Server, keep float64) bool {
 	h := &m.hosts[i]
 	if !h.dest {
 		return false
 	}
-	if !fit.Fits(h.use, s.Use(), h.lim) {
+	if !fit.Fits(h.use, s.Use(), h.lim.Scaled(keep)) {
 		return false
 	}
 	if s.Policy == "anti-affinity" && h.anti[s.Group] > 0 {
@@ -165,10 +173,12 @@ func (m *model) headroom(i int) float64 {
 	return min(c, r)
 }
 
-// evict is a server chosen to leave host src.
+// evict is a server chosen to leave host src; consolidate: it leaves an
+// underloaded host (its destination keeps the problem's headroom).
 type evict struct {
-	src int
-	s   *Server
+	src         int
+	s           *Server
+	consolidate bool
 }
 
 // Solve computes a target placement for the partition (DESIGN §6): every
@@ -228,8 +238,11 @@ func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solutio
 		h := &p.Hosts[i]
 		var fixed []string
 		for _, sv := range h.Servers {
-			if sv.Fixed {
+			switch {
+			case sv.Fixed:
 				fixed = append(fixed, sv.ID+": "+sv.FixedReason)
+			case sv.Settling && e.Kind == Underload:
+				fixed = append(fixed, sv.ID+": arrived within the consolidation cooldown")
 			}
 		}
 		if e.Kind == Underload && len(fixed) > 0 {
@@ -242,7 +255,7 @@ func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solutio
 		base.hosts[i].dest = false
 		for j := range h.Servers {
 			if !h.Servers[j].Fixed {
-				s.ev0 = append(s.ev0, evict{i, &h.Servers[j]})
+				s.ev0 = append(s.ev0, evict{src: i, s: &h.Servers[j], consolidate: e.Kind == Underload})
 			}
 		}
 	}
@@ -327,8 +340,12 @@ func (s *search) placeInOrder(m *model, ev []evict) ([]Action, bool) {
 // is there, or -1.
 func (s *search) bestDest(m *model, e evict) int {
 	bi, bh := -1, math.Inf(-1)
+	keep := 1.0
+	if e.consolidate {
+		keep = 1 - s.p.Headroom
+	}
 	for i := range m.hosts {
-		if i == e.src || !m.fits(i, e.s) {
+		if i == e.src || !m.fitsKeeping(i, e.s, keep) {
 			continue
 		}
 		m.add(i, e.s)
@@ -442,7 +459,7 @@ func (s *search) evictions(cands [][]*Server, order func([]*Server)) ([]evict, b
 			m.add(i, sv)
 			if m.over(i) {
 				m.remove(i, sv)
-				ev = append(ev, evict{i, sv})
+				ev = append(ev, evict{src: i, s: sv})
 			}
 		}
 	}
@@ -485,7 +502,7 @@ func (s *search) exact(src int, cands []*Server) {
 		for j := 0; j < n; j++ {
 			if sub.mask&(1<<j) != 0 {
 				m.remove(src, cands[j])
-				ev = append(ev, evict{src, cands[j]})
+				ev = append(ev, evict{src: src, s: cands[j]})
 			}
 		}
 		if m.over(src) {

@@ -338,3 +338,38 @@ func BenchmarkAgentStep(b *testing.B) {
 		a.Ready()
 	}
 }
+
+// Issue 11, point 5: consolidation leaves Headroom free on its
+// destinations; overload relief may still fill a host up to its
+// thresholds.
+func TestConsolidationKeepsHeadroom(t *testing.T) {
+	mk := func(kind EventKind) Problem {
+		h0 := Host{Name: "h0", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192,
+			Servers: []Server{{ID: "a", VCPUs: 1, RAMMB: 512, CPU: 0.5, RAM: 256}}}
+		if kind == Overload {
+			h0.Servers = append(h0.Servers, Server{ID: "big", VCPUs: 4, RAMMB: 512, CPU: 3.8, RAM: 256, Fixed: true, FixedReason: "pinned"})
+		}
+		h1 := Host{Name: "h1", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192,
+			Servers: []Server{{ID: "b", VCPUs: 4, RAMMB: 512, CPU: 3.4, RAM: 256}}}
+		return Problem{Events: []Event{{ID: "e", Kind: kind, Host: "h0"}}, Hosts: []Host{h0, h1}, Thresholds: DefaultThresholds(), Headroom: 0.1}
+	}
+	for _, tc := range []struct {
+		name     string
+		kind     EventKind
+		headroom float64
+		ok       bool
+	}{
+		{"consolidation within headroom refused", Underload, 0.1, false},
+		{"consolidation without headroom", Underload, 0, true},
+		{"overload relief ignores headroom", Overload, 0.1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mk(tc.kind)
+			p.Headroom = tc.headroom
+			sol := Solve(p, DefaultSolveOptions())
+			if sol.OK != tc.ok || (sol.OK && len(sol.Moves) != 1) {
+				t.Fatalf("solution %+v, want ok=%v with one move", sol, tc.ok)
+			}
+		})
+	}
+}

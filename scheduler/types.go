@@ -55,6 +55,9 @@ type Server struct {
 	// or with a task state. FixedReason says why.
 	Fixed       bool   `json:",omitempty"`
 	FixedReason string `json:",omitempty"`
+	// Settling servers arrived on their host less than the consolidation
+	// cooldown ago: consolidation leaves them where they are.
+	Settling bool `json:",omitempty"`
 }
 
 // Host is one host's snapshot: capacity, state and servers.

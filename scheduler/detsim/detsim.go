@@ -82,6 +82,7 @@ type Cluster struct {
 	servers int
 
 	Records    []Rec
+	Moves      []Move // completed live migrations, in order
 	Violations []string
 	Messages   int
 	// Rereads counts the arbiter reads agents made after an unknown
@@ -422,6 +423,13 @@ func (c *Cluster) finish(a scheduler.Action) {
 	s := c.Hosts[a.From].Servers[i]
 	c.Hosts[a.From].Servers = slices.Delete(c.Hosts[a.From].Servers, i, i+1)
 	c.Hosts[a.To].Servers = append(c.Hosts[a.To].Servers, s)
+	c.Moves = append(c.Moves, Move{At: c.Now, Server: a.Server, From: a.From, To: a.To})
+}
+
+// Move is a live migration that completed.
+type Move struct {
+	At               time.Time
+	Server, From, To string
 }
 
 // check verifies DESIGN §8 on the whole cluster.
