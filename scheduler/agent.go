@@ -45,9 +45,9 @@ type Agent struct {
 	// own host
 	host    Host
 	hasHost bool
-	window  []EventKind // last N classifications
+	window  []EventKind          // last N classifications
 	arrived map[string]time.Time // server -> when first seen on the host (zero: at start)
-	active  *Event      // own event being handled
+	active  *Event               // own event being handled
 	backoff time.Duration
 	retryAt time.Time
 
