@@ -51,7 +51,8 @@ func runBench(c *cli.Context) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{
 			"dvms": d, "central": b,
-			"overload_ratio_central_over_dvms": ratio(b.OverloadSeconds, d.OverloadSeconds),
+			"overload_ratio_central_over_dvms":      ratio(b.OverloadSeconds, d.OverloadSeconds),
+			"nova_requests_ratio_central_over_dvms": ratio(float64(b.Nova.Requests.Total), float64(d.Nova.Requests.Total)),
 		})
 	}
 	fmt.Printf("%-28s %14s %14s\n", "", "dvms", "central")
@@ -60,6 +61,9 @@ func runBench(c *cli.Context) error {
 	fmt.Printf("%-28s %14.1f %14.1f\n", "detection->plan p99 (ms)", d.SolveMS.P99, b.SolveMS.P99)
 	fmt.Printf("%-28s %14d %14d\n", "events solved", d.Events.Solved, b.Events.Solved)
 	fmt.Printf("%-28s %14d %14d\n", "migrations", d.Migrations.Total, b.Migrations.Total)
+	fmt.Printf("%-28s %14d %14d\n", "nova requests", d.Nova.Requests.Total, b.Nova.Requests.Total)
+	fmt.Printf("%-28s %14.2f %14.2f\n", "nova requests / host-minute", d.Nova.PerHostMinute, b.Nova.PerHostMinute)
+	fmt.Printf("%-28s %14.1f %14.1f\n", "nova latency p99 (ms)", d.Nova.P99MS, b.Nova.P99MS)
 	fmt.Printf("%-28s %14d %14d\n", "safety violations", d.Safety.Violations, b.Safety.Violations)
 	fmt.Printf("%-28s %14.1f %14.1f\n", "wall seconds", d.WallS, b.WallS)
 	return nil

@@ -70,8 +70,59 @@ type Report struct {
 		Descriptions []string `json:"descriptions,omitempty"`
 	} `json:"safety"`
 
+	// Nova is what the agents (or the central baseline) cost the
+	// simulated Nova and placement, as nova/openstack would send it.
+	Nova NovaCost `json:"nova"`
+
 	// Series sampled every simulated second, for the chart.
 	Series []Sample `json:"-"`
+}
+
+// NovaCost is the nova section of a report.
+type NovaCost struct {
+	Requests struct {
+		Total  int64 `json:"total"`
+		Errors int64 `json:"errors"`
+		// ByTemplate: the ten most frequent request templates.
+		ByTemplate []TemplateCount `json:"by_template"`
+	} `json:"requests"`
+	// PerHostMinute is every request of the run over hosts x minutes
+	// (comparable between dvms and the central baseline).
+	PerHostMinute float64 `json:"requests_per_host_minute"`
+	// PerAgentMinute: an agent's requests while in no partition (no plan
+	// running) over the agent-minutes in that state, and the rest over
+	// theirs, counted from FromS (the start-up reads are StartupRequests);
+	// the region's watch is apart.
+	PerAgentMinute struct {
+		AtRest                   float64 `json:"at_rest"`
+		DuringEvents             float64 `json:"during_events"`
+		AgentMinutesAtRest       float64 `json:"agent_minutes_at_rest"`
+		AgentMinutesDuringEvents float64 `json:"agent_minutes_during_events"`
+		FromS                    float64 `json:"from_s"`
+	} `json:"requests_per_agent_minute"`
+	StartupRequests int64 `json:"startup_requests"`
+	// RegionWatch: the region's maintenance watch (GET
+	// /os-services?binary=nova-compute, one agent of the region).
+	RegionWatch struct {
+		Requests  int64   `json:"requests"`
+		PerMinute float64 `json:"per_minute"`
+	} `json:"region_watch"`
+	// Latency of the requests as the callers saw it (simulated ms).
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
+	// APIRPS is the API's capacity (0: unlimited); when capped, Queued
+	// requests waited for their turn, the longest QueueMaxMS.
+	APIRPS     float64 `json:"api_rps"`
+	Queued     int64   `json:"queued,omitempty"`
+	QueueMaxMS float64 `json:"queue_max_ms,omitempty"`
+}
+
+// TemplateCount is how many requests of one template were sent.
+type TemplateCount struct {
+	Template string `json:"template"`
+	Count    int64  `json:"count"`
+	Errors   int64  `json:"errors,omitempty"`
 }
 
 // Percentiles of a distribution in milliseconds.
@@ -126,6 +177,19 @@ func (r *Report) WriteText(w io.Writer) {
 		r.Partitions.MaxSize, r.Partitions.MeanSize, r.Merges.Committed, r.Merges.Refused)
 	fmt.Fprintf(w, "  messages    %d (%.1f per event, %d dropped)   agents killed %d   faults injected %d\n",
 		r.Messages.Total, r.Messages.PerEvent, r.Messages.Dropped, r.Agents.Killed, r.Faults.Injected)
+	n := r.Nova
+	capacity := "unlimited API"
+	if n.APIRPS > 0 {
+		capacity = fmt.Sprintf("API capped at %.0f req/s: %d queued, longest wait %.0f ms", n.APIRPS, n.Queued, n.QueueMaxMS)
+	}
+	fmt.Fprintf(w, "  nova        %d requests (%d errors, %.2f per host-minute), latency p50 %.1f ms p99 %.1f ms, %s\n",
+		n.Requests.Total, n.Requests.Errors, n.PerHostMinute, n.P50MS, n.P99MS, capacity)
+	fmt.Fprintf(w, "              per agent-minute from %.0fs: %.2f at rest (%.0f agent-min), %.2f during events (%.0f agent-min); start-up %d; region watch %d (%.1f/min)\n",
+		n.PerAgentMinute.FromS, n.PerAgentMinute.AtRest, n.PerAgentMinute.AgentMinutesAtRest, n.PerAgentMinute.DuringEvents,
+		n.PerAgentMinute.AgentMinutesDuringEvents, n.StartupRequests, n.RegionWatch.Requests, n.RegionWatch.PerMinute)
+	for _, t := range n.Requests.ByTemplate {
+		fmt.Fprintf(w, "              %8d  %s\n", t.Count, t.Template)
+	}
 	fmt.Fprintf(w, "  safety      %d violations, %d servers lost (%d destinations overloaded by demand drift after re-check)\n", r.Safety.Violations, r.Safety.ServersLost, r.Safety.DemandDrift)
 	for _, d := range r.Safety.Descriptions {
 		fmt.Fprintf(w, "    - %s\n", d)

@@ -49,6 +49,13 @@ type Config struct {
 	KillAgents float64
 	// NovaFaults is the rate of faults the fake cloud injects.
 	NovaFaults float64
+	// NovaAPIRate is the requests per second the simulated region's API
+	// serves (nova-api and placement together), 0 for no limit: requests
+	// beyond it queue and their latency grows (fake.Config.APIRate).
+	NovaAPIRate float64
+	// NovaLatency is the base latency of every Nova or placement request
+	// (fake.Config.APILatency), in simulated time.
+	NovaLatency time.Duration
 	// Mode is "dvms" (one agent per host) or "central" (the baseline:
 	// one optimizer over the whole cloud every CentralPeriod).
 	Mode string
@@ -70,6 +77,10 @@ func DefaultConfig() Config {
 	rt.Region = "sim"
 	rt.Exec.Poll = 500 * time.Millisecond
 	rt.Exec.MigrationTimeout = 2 * time.Minute
+	// The inbox is allocated whole per agent (a 4,096-message inbox was
+	// 90 % of the heap at 10,000 agents); a partition's traffic to one
+	// agent is a few messages at a time.
+	rt.Inbox = 256
 	return Config{
 		Hosts: 100, Servers: 1000, Seed: 1, Duration: 60 * time.Second, TimeScale: 10,
 		Workload: "random", TraceStep: 10 * time.Second, HostCPUs: 16, HostRAMMB: 65536, CPUAllocRatio: 4,
@@ -104,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.KillAgents < 0 || c.KillAgents > 1 || c.NovaFaults < 0 || c.NovaFaults > 1 {
 		errs = append(errs, errors.New("--kill-agents and --nova-faults must be fractions in [0, 1]"))
+	}
+	if c.NovaAPIRate < 0 || c.NovaLatency < 0 {
+		errs = append(errs, errors.New("--nova-api-rps and --nova-api-latency must be >= 0"))
 	}
 	return errors.Join(errs...)
 }
@@ -204,6 +218,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	fc := fake.DefaultConfig()
 	fc.Seed = cfg.Seed
 	fc.FaultRate = cfg.NovaFaults
+	fc.APIRate, fc.APILatency = cfg.NovaAPIRate, cfg.NovaLatency
 	fc.OverloadCPU, fc.OverloadRAM = cfg.Agent.Thresholds.CPUOverload, cfg.Agent.Thresholds.RAMOverload
 	if cfg.BandwidthMBps > 0 {
 		fc.BandwidthMBps = cfg.BandwidthMBps
@@ -255,9 +270,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		arb = g
 	}
 	var migrating atomic.Int64
+	use := newNovaUse(cloud.Meter(), clock.Now)
 	hooks := node.Hooks{
-		OnRecord: st.record,
-		OnSend:   func(string, scheduler.Message) { st.messages.Add(1) },
+		OnRecord: func(host string, r scheduler.Record) {
+			st.record(host, r)
+			use.record(host, r)
+		},
+		OnSend: func(string, scheduler.Message) { st.messages.Add(1) },
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -280,8 +299,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		ac.ID = hosts[i]
 		ac.Incarnation = fmt.Sprintf("%x", rng.Int63())
 		r, err := node.New(cfg.Runtime, ac, hosts, node.Deps{
-			// Each agent measures only its own host, as a cgroup source does.
-			Bus: nc, Nova: cloud, Demand: node.OnlyHost(cloud, hosts[i]), Arbiter: arb, Clock: clock, Hooks: hooks,
+			// Each agent measures only its own host, as a cgroup source
+			// does, and has its own Nova client, metered under its name.
+			Bus: nc, Nova: cloud.Client(hosts[i]), Demand: node.OnlyHost(cloud, hosts[i]), Arbiter: arb, Clock: clock, Hooks: hooks,
 			Log: cfg.Log, Seed: rng.Int63(), Watcher: watcher(i),
 		})
 		if err != nil {
@@ -296,6 +316,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}()
 		slots[i] = s
+		use.start(hosts[i])
 		return nil
 	}
 	centralDone := make(chan struct{})
@@ -349,12 +370,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		dt := (t - last).Seconds()
 		last = t
 		applyWorkload(t)
+		if t >= novaWarmup(cfg) {
+			use.begin()
+		}
 		for k := range kills {
 			kl := &kills[k]
 			if kl.at >= 0 && t >= kl.at {
 				down[kl.i].Store(true)
 				slots[kl.i].cancel()
 				<-slots[kl.i].done
+				use.stop(hosts[kl.i])
 				for _, s := range slots {
 					if s != slots[kl.i] {
 						s.r.MemberDown(hosts[kl.i])
@@ -404,6 +429,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			break
 		}
 	}
+	use.end() // agents stopping are no longer at rest or in events
 	if cfg.Progress != nil {
 		fmt.Fprintln(cfg.Progress)
 	}
@@ -415,6 +441,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	cloud.Advance()
 	finish(rep, st, cloud, cfg, hosts, wallStart)
+	novaReport(rep, use, cloud, cfg)
 	return rep, nil
 }
 
@@ -509,7 +536,8 @@ func globalCheck(recs []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts [
 	ctx := context.Background()
 	all := make([]scheduler.Host, 0, len(hosts))
 	for _, h := range hosts {
-		sh, err := node.Sample(ctx, cloud, cloud, h, cfg.Runtime.DrainReason)
+		// The harness's reads cost Nova nothing and never queue.
+		sh, err := node.Sample(ctx, cloud.Uncharged(), cloud, h, cfg.Runtime.DrainReason)
 		if err != nil {
 			continue
 		}
@@ -537,4 +565,170 @@ func globalCheck(recs []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts [
 		}
 	}
 	return global, union
+}
+
+// ---- what the agents cost Nova ----
+
+// regionWatch is the template of the region's maintenance watch (one
+// agent lists the nova-compute services, nova.Client.Services).
+var regionWatch = nova.Template{Service: nova.ServiceCompute, Method: "GET", Path: "/os-services?binary"}
+
+// novaWarmup is when the per-agent figures start: every agent reads its
+// host at start, a start-up cost reported apart. The first simulated
+// minute, or half the run if shorter.
+func novaWarmup(cfg Config) time.Duration { return min(time.Minute, cfg.Duration/2) }
+
+// novaUse splits each agent's requests between at rest (in no partition,
+// so no plan running) and during events (in a partition), with the
+// agent-time spent in each, from the agents' records (joined or raised:
+// busy; dissolved: at rest) and the meter's count per caller. The
+// region's watch is counted apart.
+type novaUse struct {
+	meter *nova.Meter
+	now   func() time.Time
+
+	mu      sync.Mutex
+	counted bool  // begin was called
+	ended   bool  // end was called
+	startup int64 // requests before begin
+	agents  map[string]*agentUse
+	rest    tally
+	busy    tally
+}
+
+type agentUse struct {
+	live, busy bool
+	since      time.Time // current state since
+	mark       int64     // the agent's requests (watch excluded) at since
+}
+
+type tally struct {
+	requests int64
+	time     time.Duration
+}
+
+func newNovaUse(m *nova.Meter, now func() time.Time) *novaUse {
+	return &novaUse{meter: m, now: now, agents: map[string]*agentUse{}}
+}
+
+// requests is what host asked so far, the watch excluded (u.mu held).
+func (u *novaUse) requests(host string) int64 {
+	return u.meter.CallerTotal(host) - u.meter.CallerCount(host, regionWatch)
+}
+
+// settle closes host's current interval at now (u.mu held).
+func (u *novaUse) settle(host string, a *agentUse, now time.Time) {
+	n := u.requests(host)
+	if u.counted && !u.ended && a.live {
+		acc := &u.rest
+		if a.busy {
+			acc = &u.busy
+		}
+		acc.requests += n - a.mark
+		acc.time += now.Sub(a.since)
+	}
+	a.since, a.mark = now, n
+}
+
+func (u *novaUse) set(host string, live, busy bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a := u.agents[host]
+	if a == nil {
+		a = &agentUse{}
+		u.agents[host] = a
+	}
+	if a.live == live && a.busy == busy {
+		return
+	}
+	u.settle(host, a, u.now())
+	a.live, a.busy = live, busy
+}
+
+// start: an agent (re)started, free.
+func (u *novaUse) start(host string) { u.set(host, true, false) }
+
+// stop: an agent was killed.
+func (u *novaUse) stop(host string) { u.set(host, false, false) }
+
+func (u *novaUse) record(host string, r scheduler.Record) {
+	switch r.Kind {
+	case scheduler.RecEventRaised, scheduler.RecJoined:
+		u.set(host, true, true)
+	case scheduler.RecDissolved:
+		u.set(host, true, false)
+	}
+}
+
+// begin starts the per-agent figures (after the warm-up), once.
+func (u *novaUse) begin() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.counted || u.ended {
+		return
+	}
+	now := u.now()
+	u.counted, u.startup = true, u.meter.Snapshot().Total
+	for host, a := range u.agents {
+		a.since, a.mark = now, u.requests(host)
+	}
+}
+
+// end closes every interval.
+func (u *novaUse) end() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := u.now()
+	for host, a := range u.agents {
+		u.settle(host, a, now)
+	}
+	u.ended = true
+}
+
+func perMinute(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return round(float64(n) / d.Minutes())
+}
+
+func ms(d time.Duration) float64 { return round(float64(d) / float64(time.Millisecond)) }
+
+// novaReport fills the report's nova section.
+func novaReport(rep *Report, u *novaUse, cloud *fake.Cloud, cfg Config) {
+	s := cloud.Meter().Snapshot()
+	n := &rep.Nova
+	n.Requests.Total, n.Requests.Errors = s.Total, s.Errors
+	for i, ts := range s.Templates {
+		if i == 10 {
+			break
+		}
+		n.Requests.ByTemplate = append(n.Requests.ByTemplate, TemplateCount{Template: ts.Template.String(), Count: ts.Count, Errors: ts.Errors})
+	}
+	minutes := cfg.Duration.Minutes()
+	if minutes > 0 && cfg.Hosts > 0 {
+		n.PerHostMinute = round(float64(s.Total) / minutes / float64(cfg.Hosts))
+	}
+	u.mu.Lock()
+	n.PerAgentMinute.AtRest = perMinute(u.rest.requests, u.rest.time)
+	n.PerAgentMinute.DuringEvents = perMinute(u.busy.requests, u.busy.time)
+	n.PerAgentMinute.AgentMinutesAtRest = round(u.rest.time.Minutes())
+	n.PerAgentMinute.AgentMinutesDuringEvents = round(u.busy.time.Minutes())
+	n.PerAgentMinute.FromS = round(novaWarmup(cfg).Seconds())
+	n.StartupRequests = u.startup
+	u.mu.Unlock()
+	for _, ts := range s.Templates {
+		if ts.Template == regionWatch {
+			n.RegionWatch.Requests = ts.Count
+			if minutes > 0 {
+				n.RegionWatch.PerMinute = round(float64(ts.Count) / minutes)
+			}
+		}
+	}
+	n.P50MS, n.P99MS, n.MaxMS = ms(s.P50), ms(s.P99), ms(s.Max)
+	n.APIRPS = cfg.NovaAPIRate
+	if cfg.NovaAPIRate > 0 {
+		as := cloud.APIStats()
+		n.Queued, n.QueueMaxMS = as.Queued, ms(as.QueueMax)
+	}
 }
