@@ -189,7 +189,9 @@ func (c *Cloud) Demand(ctx context.Context, name string) (map[string]nova.Demand
 // and the server stays ACTIVE on its source. Otherwise placement holds
 // the server's allocation on both hosts while the migration goes
 // accepted -> queued -> preparing -> running -> post-migrating ->
-// completed over Config.MigrationOverhead + RAM / Config.BandwidthMBps;
+// completed over Config.MigrationOverhead + RAM / Config.BandwidthMBps,
+// one migration per source host at a time (Nova's default
+// max_concurrent_live_migrations = 1: later ones stay queued);
 // then the server is ACTIVE on the destination and the source's
 // allocation is freed. With Config.FaultRate a migration may instead end
 // in error while running, the server staying on its source.
@@ -263,7 +265,13 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 		c.obs.stats.Refused++
 	} else {
 		m.claimed = true
-		m.end = now.Add(dur)
+		// Nova runs one live migration per source at a time
+		// (max_concurrent_live_migrations = 1): this one stays queued
+		// until the source's lane frees.
+		if src.laneFree.After(now) {
+			m.start = src.laneFree
+		}
+		m.end = m.start.Add(dur)
 		if dest != "" {
 			c.checkPlan(s, src, dst, rc.GlobalRequestID)
 		}
@@ -273,8 +281,9 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 			// Fails while running, somewhere in the running phase.
 			m.fail = "injected fault: live migration failed"
 			f := 0.2 + 0.7*c.faultRand.Float64()
-			m.end = now.Add(time.Duration(f * float64(dur)))
+			m.end = m.start.Add(time.Duration(f * float64(dur)))
 		}
+		src.laneFree = m.end
 	}
 	s.mig = m
 	s.TaskState = taskMigrating

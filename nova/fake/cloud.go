@@ -46,6 +46,10 @@ type host struct {
 	// demand that moved after the executor's re-check (Drift).
 	demandSeq, readSeq int
 	overcommitted      bool // reported already; report again only after it cleared
+	// laneFree is when the host's live-migration lane frees: Nova's
+	// max_concurrent_live_migrations = 1 runs one outgoing migration at a
+	// time and keeps the others queued.
+	laneFree time.Time
 }
 
 type server struct {
@@ -91,6 +95,10 @@ func (m *migration) view(now time.Time) nova.Migration {
 		return v
 	}
 	if !m.claimed { // waiting for the scheduler, which will say no
+		return v
+	}
+	if now.Before(m.start) { // behind the source's running migration
+		v.Status = nova.MigrationQueued
 		return v
 	}
 	el := now.Sub(m.start)

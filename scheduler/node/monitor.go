@@ -53,7 +53,12 @@ func (r *Runner) monitor(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-r.refresh:
-			forced = true
+			// Re-read only: the next tick samples, so a refresh does not
+			// count as one more sample in the K-of-N window.
+			if err := r.refreshView(ctx, &v, true); err != nil && ctx.Err() == nil {
+				r.log.Warn().Err(err).Msg("monitor: refresh failed")
+			}
+			continue
 		case s := <-r.svc:
 			if v.placementAt.IsZero() || sameService(v.host.Service, s) {
 				continue // nothing new: the periodic republish of the watch
