@@ -325,8 +325,9 @@ func (l *libvirtTree) write(t *testing.T, cloud *fake.Cloud, hosts []string, ids
 			l.usage[s.ID] += d[s.ID].CPU * float64(dt.Microseconds())
 			dir := filepath.Join(slice, scopeName(ids[s.ID]))
 			_ = os.MkdirAll(dir, 0o755)
-			_ = os.WriteFile(filepath.Join(dir, "cpu.stat"), fmt.Appendf(nil, "usage_usec %d\nuser_usec 0\n", int64(l.usage[s.ID])), 0o644)
-			_ = os.WriteFile(filepath.Join(dir, "memory.current"), fmt.Appendf(nil, "%d\n", int64(d[s.ID].RAMMB)<<20), 0o644)
+			// cgroupfs files change atomically: write aside, rename.
+			writeAtomic(filepath.Join(dir, "cpu.stat"), fmt.Appendf(nil, "usage_usec %d\nuser_usec 0\n", int64(l.usage[s.ID])))
+			writeAtomic(filepath.Join(dir, "memory.current"), fmt.Appendf(nil, "%d\n", int64(d[s.ID].RAMMB)<<20))
 		}
 		entries, _ := os.ReadDir(slice)
 		for _, e := range entries {
@@ -334,6 +335,13 @@ func (l *libvirtTree) write(t *testing.T, cloud *fake.Cloud, hosts []string, ids
 				_ = os.RemoveAll(filepath.Join(slice, e.Name()))
 			}
 		}
+	}
+}
+
+func writeAtomic(path string, data []byte) {
+	tmp := path + ".tmp"
+	if os.WriteFile(tmp, data, 0o644) == nil {
+		_ = os.Rename(tmp, path)
 	}
 }
 
