@@ -183,6 +183,8 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 		ms := p.member.Members()
 		return len(ms) > 0 && ms[0].Host == host
 	}
+	// nova/openstack retries failed reads itself: one retry layer.
+	cfg.Runtime.Exec.Retries = 0
 	p.runner, err = node.New(cfg.Runtime, cfg.Agent, []string{host}, node.Deps{
 		Bus: tr, Nova: nc, Demand: src, Arbiter: arb, Clock: node.Wall{}, Log: log,
 		Seed: time.Now().UnixNano(), Watcher: watcher,

@@ -32,8 +32,9 @@ type Config struct {
 	RetryBase time.Duration
 	RetryMax  time.Duration
 	// GroupCacheTTL is how long the server-group membership index is
-	// reused when listing servers (one GET /os-server-groups per TTL).
-	// Default 10 s; 0 disables the cache.
+	// reused when listing servers (one GET /os-server-groups per TTL),
+	// unless a listed server is newer than the index. Default 30 min; 0
+	// disables the cache.
 	GroupCacheTTL time.Duration
 	// Concurrency bounds the placement requests Hosts makes in parallel
 	// (two per host). Default 4.
@@ -48,7 +49,7 @@ func DefaultConfig(cloud string) Config {
 		ReadAttempts:   4,
 		RetryBase:      250 * time.Millisecond,
 		RetryMax:       4 * time.Second,
-		GroupCacheTTL:  10 * time.Second,
+		GroupCacheTTL:  30 * time.Minute,
 		Concurrency:    4,
 	}
 }

@@ -33,6 +33,7 @@ type serverJSON struct {
 	} `json:"flavor"`
 	Metadata     map[string]string `json:"metadata"`
 	ServerGroups []string          `json:"server_groups"` // 2.71, server show only
+	Created      string            `json:"created"`
 }
 
 func (s serverJSON) server() nova.Server {
@@ -58,6 +59,7 @@ func (s serverJSON) server() nova.Server {
 // cached for Config.GroupCacheTTL, so a group change may show that late.
 func (c *Client) Servers(ctx context.Context, host string) ([]nova.Server, error) {
 	var out []nova.Server
+	var newest time.Time // creation of the newest server listed
 	marker := ""
 	for {
 		var page struct {
@@ -75,6 +77,9 @@ func (c *Client) Servers(ctx context.Context, host string) ([]nova.Server, error
 			// Guard against a cloud ignoring the host filter.
 			if s.Host != nil && *s.Host == host {
 				out = append(out, s.server())
+				if t := parseTime(s.Created); t.After(newest) {
+					newest = t
+				}
 			}
 		}
 		// Nova links the next page when it capped this one (at the
@@ -91,7 +96,7 @@ func (c *Client) Servers(ctx context.Context, host string) ([]nova.Server, error
 	if len(out) == 0 {
 		return out, nil
 	}
-	idx, err := c.groupIndex(ctx)
+	idx, err := c.groupIndex(ctx, newest)
 	if err != nil {
 		return nil, fmt.Errorf("servers on %s: %w", host, err)
 	}
@@ -147,12 +152,20 @@ type groupIndex struct {
 	byMember map[string]nova.ServerGroup
 }
 
+// groupSkew is the margin between Nova's clock and ours when comparing a
+// server's creation with the index's age.
+const groupSkew = time.Minute
+
 // groupIndex returns the server groups of every project, reusing the
-// previous listing for Config.GroupCacheTTL. One caller lists at a time.
-func (c *Client) groupIndex(ctx context.Context) (groupIndex, error) {
+// previous listing for Config.GroupCacheTTL unless a server created since
+// (newest, by Nova's clock, with a margin for skew) may be missing from
+// it: a server joins its group at boot and never later, so an older index
+// knows every older server. One caller lists at a time.
+func (c *Client) groupIndex(ctx context.Context, newest time.Time) (groupIndex, error) {
 	c.groupsMu.Lock()
 	defer c.groupsMu.Unlock()
-	if c.groups.byID != nil && c.cfg.GroupCacheTTL > 0 && time.Since(c.groups.at) < c.cfg.GroupCacheTTL {
+	if c.groups.byID != nil && c.cfg.GroupCacheTTL > 0 && time.Since(c.groups.at) < c.cfg.GroupCacheTTL &&
+		newest.Before(c.groups.at.Add(-groupSkew)) {
 		return c.groups, nil
 	}
 	idx := groupIndex{at: time.Now(), byID: map[string]nova.ServerGroup{}, byMember: map[string]nova.ServerGroup{}}

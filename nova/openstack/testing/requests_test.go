@@ -538,3 +538,22 @@ func TestDiagnostics(t *testing.T) {
 
 // The diagnostics demand source runs on this client.
 var _ diagnostics.API = (*openstack.Client)(nil)
+
+// A server joins its group at boot only: the group index is reused for
+// servers older than it and listed again when a newer server appears.
+func TestServersRelistsGroupsForNewServers(t *testing.T) {
+	c := newCloud(t)
+	created := time.Now().UTC().Format(time.RFC3339)
+	c.handle("GET "+computePrefix+"/servers/detail", 200, `{"servers": [{"id": "`+server1+`", "name": "new", "status": "ACTIVE",
+		"OS-EXT-SRV-ATTR:host": "compute-1", "flavor": {"vcpus": 1, "ram": 512}, "created": "`+created+`"}]}`)
+	c.handle("GET "+computePrefix+"/os-server-groups", 200, `{"server_groups": []}`)
+	cl := c.client()
+	for range 2 {
+		if _, err := cl.Servers(context.Background(), "compute-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.count("GET " + computePrefix + "/os-server-groups"); n != 2 {
+		t.Errorf("server groups listed %d times, want 2 (the server is newer than the index each time)", n)
+	}
+}
