@@ -126,8 +126,8 @@ var notOptions = map[string]string{
 	"Runtime.Tick":             "internal: the agent's timer resolution",
 	"Runtime.Inbox":            "internal: message buffer",
 	"Runtime.Exec.ReadTimeout": "the Nova client's request_timeout bounds the reads of a real cloud",
-	"Runtime.Exec.Retries":     "internal: retries of a failed Nova call",
-	"Runtime.Exec.Backoff":     "internal: retries of a failed Nova call",
+	"Runtime.Exec.Retries":     "the agent sets 0: nova/openstack retries failed reads itself (one retry layer)",
+	"Runtime.Exec.Backoff":     "unused with Retries = 0",
 }
 
 // Every configuration field is an option or listed in notOptions: a new
