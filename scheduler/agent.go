@@ -45,13 +45,20 @@ type Agent struct {
 	// own host
 	host    Host
 	hasHost bool
+	// stale: a plan ran on the partition this agent was in; its host's
+	// last sample may list servers that left or miss some that came, so
+	// it offers no snapshot until the next sample (Observe).
+	stale   bool
 	window  []EventKind          // last N classifications
 	arrived map[string]time.Time // server -> when first seen on the host (zero: at start)
 	active  *Event               // own event being handled
 	backoff time.Duration
 	retryAt time.Time
 
-	ended map[string]time.Time // recently ended partitions: drop their requests
+	// ended: partitions that ended here recently, at which version; their
+	// requests up to that version are dropped (a newer one means the
+	// partition went on without this agent: it was a fork's leader).
+	ended map[string]ended
 	// absorbed remembers partitions this agent knows were absorbed, for
 	// longer than ended and than the arbiter's tombstone (which lives one
 	// lease): such a partition is never joined, led or registered again.
@@ -61,12 +68,17 @@ type Agent struct {
 	retired bool // stopping: raises no event, joins no partition
 }
 
+type ended struct {
+	at      time.Time
+	version uint64
+}
+
 // NewAgent returns a free agent. members is the initial ring.
 func NewAgent(cfg Config, members []string) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.ID, err)
 	}
-	a := &Agent{cfg: cfg, ended: map[string]time.Time{}, absorbed: map[string]time.Time{}, backoff: cfg.RetryBackoff}
+	a := &Agent{cfg: cfg, ended: map[string]ended{}, absorbed: map[string]time.Time{}, backoff: cfg.RetryBackoff}
 	a.SetMembers(members)
 	return a, nil
 }
@@ -148,8 +160,8 @@ func (a *Agent) update() Message {
 // Tick advances time: timeouts, heartbeats and retries.
 func (a *Agent) Tick(now time.Time) {
 	a.now = now
-	for id, t := range a.ended {
-		if now.Sub(t) > 4*a.cfg.PartitionTimeout {
+	for id, e := range a.ended {
+		if now.Sub(e.at) > 4*a.cfg.PartitionTimeout {
 			delete(a.ended, id)
 		}
 	}
@@ -164,7 +176,7 @@ func (a *Agent) Tick(now time.Time) {
 			switch {
 			case a.phase == phCollecting && now.Sub(a.snapSince) > a.cfg.SnapshotTimeout:
 				a.snapshotTimeout()
-			case a.phase == phWaiting && !a.merging && now.Sub(a.progress) > a.cfg.ProgressTimeout:
+			case a.phase == phWaiting && !a.merging && now.Sub(a.progress) > a.requestTimeout():
 				a.dissolve(Aborted, "request lost: no progress")
 			}
 		} else if now.Sub(a.fromLeader) > a.cfg.PartitionTimeout {

@@ -689,3 +689,55 @@ func TestSettlingServersNotConsolidated(t *testing.T) {
 		t.Fatalf("no underload after the cooldown: %+v", p)
 	}
 }
+
+// Issue 11, point 6: a request from before a merge (the merge skips a
+// version for it) made this free agent lead a fork of the partition.
+// When the partition's real request (a newer version) arrives, the fork's
+// leader lets its fork go and joins the real partition, instead of
+// swallowing the request (its leader would call it lost). A member of the
+// real partition nacks the fork's stale update, so the fork ends at once.
+func TestForkGivesWayToRealRequest(t *testing.T) {
+	h3 := newAgent(t, "h3")
+	h3.Observe(t0, hostWith("h3", 1))
+	ev := Event{ID: "e1", Kind: Overload, Host: "h1"}
+	old := &Partition{ID: "p-m", Version: 2, Initiator: "h1", Leader: "h1", Nodes: []string{"h1"}, State: Blocked, Tours: 1, Events: []Event{ev}}
+	h3.Step(Message{Type: MsgGrow, From: "h2", PartID: old.ID, Version: old.Version, Part: old.clone()})
+	fork := only(t, h3.Ready(), MsgUpdate)
+	if p := h3.Partition(); p == nil || p.Leader != "h3" || p.Version != 3 {
+		t.Fatalf("fork %+v", p)
+	}
+	// h1 merged meanwhile: it is at version 4 and nacks the fork's update.
+	h1 := newAgent(t, "h1")
+	real := &Partition{ID: "p-m", Version: 4, Initiator: "h1", Leader: "h1", Nodes: []string{"h1", "h5"}, State: Growing, Events: []Event{ev, {ID: "e5", Kind: Overload, Host: "h5"}}}
+	h1.part = real.clone()
+	h1.Step(fork.Msg)
+	if nack := only(t, h1.Ready(), MsgNack); nack.To != "h3" {
+		t.Fatalf("nack to %s, want the fork's leader h3", nack.To)
+	}
+	// The real request reaches h3 before the nack: h3 takes it.
+	h3.Step(Message{Type: MsgGrow, From: "h2", PartID: real.ID, Version: real.Version, Part: real.clone()})
+	h3.Ready()
+	p := h3.Partition()
+	if p == nil || p.Version != 5 || !p.has("h5") || p.Leader != "h3" {
+		t.Fatalf("after the real request: %+v, want to lead the real partition at version 5", p)
+	}
+}
+
+// Issue 11, point 6: once a plan ran on its partition, an agent's last
+// sample of its host is stale (servers moved): it offers no snapshot and
+// raises no event until the next sample.
+func TestStaleHostAfterPlan(t *testing.T) {
+	h2 := newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	p := &Partition{ID: "p-e", Version: 5, Initiator: "h1", Leader: "h1", Nodes: []string{"h1", "h2"}, State: Finishing, Events: []Event{{ID: "e", Kind: Overload, Host: "h1"}}}
+	h2.part = p.clone()
+	h2.Step(Message{Type: MsgDissolve, From: "h1", PartID: p.ID, Version: p.Version, Outcome: Solved})
+	h2.Ready()
+	if s := h2.snapshot(); !s.Disabled || len(s.Servers) != 0 {
+		t.Fatalf("snapshot after the plan %+v, want unknown", s)
+	}
+	h2.Observe(t0.Add(time.Second), hostWith("h2", 1))
+	if s := h2.snapshot(); s.Disabled || len(s.Servers) != 1 {
+		t.Fatalf("snapshot after a fresh sample %+v", s)
+	}
+}

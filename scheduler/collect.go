@@ -13,8 +13,9 @@ func (a *Agent) collect() {
 }
 
 func (a *Agent) snapshot() Host {
-	if !a.hasHost {
-		return Host{Name: a.cfg.ID, Disabled: true} // unknown: never a destination
+	if !a.hasHost || a.stale {
+		// Unknown: never a destination, nothing moved off it.
+		return Host{Name: a.cfg.ID, Disabled: true}
 	}
 	return a.host
 }

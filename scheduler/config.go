@@ -36,9 +36,13 @@ type Config struct {
 	// SnapshotTimeout: members that have not sent their snapshot by then
 	// are dropped from the partition.
 	SnapshotTimeout time.Duration
-	// ProgressTimeout: a leader whose request neither found a node nor
-	// came back for this long dissolves (the request was lost).
+	// ProgressTimeout and HopTimeout: a leader whose request neither
+	// found a node nor came back for ProgressTimeout plus HopTimeout for
+	// every node outside its partition dissolves (the request was lost).
+	// A request crosses one busy partition per hop, so when most nodes are
+	// busy alone a tour makes about as many hops as there are nodes.
 	ProgressTimeout time.Duration
+	HopTimeout      time.Duration
 	// RetryBackoff and MaxRetryBackoff space retries of an event whose
 	// partition did not solve it.
 	RetryBackoff    time.Duration
@@ -57,7 +61,7 @@ func DefaultConfig(id string) Config {
 	return Config{
 		ID: id, Thresholds: DefaultThresholds(), K: 3, N: 5,
 		PartitionTimeout: 3500 * time.Millisecond, SnapshotTimeout: 1500 * time.Millisecond,
-		ProgressTimeout: 5 * time.Second, RetryBackoff: 5 * time.Second, MaxRetryBackoff: 60 * time.Second,
+		ProgressTimeout: 5 * time.Second, HopTimeout: 50 * time.Millisecond, RetryBackoff: 5 * time.Second, MaxRetryBackoff: 60 * time.Second,
 		Lease: 10 * time.Second, Limits: DefaultLimits(), SolveTimeout: 200 * time.Millisecond,
 		ConsolidationCooldown: 10 * time.Minute, ConsolidationHeadroom: 0.1,
 	}
@@ -83,6 +87,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be > 0", name))
 		}
+	}
+	if c.HopTimeout < 0 {
+		errs = append(errs, errors.New("hop_timeout must be >= 0"))
 	}
 	if c.ConsolidationCooldown < 0 {
 		errs = append(errs, errors.New("consolidation_cooldown must be >= 0"))

@@ -14,7 +14,7 @@ func (a *Agent) Observe(now time.Time, h Host) {
 	a.now = now
 	h.Servers = slices.Clone(h.Servers)
 	settling := a.settle(h.Servers)
-	a.host, a.hasHost = h, true
+	a.host, a.hasHost, a.stale = h, true, false
 	k := NoEvent
 	switch {
 	case h.Draining && len(movable(h.Servers)) > 0:
@@ -97,7 +97,7 @@ func (a *Agent) detected() EventKind {
 // maybeStart raises the agent's event and starts a partition when it is
 // free, has an event and is not backing off.
 func (a *Agent) maybeStart() {
-	if a.part != nil || a.retired || a.now.Before(a.retryAt) {
+	if a.part != nil || a.retired || a.stale || a.now.Before(a.retryAt) {
 		return
 	}
 	k := a.detected()

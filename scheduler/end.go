@@ -58,7 +58,10 @@ func (a *Agent) dissolve(o Outcome, reason string) {
 func (a *Agent) end(o Outcome, reason string, solved []string) {
 	p := a.part
 	a.record(Record{Kind: RecDissolved, Outcome: o, Reason: reason})
-	a.ended[p.ID] = a.now
+	a.ended[p.ID] = ended{at: a.now, version: p.Version}
+	if p.State == Finishing {
+		a.stale = true // the plan may have moved servers of this host
+	}
 	a.part, a.phase, a.merging, a.snaps, a.solved = nil, phNone, false, nil, nil
 	a.back, a.backMet = false, false
 	if a.active == nil {

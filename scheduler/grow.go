@@ -7,6 +7,7 @@ package scheduler
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // forward sends the partition's request to the next node outside it.
@@ -18,6 +19,14 @@ func (a *Agent) forward() {
 		return
 	}
 	a.send(next, Message{Type: MsgGrow, PartID: a.part.ID, Version: a.part.Version, Part: a.part.clone()})
+}
+
+// requestTimeout is how long a leader waits for its request to find a
+// node or come back: ProgressTimeout plus HopTimeout for every node
+// outside the partition (at most one hop each per tour).
+func (a *Agent) requestTimeout() time.Duration {
+	outside := max(0, len(a.ring)-len(a.part.Nodes))
+	return a.cfg.ProgressTimeout + time.Duration(outside)*a.cfg.HopTimeout
 }
 
 // nextOutside is the ring successor of from that is not in p.
@@ -44,7 +53,7 @@ func (a *Agent) ringDist(from, to string) int {
 
 func (a *Agent) onGrow(m Message) {
 	p := m.Part
-	if _, gone := a.ended[p.ID]; gone {
+	if e, gone := a.ended[p.ID]; gone && p.Version <= e.version {
 		a.drop(m, "partition ended")
 		return
 	}
@@ -78,6 +87,22 @@ func (a *Agent) onGrow(m Message) {
 			m.Hops++
 			m.From = a.cfg.ID
 			a.rd.Messages = append(a.rd.Messages, Envelope{To: next, Msg: m})
+			return
+		}
+		if p.Leader != a.cfg.ID {
+			// Not this leader's request: the partition is led elsewhere
+			// too. A request from before a merge (which skips a version
+			// for this) made a free node, this one or the sender's leader,
+			// lead a fork at an older version.
+			if p.Version == mine.Version {
+				a.drop(m, "conflicting leader")
+				return
+			}
+			// This agent leads the fork: it lets it go and takes the
+			// partition's real request as a free node would, else the
+			// request would end here and its leader call it lost.
+			a.end(Aborted, fmt.Sprintf("fork of %s at version %d: the partition goes on at %d", mine.ID, mine.Version, p.Version), nil)
+			a.onGrow(m)
 			return
 		}
 		switch {

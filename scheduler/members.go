@@ -35,6 +35,12 @@ func (a *Agent) onUpdate(m Message) {
 		}
 	case p.Version < mine.Version:
 		a.drop(m, "stale version")
+		if m.From != mine.Leader {
+			// A fork's leader (it joined a request from before a merge):
+			// told at once, it ends its fork (removing the initiator
+			// ends it) instead of waiting for snapshots that never come.
+			a.send(m.From, Message{Type: MsgNack, PartID: p.ID, Version: p.Version, Reason: "stale version: the partition went on"})
+		}
 	case p.Version == mine.Version && p.Leader != mine.Leader:
 		a.send(m.From, Message{Type: MsgNack, PartID: p.ID, Version: p.Version, Reason: "conflicting leader"})
 	case !p.has(a.cfg.ID):

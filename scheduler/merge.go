@@ -127,7 +127,7 @@ func (a *Agent) onAbsorbed(m Message) {
 		a.send(m.From, Message{Type: MsgNack, PartID: m.PartID, Version: m.Version, Reason: "not in the absorbed partition version"})
 		return
 	}
-	a.ended[mine.ID] = a.now
+	a.ended[mine.ID] = ended{at: a.now, version: mine.Version}
 	a.absorbed[mine.ID] = a.now
 	a.phase, a.merging, a.back, a.backMet = phNone, false, false, false
 	a.part, a.fromLeader = m.Part.clone(), a.now

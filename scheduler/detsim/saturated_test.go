@@ -169,3 +169,40 @@ func TestArbiterFaults(t *testing.T) {
 		t.Fatalf("the unknown-outcome path was not reached: %d unknown outcomes, %d re-reads, %d merges found", unknown, rereads, found)
 	}
 }
+
+// Issue 11, point 6: a request crosses one busy partition per hop, and
+// when most hosts are busy with their own events (here 100 overloaded
+// hosts, the room at the end of the ring), a request makes a hundred hops
+// before it finds a free node. Its leader must not call it lost meanwhile:
+// it waits ProgressTimeout plus HopTimeout for every node outside its
+// partition. Before, it dissolved after ProgressTimeout whatever the ring
+// ("request lost: no progress"), and the request, still travelling, made
+// a free node join a partition that no longer existed.
+func TestLongTourNotCalledLost(t *testing.T) {
+	var hosts []scheduler.Host
+	for i := 0; i < 130; i++ {
+		load := 9 // overloaded by one core
+		if i >= 100 {
+			load = 4 // room
+		}
+		h := host(fmt.Sprintf("h%03d", i), 8)
+		for j := 0; j < load; j++ {
+			h.Servers = append(h.Servers, scheduler.Server{ID: fmt.Sprintf("s%d-%d", i, j), VCPUs: 1, RAMMB: 512, CPU: 1, RAM: 256})
+		}
+		hosts = append(hosts, h)
+	}
+	c := New(Options{Seed: 1}, hosts)
+	c.RunUntil(3*time.Minute, func() bool { return len(c.Overloaded()) == 0 && c.Idle() })
+	lost := 0
+	for _, r := range c.Records {
+		if r.Kind == scheduler.RecDissolved && strings.HasPrefix(r.Reason, "request lost") {
+			lost++
+		}
+	}
+	if lost > 0 || len(c.Overloaded()) > 0 {
+		t.Fatalf("%d requests called lost while travelling; overloaded left %v", lost, c.Overloaded())
+	}
+	if len(c.Violations) > 0 {
+		t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
+	}
+}
