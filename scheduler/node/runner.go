@@ -124,7 +124,7 @@ type Runner struct {
 	log   zerolog.Logger
 	rng   *rand.Rand
 
-	inbox   chan scheduler.Message
+	inbox   inbox
 	samples chan scheduler.Host
 	results chan func(*scheduler.Agent)
 	arb     *arbiterQueue     // arbiter requests in order (startArbiter)
@@ -166,7 +166,7 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 	r := &Runner{
 		cfg: cfg, agent: a, d: d, log: log, rng: rand.New(rand.NewSource(d.Seed)),
 		exec:    NewExecutor(cfg.Exec, d.Nova, d.Demand, ac.Thresholds, d.Clock, log),
-		inbox:   make(chan scheduler.Message, cfg.Inbox),
+		inbox:   inbox{max: cfg.Inbox, wake: make(chan struct{}, 1)},
 		samples: make(chan scheduler.Host, 1),
 		svc:     make(chan nova.Service, 1),
 		refresh: make(chan struct{}, 1),
@@ -264,8 +264,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			r.agent.Tick(r.d.Clock.Now())
-		case m := <-r.inbox:
-			r.agent.Step(m)
+		case <-r.inbox.wake:
+			for _, m := range r.inbox.take() {
+				r.agent.Step(m)
+			}
 		case h := <-r.samples:
 			r.agent.Observe(r.d.Clock.Now(), h)
 		case f := <-r.results:
@@ -301,12 +303,44 @@ func (r *Runner) receive(_ string, data []byte) {
 		r.log.Warn().Err(err).Int("bytes", len(data)).Msg("malformed message rejected")
 		return
 	}
-	select {
-	case r.inbox <- m:
-	default:
+	if !r.inbox.put(m) {
 		r.dropped.Add(1)
 		r.log.Warn().Str("type", m.Type.String()).Str("partition", m.PartID).Msg("inbox full: message dropped")
 	}
+}
+
+// inbox queues received messages for the agent goroutine. It holds at
+// most max messages and only what is queued: an idle agent's inbox costs
+// no memory, so 100,000 simulated agents fit.
+type inbox struct {
+	mu   sync.Mutex
+	q    []scheduler.Message
+	max  int
+	wake chan struct{} // signalled when q becomes non-empty
+}
+
+func (b *inbox) put(m scheduler.Message) bool {
+	b.mu.Lock()
+	if len(b.q) >= b.max {
+		b.mu.Unlock()
+		return false
+	}
+	b.q = append(b.q, m)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// take returns the queued messages in arrival order and empties the queue.
+func (b *inbox) take() []scheduler.Message {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.q
+	b.q = nil
+	return q
 }
 
 // post hands a result back to the agent goroutine unless ctx ended.
