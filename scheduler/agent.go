@@ -40,7 +40,10 @@ type Agent struct {
 	// (backMet: it met another Blocked partition); the tour is finished
 	// once the merge is refused (tourDone).
 	back, backMet bool
-	solved        []string // events the plan being executed solves
+	// offered: a Blocked partition that may absorb this one met it since
+	// its last tour (a merge may still commit): the tour counts as met.
+	offered bool
+	solved  []string // events the plan being executed solves
 
 	// own host
 	host    Host

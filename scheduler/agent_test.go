@@ -318,9 +318,20 @@ func TestMergeOrder(t *testing.T) {
 			home.Ready()
 			home.Step(gv.Msg)
 			rd := home.Ready()
-			offer := only(t, rd, MsgMergeOffer)
-			if offer.To != tc.wantTo {
-				t.Fatalf("offer to %s, want %s", offer.To, tc.wantTo)
+			// The offer goes to the absorbing leader; when the visited
+			// partition is the one absorbed, its leader is told too.
+			var offer Envelope
+			offers := sent(rd, MsgMergeOffer)
+			for _, o := range offers {
+				if o.To == tc.wantTo && o.Msg.PartID == map[string]*Agent{tc.visitor: vis, tc.host: home}[tc.wantTo].Partition().ID {
+					offer = o
+				}
+			}
+			if offer.To == "" {
+				t.Fatalf("no offer to %s in %+v", tc.wantTo, offers)
+			}
+			if wantN := map[bool]int{true: 2, false: 1}[tc.wantTo == tc.visitor]; len(offers) != wantN {
+				t.Fatalf("%d offers, want %d", len(offers), wantN)
 			}
 			if len(sent(rd, MsgGrow)) != 1 {
 				t.Fatal("request not forwarded on")
@@ -739,5 +750,26 @@ func TestStaleHostAfterPlan(t *testing.T) {
 	h2.Observe(t0.Add(time.Second), hostWith("h2", 1))
 	if s := h2.snapshot(); s.Disabled || len(s.Servers) != 1 {
 		t.Fatalf("snapshot after a fresh sample %+v", s)
+	}
+}
+
+// Issue 11, point 6: a Blocked partition met by one that may absorb it
+// (its leader got the offer notice) does not give up when its own request
+// comes back without having met anyone: the merge may still commit. It
+// tours again instead (bounded by maxTours).
+func TestOfferedPartitionToursAgain(t *testing.T) {
+	h4 := newAgent(t, "h4")
+	g := only(t, overload(t, h4), MsgGrow)
+	h4.Step(g.Msg) // first tour: blocked
+	tour := only(t, h4.Ready(), MsgGrow).Msg
+	smaller := &Partition{ID: "p-a", Version: 3, Initiator: "h1", Leader: "h2", Nodes: []string{"h1", "h2"}, State: Blocked, Events: []Event{{ID: "e1", Kind: Overload, Host: "h1"}}}
+	h4.Step(Message{Type: MsgMergeOffer, From: "h5", PartID: h4.Partition().ID, Version: h4.Partition().Version, Other: smaller})
+	if rd := h4.Ready(); len(rd.Arbiter) != 0 {
+		t.Fatalf("the partition to be absorbed proposed a merge: %+v", rd.Arbiter)
+	}
+	h4.Step(tour) // back, Met false
+	rd := h4.Ready()
+	if p := h4.Partition(); p == nil || p.Tours != 2 || len(sent(rd, MsgGrow)) != 1 {
+		t.Fatalf("gave up although a merge may absorb it: %+v", p)
 	}
 }

@@ -125,6 +125,13 @@ func (a *Agent) onGrow(m Message) {
 			}
 			if MayAbsorb(into.Initiator, other.Initiator) {
 				a.send(into.Leader, Message{Type: MsgMergeOffer, PartID: into.ID, Version: into.Version, Other: other.clone()})
+				if other == mine {
+					// This agent's partition is the one to be absorbed:
+					// its leader learns it was met (the travelling
+					// partition learns it from Met), so it does not give
+					// up while the merge may still commit.
+					a.send(mine.Leader, Message{Type: MsgMergeOffer, PartID: mine.ID, Version: mine.Version, Other: into.clone()})
+				}
 				m.Met = true
 			}
 		}
@@ -168,6 +175,8 @@ const maxTours = 6
 // solve; it tours again, up to maxTours.
 func (a *Agent) tourDone(met bool) {
 	p := a.part
+	met = met || a.offered
+	a.offered = false
 	p.Tours++
 	if p.Tours >= 2 && (!met || p.Tours >= maxTours) {
 		a.dissolve(Unsolvable, fmt.Sprintf("no solution after %d full tours", p.Tours))

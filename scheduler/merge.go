@@ -18,10 +18,16 @@ const absorbedMemory = 10
 
 func (a *Agent) onMergeOffer(m Message) {
 	p, o := a.part, m.Other
-	if !a.leader() || p.ID != m.PartID || p.State != Blocked || a.merging || a.phase != phWaiting {
+	if !a.leader() || p.ID != m.PartID || p.State != Blocked || a.phase != phWaiting {
 		return
 	}
+	if a.merging && MayAbsorb(p.Initiator, o.Initiator) {
+		return // one merge at a time
+	}
 	if !MayAbsorb(p.Initiator, o.Initiator) {
+		// The other partition may absorb this one: this partition was
+		// met, and its tour counts as such (tourDone).
+		a.offered = true
 		return
 	}
 	a.merging = true
