@@ -117,8 +117,13 @@ var options = []option{
 		help:  "Members that send no snapshot within this time are dropped from the partition.",
 		field: func(c *fileConfig) any { return &c.Agent.SnapshotTimeout }},
 	{section: "scheduler", name: "progress_timeout", kind: kindSeconds, def: "5", bounds: "> 0",
-		help:  "A leader whose request neither finds a node nor comes back within this time dissolves its partition.",
+		help: "A leader whose request neither finds a node nor comes back within this time, plus hop_timeout per node " +
+			"outside its partition, dissolves its partition (the request was lost).",
 		field: func(c *fileConfig) any { return &c.Agent.ProgressTimeout }},
+	{section: "scheduler", name: "hop_timeout", kind: kindSeconds, def: "0.05", bounds: ">= 0",
+		help: "See progress_timeout: a request crosses one busy partition per hop, so when most nodes are busy a tour " +
+			"makes about as many hops as there are nodes.",
+		field: func(c *fileConfig) any { return &c.Agent.HopTimeout }},
 	{section: "scheduler", name: "retry_backoff", kind: kindSeconds, def: "5", bounds: "> 0",
 		help:  "An event its partition did not solve is raised again after this backoff, doubling up to max_retry_backoff.",
 		field: func(c *fileConfig) any { return &c.Agent.RetryBackoff }},
