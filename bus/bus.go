@@ -62,3 +62,8 @@ func DemandSubject(region, host string) string { return "dvms." + region + ".dem
 
 // ReplySubject is where an agent receives answers to its queries.
 func ReplySubject(region, host string) string { return "dvms." + region + ".reply." + host }
+
+// SummarySubject is where the agent of host publishes a summary of its
+// host (demand, capacity, maintenance, moves in flight) for `dvms
+// scheduler-api`; SummarySubject(region, "*") subscribes to all of them.
+func SummarySubject(region, host string) string { return "dvms." + region + ".summary." + host }
