@@ -141,6 +141,7 @@ type Runner struct {
 	q          queries
 	cost       ViewCost
 	watchReads atomic.Int64
+	moves      planMoves // of the plan being executed, for summaries (summary.go)
 
 	done    chan struct{} // closed when Run returns
 	dropped atomic.Int64
@@ -449,7 +450,9 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		r.moves.add(req.Plan, +1)
 		res := r.exec.Execute(ctx, req.Event, req.Plan)
+		r.moves.add(req.Plan, -1)
 		if r.d.Hooks.OnExec != nil {
 			r.d.Hooks.OnExec(r.agent.ID(), req.Event, res)
 		}
