@@ -224,6 +224,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 			return p.reviver.Run(ctx, tr, func() bool { return p.runner.Partition() != nil })
 		}, "unshelve")
 	}
+	p.goRun(func() error { return p.runner.PublishSummaries(ctx, cfg.Summary) }, "host summaries")
 	go func() {
 		err := p.runner.Run(ctx)
 		stopMember() // goodbye heartbeat once the partition role is handed back

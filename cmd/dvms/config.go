@@ -11,6 +11,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -54,6 +55,12 @@ type fileConfig struct {
 	RaftAdvertise string
 	Heartbeat     time.Duration
 	DeadAfter     time.Duration
+
+	// Summary: the agent's host summaries for `dvms scheduler-api`;
+	// SchedAPI, SchedAPIListen: that service (schedapi.go).
+	Summary        node.SummaryConfig
+	SchedAPI       extsched.Config
+	SchedAPIListen string
 }
 
 // configSource says where option values come from. Each overrides the
@@ -83,7 +90,8 @@ var errNoCloud = errors.New("no cloud named: set [nova] os_cloud, --os-cloud or 
 // returns it with every problem found, all in one pass: unknown sections
 // and options of the file, bad values, and the rules between options.
 func loadConfig(src configSource, host string) (fileConfig, error) {
-	c := fileConfig{Agent: scheduler.DefaultConfig(host), Runtime: node.DefaultConfig()}
+	c := fileConfig{Agent: scheduler.DefaultConfig(host), Runtime: node.DefaultConfig(),
+		Summary: node.DefaultSummaryConfig(), SchedAPI: extsched.DefaultConfig()}
 	if src.env == nil {
 		src.env = func(string) (string, bool) { return "", false }
 	}
@@ -134,6 +142,7 @@ func loadConfig(src configSource, host string) (fileConfig, error) {
 	if c.OSCloud, err = resolveCloud(c.OSCloud, src.env); err != nil {
 		errs = append(errs, err)
 	}
+	c.derive()
 	errs = append(errs, c.validate())
 	return c, errors.Join(errs...)
 }
@@ -160,10 +169,21 @@ func resolveCloud(named string, env func(string) (string, bool)) (string, error)
 	return "", errNoCloud
 }
 
+// derive sets the fields that follow from options: the summaries' site,
+// and the scheduler-api's staleness (3 summary intervals) and thresholds
+// (the agents').
+func (c *fileConfig) derive() {
+	c.Summary.Site = c.Site
+	if c.Summary.Interval > 0 {
+		c.SchedAPI.StaleAfter = 3 * c.Summary.Interval
+	}
+	c.SchedAPI.CPUOverload, c.SchedAPI.RAMOverload = c.Agent.Thresholds.CPUOverload, c.Agent.Thresholds.RAMOverload
+}
+
 // validate checks the rules between options; each value alone was
 // checked against its row.
 func (c fileConfig) validate() error {
-	errs := []error{c.Agent.Validate(), c.Runtime.Validate(), c.busConfig(c.NATSURL).Validate()}
+	errs := []error{c.Agent.Validate(), c.Runtime.Validate(), c.busConfig(c.NATSURL).Validate(), c.Summary.Validate(), c.SchedAPI.Validate()}
 	switch {
 	case c.MonitorSource == "file" && c.FilePath == "":
 		errs = append(errs, errors.New("[monitor] source = file needs file_path"))

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -115,6 +116,7 @@ func TestTableDefaultsArePackageDefaults(t *testing.T) {
 	}
 	want := c
 	want.Agent, want.Runtime = scheduler.DefaultConfig("compute-1"), node.DefaultConfig()
+	want.Summary, want.SchedAPI = node.DefaultSummaryConfig(), extsched.DefaultConfig()
 	sameConfig(t, "defaults", c, want)
 }
 
@@ -128,6 +130,11 @@ var notOptions = map[string]string{
 	"Runtime.Exec.ReadTimeout": "the Nova client's request_timeout bounds the reads of a real cloud",
 	"Runtime.Exec.Retries":     "the agent sets 0: nova/openstack retries failed reads itself (one retry layer)",
 	"Runtime.Exec.Backoff":     "unused with Retries = 0",
+	"Summary.Change":           "internal: the change that publishes a summary early",
+	"Summary.Site":             "[DEFAULT] site",
+	"SchedAPI.StaleAfter":      "3 x [monitor] summary_interval",
+	"SchedAPI.CPUOverload":     "[scheduler] cpu_overload",
+	"SchedAPI.RAMOverload":     "[scheduler] ram_overload",
 }
 
 // Every configuration field is an option or listed in notOptions: a new

@@ -40,7 +40,7 @@ type option struct {
 //go:generate go run . config sample --output ../../etc/dvms/dvms.conf.sample
 
 // sections in the order of the sample.
-var sections = []string{"DEFAULT", "nova", "nats", "scheduler", "monitor", "consensus"}
+var sections = []string{"DEFAULT", "nova", "nats", "scheduler", "monitor", "consensus", "scheduler_api"}
 
 var options = []option{
 	{section: "DEFAULT", name: "region", kind: kindName, def: "RegionOne", required: true,
@@ -188,6 +188,10 @@ var options = []option{
 		help: "Period of the region's maintenance watch: one agent of the region lists the nova-compute services " +
 			"and publishes their changes over NATS.",
 		field: func(c *fileConfig) any { return &c.Runtime.ServiceWatch }},
+	{section: "monitor", name: "summary_interval", kind: kindSeconds, def: "30", bounds: ">= 0",
+		help: "Publish a summary of the host (demand, capacity, maintenance, moves in flight) for dvms scheduler-api this often, " +
+			"and at once when it changes (from the cached view: no Nova request). 0 = never; scheduler-api then knows no host.",
+		field: func(c *fileConfig) any { return &c.Summary.Interval }},
 	{section: "monitor", name: "source", kind: kindEnum, def: "cgroup", choices: []string{"cgroup", "file", "prometheus", "nova-diagnostics"},
 		help: "Demand source. cgroup: the host's cgroup v2 tree (libvirt). file: a file the operator or a test writes. " +
 			"prometheus: instant queries. nova-diagnostics: Nova's server diagnostics, one listing plus one Nova request per server " +
@@ -236,6 +240,25 @@ var options = []option{
 	{section: "consensus", name: "dead_after", kind: kindSeconds, def: "5", bounds: "> 0",
 		help:  "A member silent for this long is dead. More than twice heartbeat_interval.",
 		field: func(c *fileConfig) any { return &c.DeadAfter }},
+
+	{section: "scheduler_api", name: "listen", kind: kindAddr, def: "127.0.0.1:8095",
+		help: "dvms scheduler-api: address of its HTTP service (POST /scheduler/nova/external, GET /healthz). " +
+			"Summaries older than 3 x [monitor] summary_interval are stale: those hosts keep Nova's order.",
+		field: func(c *fileConfig) any { return &c.SchedAPIListen }},
+	{section: "scheduler_api", name: "max_moves_in_flight", kind: kindInt, def: "0", bounds: ">= 0", unit: "moves",
+		help:  "A host with more dvms moves in flight (in and out, planned or migrating) goes last.",
+		field: func(c *fileConfig) any { return &c.SchedAPI.MaxMoves }},
+	{section: "scheduler_api", name: "nova_weight", kind: kindFloat, def: "0.5", bounds: ">= 0", unit: "fraction of capacity",
+		help: "Weight of Nova's own weight (normalized to [0, 1] among the candidates) against the measured headroom " +
+			"left after the flavor (a fraction of the host's capacity).",
+		field: func(c *fileConfig) any { return &c.SchedAPI.NovaWeight }},
+	{section: "scheduler_api", name: "drop_avoided", kind: kindBool, def: "false",
+		help: "Drop draining, disabled or busy hosts from the answer instead of putting them last " +
+			"(never all candidates: dvms never fails a boot).",
+		field: func(c *fileConfig) any { return &c.SchedAPI.DropAvoided }},
+	{section: "scheduler_api", name: "pending_ttl", kind: kindSeconds, def: "120", bounds: ">= 0",
+		help:  "A host put first for a boot counts the flavor for this long (until its agent's summary shows the server), so bursts spread.",
+		field: func(c *fileConfig) any { return &c.SchedAPI.PendingTTL }},
 }
 
 // lookupOption returns the row of [section] name, or nil.

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/scheduler/extsched"
+)
+
+// syncBuffer is a log sink safe for the service's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func eventually(t *testing.T, d time.Duration, cond func() bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not hoping
+	}
+	return cond()
+}
+
+// novaRequest is what Nova's hook posts: a RequestSpec primitive, the
+// candidates in Nova's order and Nova's weights.
+func novaRequest(vcpus, ramMB int, hosts ...string) []byte {
+	var hs []map[string]string
+	weights := map[string]float64{}
+	for i, h := range hosts {
+		hs = append(hs, map[string]string{"host": h, "hypervisor_hostname": h})
+		weights[h] = float64(len(hosts) - i)
+	}
+	body, _ := json.Marshal(map[string]any{
+		"spec": map[string]any{"nova_object.name": "RequestSpec", "nova_object.namespace": "nova", "nova_object.version": "1.14",
+			"nova_object.data": map[string]any{"instance_uuid": "11111111-2222-3333-4444-555555555555", "num_instances": 1,
+				"flavor": map[string]any{"nova_object.name": "Flavor", "nova_object.data": map[string]any{"name": "m1.test", "vcpus": vcpus, "memory_mb": ramMB}},
+				"instance_group": nil, "scheduler_hints": map[string]any{}}},
+		"rebuild": false, "resize": false, "live": false, "vmware": false,
+		"hosts": hs, "weights": weights,
+	})
+	return body
+}
+
+func TestSchedulerAPIOverNATS(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	cfg, err := load(t, "[scheduler_api]\nlisten = 127.0.0.1:0\n", "OS_CLOUD=c", "DVMS_REGION=t", "DVMS_NATS_URL="+ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var logs syncBuffer
+	p, err := startSchedAPI(ctx, cfg, clock.now, zerolog.New(&logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		if err := p.wait(); err != nil {
+			t.Error(err)
+		}
+	}()
+	base := "http://" + p.addr
+
+	agent, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: "fake-agents"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	publish := func(s extsched.Summary) {
+		s.At, s.Seq = clock.now(), 1
+		data, err := s.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := agent.Publish(ctx, bus.SummarySubject("t", s.Host), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host := func(name string, cpu float64) extsched.Summary {
+		return extsched.Summary{Host: name, CPUs: 8, RAMMB: 32768, AllocVCPUs: 32, AllocRAMMB: 32768, CPUDemand: cpu, RAMDemand: 4096}
+	}
+	publish(host("idle", 0.5))
+	publish(host("busy", 7))
+	d := host("drain", 0)
+	d.Draining, d.Disabled = true, true
+	publish(d)
+	if err := agent.Publish(ctx, bus.SummarySubject("t", "forged"), []byte(`{"v":1,"host":"idle","at":"2026-01-01T00:00:00Z"}`)); err != nil {
+		t.Fatal(err)
+	}
+	health := func() map[string]int {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return nil
+		}
+		defer resp.Body.Close()
+		var h map[string]int
+		_ = json.NewDecoder(resp.Body).Decode(&h)
+		return h
+	}
+	if !eventually(t, 10*time.Second, func() bool { h := health(); return h["fresh"] == 3 && h["rejected_summaries"] == 1 }) {
+		t.Fatalf("the service did not take the summaries: %v", health())
+	}
+
+	ask := func(rid string, body []byte) (int, []string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+extsched.Path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-OpenStack-Request-ID", rid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var raw map[string]json.RawMessage
+		if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil || resp.StatusCode != http.StatusOK {
+			return resp.StatusCode, nil
+		}
+		if len(raw) != 1 {
+			t.Errorf("answer has keys %v: Nova's hook accepts {\"hosts\": [...]} only", raw)
+		}
+		var hosts []string
+		if err := json.Unmarshal(raw["hosts"], &hosts); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, hosts
+	}
+	same := func(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }
+
+	// Nova ranks busy first and drain second; dvms measured otherwise.
+	code, got := ask("req-fresh", novaRequest(2, 2048, "busy", "drain", "idle", "unknown"))
+	if want := []string{"idle", "unknown", "busy", "drain"}; code != 200 || !same(got, want) {
+		t.Errorf("answer %d %v, want %v", code, got, want)
+	}
+	if l := logs.String(); !strings.Contains(l, `"request_id":"req-fresh"`) || !strings.Contains(l, "drain: avoided: draining") ||
+		!strings.Contains(l, "busy: tight: over a threshold") {
+		t.Errorf("the answer is not logged with its request id and reasons:\n%s", l)
+	}
+
+	// Unparseable spec: Nova's order, never an error.
+	code, got = ask("req-spec", []byte(`{"spec": {"flavor": {"vcpus": "two"}}, "hosts": [{"host": "busy"}, {"host": "idle"}], "weights": {}}`))
+	if want := []string{"busy", "idle"}; code != 200 || !same(got, want) {
+		t.Errorf("bad spec: answer %d %v, want %v", code, got, want)
+	}
+	if code, _ := ask("req-bad", []byte(`{"hosts": [`)); code != http.StatusBadRequest {
+		t.Errorf("malformed body: status %d, want 400", code)
+	}
+	if resp, err := http.Get(base + extsched.Path); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// Every summary stale: Nova's order, drain included.
+	clock.add(cfg.SchedAPI.StaleAfter + time.Second)
+	code, got = ask("req-stale", novaRequest(2, 2048, "busy", "drain", "idle", "unknown"))
+	if want := []string{"busy", "drain", "idle", "unknown"}; code != 200 || !same(got, want) {
+		t.Errorf("stale view: answer %d %v, want Nova's order %v", code, got, want)
+	}
+}
