@@ -75,7 +75,7 @@ func (q *arbiterQueue) push(req scheduler.ArbiterRequest) {
 // order. Requests still queued when ctx ends are dropped (the agent's
 // timeouts and leases cover them, as for a lost answer).
 func (q *arbiterQueue) run(ctx context.Context, call func(scheduler.ArbiterRequest)) {
-	for {
+	for ctx.Err() == nil {
 		q.mu.Lock()
 		var req scheduler.ArbiterRequest
 		ok := len(q.reqs) > 0
@@ -90,7 +90,6 @@ func (q *arbiterQueue) run(ctx context.Context, call func(scheduler.ArbiterReque
 		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-q.wake:
 		}
 	}
