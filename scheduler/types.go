@@ -166,7 +166,8 @@ type ActionKind uint8
 const (
 	LiveMigrate ActionKind = iota + 1
 	Shelve                 // shelve and offload
-	Unshelve
+	// Unshelving is not a plan action: an agent with room unshelves the
+	// servers its partition shelved (scheduler/node's Reviver).
 )
 
 func (k ActionKind) String() string {
@@ -175,8 +176,6 @@ func (k ActionKind) String() string {
 		return "live-migrate"
 	case Shelve:
 		return "shelve-offload"
-	case Unshelve:
-		return "unshelve"
 	}
 	return "unknown"
 }
@@ -187,7 +186,8 @@ type Action struct {
 	Server string
 	From   string `json:",omitempty"`
 	To     string `json:",omitempty"`
-	// Group and Policy: the server's group, for anti-affinity re-checks.
+	// Group and Policy: the server's group; the planner keeps anti-affinity
+	// while it orders moves (the executor re-reads the group from Nova).
 	Group  string `json:",omitempty"`
 	Policy string `json:",omitempty"`
 	// The server's size, for re-checks and accounting.
