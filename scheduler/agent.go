@@ -182,7 +182,7 @@ func (a *Agent) Tick(now time.Time) {
 			case a.phase == phWaiting && !a.merging && now.Sub(a.progress) > a.requestTimeout():
 				a.dissolve(Aborted, "request lost: no progress")
 			}
-		} else if now.Sub(a.fromLeader) > a.cfg.PartitionTimeout {
+		} else if now.Sub(a.fromLeader) > a.memberTimeout() {
 			a.dissolve(Aborted, "partition timeout: no word from leader "+p.Leader)
 		}
 	}

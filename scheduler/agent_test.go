@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -771,5 +772,30 @@ func TestOfferedPartitionToursAgain(t *testing.T) {
 	rd := h4.Ready()
 	if p := h4.Partition(); p == nil || p.Tours != 2 || len(sent(rd, MsgGrow)) != 1 {
 		t.Fatalf("gave up although a merge may absorb it: %+v", p)
+	}
+}
+
+// A member of a partition whose plan runs waits longer for its silent
+// leader than PartitionTimeout: freed early, it could be a destination of
+// another plan while this one still moves servers to it.
+func TestFinishingMemberWaitsLonger(t *testing.T) {
+	for _, tc := range []struct {
+		state PartState
+		after time.Duration
+		freed bool
+	}{
+		{Growing, 3600 * time.Millisecond, true},
+		{Finishing, 3600 * time.Millisecond, false},
+		{Finishing, finishingPatience*3500*time.Millisecond + time.Second, true},
+	} {
+		t.Run(fmt.Sprintf("%s after %s", tc.state, tc.after), func(t *testing.T) {
+			h2 := newAgent(t, "h2")
+			h2.part = &Partition{ID: "p-f", Version: 4, Initiator: "h1", Leader: "h1", Nodes: []string{"h1", "h2"}, State: tc.state, Events: []Event{{ID: "e", Kind: Overload, Host: "h1"}}}
+			h2.fromLeader = t0
+			h2.Tick(t0.Add(tc.after))
+			if freed := h2.Partition() == nil; freed != tc.freed {
+				t.Fatalf("freed %v, want %v", freed, tc.freed)
+			}
+		})
 	}
 }

@@ -3,7 +3,10 @@ package scheduler
 // Membership of a partition (DESIGN §5.1, §5.6): versioned updates,
 // members that crash, nack or stay silent.
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // MemberDown tells the agent a member is dead: it leaves the ring, and a
 // partition that counted on it reacts (DESIGN §5.6).
@@ -57,6 +60,23 @@ func (a *Agent) onUpdate(m Message) {
 			a.send(p.Leader, Message{Type: MsgSnapshot, PartID: p.ID, Version: p.Version, Host: ptr(a.snapshot())})
 		}
 	}
+}
+
+// finishingPatience multiplies PartitionTimeout for a member whose
+// partition is executing a plan (Finishing).
+const finishingPatience = 4
+
+// memberTimeout is how long a member waits for a word from its leader.
+// While a plan runs, a member freed too early may join another partition
+// and be chosen as a destination there while this plan still moves
+// servers to it (two plans on one host); freed too late, it only waits.
+// So it waits finishingPatience times longer: a leader that heartbeats
+// every tick is silent that long only when it is gone.
+func (a *Agent) memberTimeout() time.Duration {
+	if a.part != nil && a.part.State == Finishing {
+		return finishingPatience * a.cfg.PartitionTimeout
+	}
+	return a.cfg.PartitionTimeout
 }
 
 // removeMember drops a member (leader only); losing the initiator ends
