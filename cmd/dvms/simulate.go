@@ -44,6 +44,7 @@ func simFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "nova-faults", Value: 0, Usage: "rate of injected Nova faults (500, 409, timeouts, failed migrations)"},
 		&cli.Float64Flag{Name: "nova-api-rps", Value: 0, Usage: "requests per second the simulated region's nova-api and placement serve together (0: unlimited); beyond it requests queue and wait"},
 		&cli.DurationFlag{Name: "nova-api-latency", Value: 0, Usage: "base latency of every simulated Nova or placement request (simulated time)"},
+		&cli.DurationFlag{Name: "nova-warmup", Value: 0, Usage: "simulated time before the per-agent-minute Nova figures start (0: the first minute, or half the run)"},
 		&cli.BoolFlag{Name: "underload", Usage: "enable UNDERLOAD events (consolidation)"},
 		&cli.BoolFlag{Name: "preempt", Usage: "shelve the lowest-priority servers when nothing else works"},
 		&cli.DurationFlag{Name: "central-period", Value: d.CentralPeriod, Usage: "baseline: simulated time between two whole-cloud rounds"},
@@ -71,7 +72,7 @@ func simConfig(c *cli.Context) (sim.Config, error) {
 	cfg.HostCPUs, cfg.HostRAMMB = c.Int("host-cpus"), c.Int("host-ram-mb")
 	cfg.CPUAllocRatio, cfg.BandwidthMBps = c.Float64("cpu-allocation-ratio"), c.Float64("bandwidth-mbps")
 	cfg.NovaFaults = c.Float64("nova-faults")
-	cfg.NovaAPIRate, cfg.NovaLatency = c.Float64("nova-api-rps"), c.Duration("nova-api-latency")
+	cfg.NovaAPIRate, cfg.NovaLatency, cfg.NovaWarmup = c.Float64("nova-api-rps"), c.Duration("nova-api-latency"), c.Duration("nova-warmup")
 	cfg.Agent.Underload, cfg.Agent.Preempt = c.Bool("underload"), c.Bool("preempt")
 	cfg.CentralPeriod = c.Duration("central-period")
 	cfg.Arbiter = c.String("arbiter")

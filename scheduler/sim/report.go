@@ -19,6 +19,14 @@ type Report struct {
 	Workload string  `json:"workload"`
 	Duration float64 `json:"duration_s"`
 	WallS    float64 `json:"wall_s"`
+	// Samples: the agents' demand samples of their own host during the
+	// run against the samples due (hosts x duration / monitor interval):
+	// a ratio well under 1 says the run did not keep up (DESIGN §7).
+	Samples struct {
+		Taken int64   `json:"taken"`
+		Due   int64   `json:"due"`
+		Ratio float64 `json:"ratio"`
+	} `json:"samples"`
 
 	Events struct {
 		Total      int `json:"total"`
@@ -168,6 +176,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "dvms simulate (%s): %d hosts, %d servers, workload %s, seed %d, %.0fs simulated in %.1fs\n",
 		r.Mode, r.Hosts, r.Servers, r.Workload, r.Seed, r.Duration, r.WallS)
+	if r.Samples.Due > 0 {
+		fmt.Fprintf(w, "  kept up     %d of %d samples due (%.2f)\n", r.Samples.Taken, r.Samples.Due, r.Samples.Ratio)
+	}
 	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution, %d one in the union of the blocked partitions), %d failed, %d aborted, %d in flight\n",
 		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.UnsolvableWithUnion, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)
 	fmt.Fprintf(w, "  solve time  p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms (%d plans)\n",

@@ -56,6 +56,10 @@ type Config struct {
 	// NovaLatency is the base latency of every Nova or placement request
 	// (fake.Config.APILatency), in simulated time.
 	NovaLatency time.Duration
+	// NovaWarmup is when the per-agent-minute figures start (simulated
+	// time): the agents' start-up reads before it are reported apart.
+	// 0 means the first minute, or half the run if shorter.
+	NovaWarmup time.Duration
 	// Mode is "dvms" (one agent per host) or "central" (the baseline:
 	// one optimizer over the whole cloud every CentralPeriod).
 	Mode string
@@ -116,8 +120,8 @@ func (c Config) Validate() error {
 	if c.KillAgents < 0 || c.KillAgents > 1 || c.NovaFaults < 0 || c.NovaFaults > 1 {
 		errs = append(errs, errors.New("--kill-agents and --nova-faults must be fractions in [0, 1]"))
 	}
-	if c.NovaAPIRate < 0 || c.NovaLatency < 0 {
-		errs = append(errs, errors.New("--nova-api-rps and --nova-api-latency must be >= 0"))
+	if c.NovaAPIRate < 0 || c.NovaLatency < 0 || c.NovaWarmup < 0 || c.NovaWarmup >= c.Duration && c.Duration > 0 {
+		errs = append(errs, errors.New("--nova-api-rps and --nova-api-latency must be >= 0, --nova-warmup in [0, --duration)"))
 	}
 	return errors.Join(errs...)
 }
@@ -271,6 +275,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	var migrating atomic.Int64
 	use := newNovaUse(cloud.Meter(), clock.Now)
+	var samples atomic.Int64 // demand samples the agents took of their own host
 	hooks := node.Hooks{
 		OnRecord: func(host string, r scheduler.Record) {
 			st.record(host, r)
@@ -301,7 +306,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r, err := node.New(cfg.Runtime, ac, hosts, node.Deps{
 			// Each agent measures only its own host, as a cgroup source
 			// does, and has its own Nova client, metered under its name.
-			Bus: nc, Nova: cloud.Client(hosts[i]), Demand: node.OnlyHost(cloud, hosts[i]), Arbiter: arb, Clock: clock, Hooks: hooks,
+			Bus: nc, Nova: cloud.Client(hosts[i]), Demand: node.OnlyHost(countDemand{cloud, &samples}, hosts[i]), Arbiter: arb, Clock: clock, Hooks: hooks,
 			Log: cfg.Log, Seed: rng.Int63(), Watcher: watcher(i),
 		})
 		if err != nil {
@@ -356,6 +361,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		kills = append(kills, kill{at: at, back: at + 5*time.Second + time.Duration(rng.Intn(10))*time.Second, i: i})
 	}
 	epoch := clock.Now()
+	samples.Store(0)
 	tick := clock.NewTicker(time.Second)
 	defer tick.Stop()
 	lastProgress := time.Now()
@@ -430,6 +436,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	use.end() // agents stopping are no longer at rest or in events
+	if cfg.Mode == "dvms" {
+		rep.Samples.Taken = samples.Load()
+		rep.Samples.Due = int64(float64(cfg.Hosts) * cfg.Duration.Seconds() / cfg.Runtime.Monitor.Seconds())
+		if rep.Samples.Due > 0 {
+			rep.Samples.Ratio = round(float64(rep.Samples.Taken) / float64(rep.Samples.Due))
+		}
+	}
 	if cfg.Progress != nil {
 		fmt.Fprintln(cfg.Progress)
 	}
@@ -574,9 +587,14 @@ func globalCheck(recs []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts [
 var regionWatch = nova.Template{Service: nova.ServiceCompute, Method: "GET", Path: "/os-services?binary"}
 
 // novaWarmup is when the per-agent figures start: every agent reads its
-// host at start, a start-up cost reported apart. The first simulated
-// minute, or half the run if shorter.
-func novaWarmup(cfg Config) time.Duration { return min(time.Minute, cfg.Duration/2) }
+// host at start, a start-up cost reported apart. Config.NovaWarmup, by
+// default the first simulated minute, or half the run if shorter.
+func novaWarmup(cfg Config) time.Duration {
+	if cfg.NovaWarmup > 0 {
+		return cfg.NovaWarmup
+	}
+	return min(time.Minute, cfg.Duration/2)
+}
 
 // novaUse splits each agent's requests between at rest (in no partition,
 // so no plan running) and during events (in a partition), with the
@@ -731,4 +749,16 @@ func novaReport(rep *Report, u *novaUse, cloud *fake.Cloud, cfg Config) {
 		as := cloud.APIStats()
 		n.Queued, n.QueueMaxMS = as.Queued, ms(as.QueueMax)
 	}
+}
+
+// countDemand counts the demand reads of the agents' monitors (the
+// samples a run must take to keep up).
+type countDemand struct {
+	d nova.DemandSource
+	n *atomic.Int64
+}
+
+func (c countDemand) Demand(ctx context.Context, host string) (map[string]nova.Demand, error) {
+	c.n.Add(1)
+	return c.d.Demand(ctx, host)
 }
