@@ -228,6 +228,21 @@ func (m *Meter) CallerCount(caller string, t Template) int64 {
 	return 0
 }
 
+// CallerCounts returns the request count of each template caller used.
+func (m *Meter) CallerCounts(caller string) map[Template]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cs := m.callers[caller]
+	if cs == nil {
+		return map[Template]int64{}
+	}
+	out := make(map[Template]int64, len(cs.by))
+	for t, n := range cs.by {
+		out[t] = n
+	}
+	return out
+}
+
 // TemplateStats is what a snapshot says of one template.
 type TemplateStats struct {
 	Template Template

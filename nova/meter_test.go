@@ -71,6 +71,9 @@ func TestMeterCounts(t *testing.T) {
 	if m.CallerCount("b", post) != 2 || m.CallerCount("a", post) != 0 {
 		t.Errorf("caller b posted %d, a %d", m.CallerCount("b", post), m.CallerCount("a", post))
 	}
+	if cc := m.CallerCounts("b"); len(cc) != 2 || cc[post] != 2 || cc[usage] != 1 || len(m.CallerCounts("nobody")) != 0 {
+		t.Errorf("CallerCounts(b) = %v", cc)
+	}
 	if got := list.String(); got != "GET compute /servers/detail?all_tenants&host&limit" {
 		t.Errorf("String() = %q", got)
 	}

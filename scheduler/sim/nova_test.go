@@ -58,6 +58,12 @@ func TestNovaUseSplitsRestAndEvents(t *testing.T) {
 	if u.busy.requests != 9 || u.busy.time != 2*time.Minute {
 		t.Errorf("during events %d requests over %s, want 9 over 2m", u.busy.requests, u.busy.time)
 	}
+	if u.rest.by[list] != 3 || u.rest.by[regionWatch] != 0 || u.busy.by[list] != 9 {
+		t.Errorf("by template: at rest %v, during events %v", u.rest.by, u.busy.by)
+	}
+	if r := perTemplate(u.rest); len(r) != 1 || r[0].PerAgentMinute != 0.6 {
+		t.Errorf("perTemplate(at rest) = %+v, want 3 requests over 5 agent-minutes", r)
+	}
 }
 
 // A run reports what the agents cost Nova, and a capped API queues.

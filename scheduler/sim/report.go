@@ -107,6 +107,9 @@ type NovaCost struct {
 		AgentMinutesAtRest       float64 `json:"agent_minutes_at_rest"`
 		AgentMinutesDuringEvents float64 `json:"agent_minutes_during_events"`
 		FromS                    float64 `json:"from_s"`
+		// The largest templates of each, per agent-minute.
+		AtRestByTemplate       []TemplateRate `json:"at_rest_by_template"`
+		DuringEventsByTemplate []TemplateRate `json:"during_events_by_template"`
 	} `json:"requests_per_agent_minute"`
 	StartupRequests int64 `json:"startup_requests"`
 	// RegionWatch: the region's maintenance watch (GET
@@ -124,6 +127,12 @@ type NovaCost struct {
 	APIRPS     float64 `json:"api_rps"`
 	Queued     int64   `json:"queued,omitempty"`
 	QueueMaxMS float64 `json:"queue_max_ms,omitempty"`
+}
+
+// TemplateRate is a template's requests per agent-minute.
+type TemplateRate struct {
+	Template       string  `json:"template"`
+	PerAgentMinute float64 `json:"per_agent_minute"`
 }
 
 // TemplateCount is how many requests of one template were sent.

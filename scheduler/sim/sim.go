@@ -9,12 +9,14 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -616,33 +618,36 @@ type novaUse struct {
 
 type agentUse struct {
 	live, busy bool
-	since      time.Time // current state since
-	mark       int64     // the agent's requests (watch excluded) at since
+	since      time.Time               // current state since
+	mark       map[nova.Template]int64 // the agent's requests at since
 }
 
 type tally struct {
 	requests int64
 	time     time.Duration
+	by       map[nova.Template]int64
 }
 
 func newNovaUse(m *nova.Meter, now func() time.Time) *novaUse {
-	return &novaUse{meter: m, now: now, agents: map[string]*agentUse{}}
+	return &novaUse{meter: m, now: now, agents: map[string]*agentUse{},
+		rest: tally{by: map[nova.Template]int64{}}, busy: tally{by: map[nova.Template]int64{}}}
 }
 
-// requests is what host asked so far, the watch excluded (u.mu held).
-func (u *novaUse) requests(host string) int64 {
-	return u.meter.CallerTotal(host) - u.meter.CallerCount(host, regionWatch)
-}
-
-// settle closes host's current interval at now (u.mu held).
+// settle closes host's current interval at now (u.mu held): the
+// requests since its mark, the watch excluded, go to its state's tally.
 func (u *novaUse) settle(host string, a *agentUse, now time.Time) {
-	n := u.requests(host)
+	n := u.meter.CallerCounts(host)
 	if u.counted && !u.ended && a.live {
 		acc := &u.rest
 		if a.busy {
 			acc = &u.busy
 		}
-		acc.requests += n - a.mark
+		for t, c := range n {
+			if d := c - a.mark[t]; d > 0 && t != regionWatch {
+				acc.requests += d
+				acc.by[t] += d
+			}
+		}
 		acc.time += now.Sub(a.since)
 	}
 	a.since, a.mark = now, n
@@ -688,7 +693,7 @@ func (u *novaUse) begin() {
 	now := u.now()
 	u.counted, u.startup = true, u.meter.Snapshot().Total
 	for host, a := range u.agents {
-		a.since, a.mark = now, u.requests(host)
+		a.since, a.mark = now, u.meter.CallerCounts(host)
 	}
 }
 
@@ -734,6 +739,8 @@ func novaReport(rep *Report, u *novaUse, cloud *fake.Cloud, cfg Config) {
 	n.PerAgentMinute.AgentMinutesDuringEvents = round(u.busy.time.Minutes())
 	n.PerAgentMinute.FromS = round(novaWarmup(cfg).Seconds())
 	n.StartupRequests = u.startup
+	n.PerAgentMinute.AtRestByTemplate = perTemplate(u.rest)
+	n.PerAgentMinute.DuringEventsByTemplate = perTemplate(u.busy)
 	u.mu.Unlock()
 	for _, ts := range s.Templates {
 		if ts.Template == regionWatch {
@@ -761,4 +768,19 @@ type countDemand struct {
 func (c countDemand) Demand(ctx context.Context, host string) (map[string]nova.Demand, error) {
 	c.n.Add(1)
 	return c.d.Demand(ctx, host)
+}
+
+// perTemplate is a tally's five largest templates, per agent-minute.
+func perTemplate(t tally) []TemplateRate {
+	var out []TemplateRate
+	for tp, n := range t.by {
+		out = append(out, TemplateRate{Template: tp.String(), PerAgentMinute: perMinute(n, t.time)})
+	}
+	slices.SortFunc(out, func(a, b TemplateRate) int {
+		if a.PerAgentMinute != b.PerAgentMinute {
+			return cmp.Compare(b.PerAgentMinute, a.PerAgentMinute)
+		}
+		return strings.Compare(a.Template, b.Template)
+	})
+	return out[:min(len(out), 5)]
 }
