@@ -11,8 +11,8 @@ import (
 // use and must not go backwards.
 type Clock interface{ Now() time.Time }
 
-// Waiter is a Clock a caller can wait on: After delivers the clock's
-// time once d of it has passed. With a Waiter, a call to the cloud
+// Waiter is a Clock a caller can wait on: After's channel delivers once
+// d of the clock's time has passed. With a Waiter, a call to the cloud
 // really takes its API latency (Config.APIRate, APILatency); with a
 // plain Clock the latency is charged on the meter only. ManualClock,
 // ScaledClock and scheduler/node's clocks are Waiters.
