@@ -83,10 +83,6 @@ func DefaultConfig() Config {
 	rt.Region = "sim"
 	rt.Exec.Poll = 500 * time.Millisecond
 	rt.Exec.MigrationTimeout = 2 * time.Minute
-	// The inbox is allocated whole per agent (a 4,096-message inbox was
-	// 90 % of the heap at 10,000 agents); a partition's traffic to one
-	// agent is a few messages at a time.
-	rt.Inbox = 256
 	return Config{
 		Hosts: 100, Servers: 1000, Seed: 1, Duration: 60 * time.Second, TimeScale: 10,
 		Workload: "random", TraceStep: 10 * time.Second, HostCPUs: 16, HostRAMMB: 65536, CPUAllocRatio: 4,
