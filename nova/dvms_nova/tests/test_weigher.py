@@ -1,0 +1,210 @@
+"""Unit tests of DvmsWeigher against a local HTTP server.
+
+Run with Debian's python3 and python3-nova, from the repository root:
+
+    PYTHONPATH=nova /usr/bin/python3 -m unittest discover -s nova/dvms_nova/tests -t nova
+"""
+
+import http.server
+import json
+import threading
+import unittest
+
+from nova import context as nova_context
+from nova import objects
+from nova.scheduler import weights
+
+from dvms_nova import weigher
+
+objects.register_all()
+
+
+class FakeHostState(object):
+    def __init__(self, host):
+        self.host = host
+        self.nodename = host
+        self.aggregates = []
+
+    def __repr__(self):
+        return 'FakeHostState(%s)' % self.host
+
+
+class NovaOrderWeigher(weights.BaseHostWeigher):
+    """Stands for Nova's own weighers: prefers hosts in list order."""
+
+    order = []
+
+    def _weigh_object(self, host_state, weight_properties):
+        return float(len(self.order) - self.order.index(host_state.host))
+
+
+class Server(object):
+    """A local scheduler-api: records requests, answers as told."""
+
+    def __init__(self):
+        self.requests = []
+        self.answer = {'hosts': []}
+        self.status = 200
+        self.release = None  # an Event the handler waits for, if set
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers.get('Content-Length', '0'))
+                outer.requests.append(
+                    (dict(self.headers), json.loads(self.rfile.read(n))))
+                if outer.release is not None:
+                    outer.release.wait(10)
+                body = outer.answer
+                if not isinstance(body, bytes):
+                    body = json.dumps(body).encode('utf-8')
+                try:
+                    self.send_response(outer.status)
+                    self.send_header('Content-Type', 'application/json')
+                    self.send_header('Content-Length', str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass  # the client gave up (timeout test)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0),
+                                                     Handler)
+        self.httpd.daemon_threads = True
+        self.url = 'http://127.0.0.1:%d/scheduler/nova/external' % (
+            self.httpd.server_address[1])
+        self.thread = threading.Thread(target=self.httpd.serve_forever,
+                                       daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        if self.release is not None:
+            self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def spec(vcpus=2, ram=2048, group=None):
+    s = objects.RequestSpec(
+        flavor=objects.Flavor(name='m1.test', vcpus=vcpus, memory_mb=ram),
+        num_instances=1,
+        instance_uuid='11111111-2222-3333-4444-555555555555',
+        scheduler_hints={})
+    if group is not None:
+        s.instance_group = group
+    s._context = nova_context.RequestContext(
+        'user', 'project', is_admin=True,
+        request_id='req-11111111-2222-3333-4444-555555555555')
+    return s
+
+
+class DvmsWeigherTest(unittest.TestCase):
+    def setUp(self):
+        self.server = Server()
+        self.addCleanup(self.server.stop)
+        weigher.CONF.set_override('url', self.server.url, group='dvms')
+        weigher.CONF.set_override('timeout', 2.0, group='dvms')
+        self.addCleanup(weigher.CONF.clear_override, 'url', group='dvms')
+        self.addCleanup(weigher.CONF.clear_override, 'timeout',
+                        group='dvms')
+        self.hosts = [FakeHostState(h) for h in ('busy', 'drain', 'idle')]
+        NovaOrderWeigher.order = ['busy', 'drain', 'idle']
+        self.dvms = weigher.DvmsWeigher()
+
+    def weigh(self, s=None):
+        handler = weights.HostWeightHandler()
+        return handler.get_weighed_objects(
+            [NovaOrderWeigher(), self.dvms], self.hosts, s or spec())
+
+    def test_dvms_order_wins_and_nova_weights_are_sent(self):
+        self.server.answer = {'hosts': ['idle', 'busy', 'drain']}
+        got = [w.obj.host for w in self.weigh()]
+        self.assertEqual(['idle', 'busy', 'drain'], got)
+        self.assertEqual(1, len(self.server.requests))
+        headers, body = self.server.requests[0]
+        self.assertEqual(
+            'req-11111111-2222-3333-4444-555555555555',
+            headers.get('X-Openstack-Request-Id') or
+            headers.get('X-OpenStack-Request-ID'))
+        self.assertEqual(['busy', 'drain', 'idle'],
+                         [h['host'] for h in body['hosts']])
+        # Nova's weighers ran first: their normalized weights are sent.
+        self.assertEqual({'busy': 1.0, 'drain': 0.5, 'idle': 0.0},
+                         body['weights'])
+        data = body['spec']['nova_object.data']
+        self.assertEqual(2, data['flavor']['nova_object.data']['vcpus'])
+        self.assertEqual(2048,
+                         data['flavor']['nova_object.data']['memory_mb'])
+        self.assertFalse(body['rebuild'])
+
+    def test_hosts_left_out_weigh_least(self):
+        self.server.answer = {'hosts': ['idle', 'busy']}
+        got = [w.obj.host for w in self.weigh()]
+        self.assertEqual(['idle', 'busy', 'drain'], got)
+
+    def test_group_is_sent(self):
+        self.server.answer = {'hosts': ['idle', 'busy', 'drain']}
+        g = objects.InstanceGroup(policy='anti-affinity', hosts=['busy'])
+        self.weigh(spec(group=g))
+        data = self.server.requests[0][1]['spec']['nova_object.data']
+        group = data['instance_group']['nova_object.data']
+        self.assertEqual('anti-affinity', group['policy'])
+        self.assertEqual(['busy'], group['hosts'])
+
+    def assertNovaOrder(self):
+        with self.assertLogs('dvms_nova.weigher', level='WARNING') as logs:
+            got = [w.obj.host for w in self.weigh()]
+        self.assertEqual(['busy', 'drain', 'idle'], got)
+        self.assertEqual(1, self.dvms.fallbacks)
+        return '\n'.join(logs.output)
+
+    def test_http_error_keeps_nova_order(self):
+        self.server.status = 500
+        self.server.answer = {'hosts': ['idle', 'busy', 'drain']}
+        self.assertIn('HTTP 500', self.assertNovaOrder())
+
+    def test_malformed_answers_keep_nova_order(self):
+        for answer, why in [
+                (b'not json', 'JSONDecodeError'),
+                ({'order': ['idle']}, 'without a "hosts" list'),
+                ({'hosts': ['idle', 7]}, 'not a string'),
+                ({'hosts': ['elsewhere']}, 'not candidates'),
+                ({'hosts': []}, 'keeps no host')]:
+            with self.subTest(answer=answer):
+                self.dvms = weigher.DvmsWeigher()
+                self.server.answer = answer
+                self.assertIn(why, self.assertNovaOrder())
+
+    def test_timeout_keeps_nova_order(self):
+        weigher.CONF.set_override('timeout', 0.2, group='dvms')
+        self.server.release = threading.Event()
+        self.server.answer = {'hosts': ['idle', 'busy', 'drain']}
+        self.assertIn('timed out', self.assertNovaOrder())
+
+    def test_service_down_keeps_nova_order(self):
+        self.server.stop()
+        self.assertIn('Connection refused', self.assertNovaOrder())
+
+    def test_no_url_keeps_nova_order(self):
+        weigher.CONF.set_override('url', '', group='dvms')
+        self.assertIn('url is not set', self.assertNovaOrder())
+        self.assertEqual([], self.server.requests)
+
+    def test_one_request_per_weighing(self):
+        self.server.answer = {'hosts': ['idle', 'busy', 'drain']}
+        self.weigh()
+        self.weigh()
+        self.assertEqual(2, len(self.server.requests))
+        self.assertEqual(2, self.dvms.calls)
+        self.assertEqual({}, self.dvms._pending)
+
+    def test_weights_from_order(self):
+        self.assertEqual({'a': 1.0, 'b': 0.5, 'c': 0.0},
+                         weigher.weights_from_order(['a', 'b'],
+                                                    ['c', 'b', 'a']))
+
+
+if __name__ == '__main__':
+    unittest.main()

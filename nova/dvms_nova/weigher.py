@@ -1,0 +1,202 @@
+"""DvmsWeigher: a Nova host weigher that asks ``dvms scheduler-api``.
+
+Enable it in nova-scheduler's nova.conf, listed after Nova's weighers so the
+weights it sends are theirs::
+
+    [filter_scheduler]
+    weight_classes = nova.scheduler.weights.all_weighers,dvms_nova.weigher.DvmsWeigher
+
+    [dvms]
+    url = http://127.0.0.1:8095/scheduler/nova/external
+    timeout = 1.0
+    weight_multiplier = 10.0
+
+For each scheduling request (each instance of a multi-instance boot, as
+Nova weighs them) the weigher makes one POST with the request and response
+shapes of cortex's external scheduler API: the RequestSpec, the candidate
+hosts in Nova's order and the weights Nova's weighers gave them. It turns
+the answer's order into weights (the first host 1.0, the last 1/n, hosts
+left out 0). Any error -- no URL, timeout, connection refused, HTTP error,
+malformed answer -- gives every host the same weight, so Nova's own order
+stands, and is logged with its reason: dvms never fails a boot.
+"""
+
+import json
+import threading
+import urllib.error
+import urllib.request
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+import nova.conf
+from nova.scheduler import utils
+from nova.scheduler import weights
+
+LOG = logging.getLogger(__name__)
+CONF = nova.conf.CONF
+
+dvms_group = cfg.OptGroup(
+    'dvms', title='dvms scheduler-api',
+    help='Where the DvmsWeigher asks dvms scheduler-api.')
+
+dvms_opts = [
+    cfg.StrOpt(
+        'url', default='',
+        help='URL of dvms scheduler-api, e.g. '
+             'http://127.0.0.1:8095/scheduler/nova/external. Empty: the '
+             'weigher gives every host the same weight.'),
+    cfg.FloatOpt(
+        'timeout', default=1.0, min=0.01,
+        help='Seconds to wait for dvms scheduler-api before keeping '
+             'Nova\'s order.'),
+    cfg.FloatOpt(
+        'weight_multiplier', default=10.0,
+        help='Multiplier of the dvms weight (in [0, 1] after Nova\'s '
+             'normalization). Nova\'s weighers are 1.0 each by default: a '
+             'larger value lets the dvms order win, which already counts '
+             'Nova\'s weights. The aggregate metadata '
+             'dvms_weight_multiplier overrides it per aggregate.'),
+]
+
+CONF.register_group(dvms_group)
+CONF.register_opts(dvms_opts, group=dvms_group)
+
+
+def list_opts():
+    return {dvms_group: dvms_opts}
+
+
+class DvmsError(Exception):
+    """The answer of dvms scheduler-api could not be used."""
+
+
+def _request_id(spec_obj):
+    """Nova's global request id of the scheduling request, if known."""
+    ctx = getattr(spec_obj, '_context', None)
+    for attr in ('global_id', 'request_id'):
+        value = getattr(ctx, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _spec_primitive(spec_obj):
+    to_primitive = getattr(spec_obj, 'obj_to_primitive', None)
+    if to_primitive is None:
+        raise DvmsError('the request spec cannot be serialized')
+    return to_primitive()
+
+
+def ask(url, timeout, weighed_hosts, spec_obj):
+    """POST one scheduling request; return the host names in dvms' order.
+
+    Raises DvmsError (or OSError, ValueError) when the answer cannot be
+    used.
+    """
+    body = {
+        'spec': _spec_primitive(spec_obj),
+        # Zed's RequestSpec says rebuild (a hint); resize and live
+        # migration are not told apart from a boot here.
+        'rebuild': bool(utils.request_is_rebuild(spec_obj)),
+        'resize': False,
+        'live': False,
+        'vmware': False,
+        'hosts': [{'host': h.obj.host,
+                   'hypervisor_hostname': getattr(h.obj, 'nodename', None)}
+                  for h in weighed_hosts],
+        'weights': {h.obj.host: h.weight for h in weighed_hosts},
+    }
+    data = json.dumps(body, default=str).encode('utf-8')
+    headers = {'Content-Type': 'application/json'}
+    rid = _request_id(spec_obj)
+    if rid:
+        headers['X-OpenStack-Request-ID'] = rid
+    req = urllib.request.Request(url, data=data, headers=headers,
+                                 method='POST')
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            answer = json.loads(resp.read().decode('utf-8'))
+    except urllib.error.HTTPError as e:
+        e.close()
+        raise DvmsError('HTTP %d from scheduler-api' % e.code)
+    if not isinstance(answer, dict) or not isinstance(
+            answer.get('hosts'), list):
+        raise DvmsError('answer without a "hosts" list')
+    hosts = answer['hosts']
+    if not all(isinstance(h, str) for h in hosts):
+        raise DvmsError('answer with a host that is not a string')
+    candidates = {h.obj.host for h in weighed_hosts}
+    unknown = [h for h in hosts if h not in candidates]
+    if unknown:
+        raise DvmsError('answer names hosts that are not candidates: %s'
+                        % ', '.join(unknown))
+    if not hosts:
+        raise DvmsError('answer keeps no host')
+    return hosts
+
+
+def weights_from_order(order, hosts):
+    """Raw weights: the first of order 1.0 ... the last 1/n, others 0."""
+    n = len(order)
+    rank = {h: (n - i) / n for i, h in enumerate(order)}
+    return {h: rank.get(h, 0.0) for h in hosts}
+
+
+class DvmsWeigher(weights.BaseHostWeigher):
+    """Prefer the hosts dvms scheduler-api puts first (see module doc)."""
+
+    def __init__(self):
+        super().__init__()
+        # Weights of the requests being weighed, by request: nova-scheduler
+        # shares one weigher between concurrent requests.
+        self._lock = threading.Lock()
+        self._pending = {}
+        # Counters for operators and tests.
+        self.calls = 0
+        self.fallbacks = 0
+
+    def weight_multiplier(self, host_state):
+        return utils.get_weight_multiplier(
+            host_state, 'dvms_weight_multiplier',
+            CONF.dvms.weight_multiplier)
+
+    def weigh_objects(self, weighed_obj_list, weight_properties):
+        hosts = [h.obj.host for h in weighed_obj_list]
+        key = id(weight_properties)
+        with self._lock:
+            self._pending[key] = self._weights(weighed_obj_list,
+                                               weight_properties, hosts)
+        try:
+            return super().weigh_objects(weighed_obj_list, weight_properties)
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
+
+    def _weigh_object(self, host_state, weight_properties):
+        with self._lock:
+            ws = self._pending.get(id(weight_properties), {})
+        return ws.get(host_state.host, 0.0)
+
+    def _weights(self, weighed_obj_list, spec_obj, hosts):
+        neutral = {h: 0.0 for h in hosts}
+        if len(hosts) <= 1:
+            return neutral
+        url = CONF.dvms.url
+        rid = _request_id(spec_obj)
+        if not url:
+            self.fallbacks += 1
+            LOG.warning('dvms: [dvms] url is not set: Nova\'s order '
+                        '(request %s)', rid)
+            return neutral
+        self.calls += 1
+        try:
+            order = ask(url, CONF.dvms.timeout, weighed_obj_list, spec_obj)
+        except Exception as e:  # fail-open: never fail a boot
+            self.fallbacks += 1
+            LOG.warning('dvms: scheduler-api at %s not used (%s: %s): '
+                        'Nova\'s order (request %s)', url,
+                        type(e).__name__, e, rid)
+            return neutral
+        LOG.debug('dvms: scheduler-api order %s (request %s)', order, rid)
+        return weights_from_order(order, hosts)
