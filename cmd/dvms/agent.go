@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/dvms-project/dvms/nova/demand/file"
 	"github.com/dvms-project/dvms/nova/demand/prometheus"
 	"github.com/dvms-project/dvms/nova/openstack"
+	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -92,7 +94,7 @@ func runAgent(c *cli.Context) error {
 	log := newLogger(cfg.LogLevel, cfg.LogFormat).With().Str("agent", cfg.Agent.ID).Logger()
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	a, err := startAgent(ctx, cfg, c.Bool("embedded-nats"), log)
+	a, err := startAgent(ctx, cfg, c.Bool("embedded-nats"), nil, log)
 	if err != nil {
 		return err
 	}
@@ -111,6 +113,12 @@ type agentProc struct {
 	reviver  reviver
 	tr       *bus.NATS
 	embedded *bus.Embedded
+	journal  *journal
+	metrics  *agentMetrics
+	httpSrv  *metricsServer // /metrics and /healthz, nil when off
+	stopping atomic.Bool    // ctx ended: the runner is retiring
+	running  atomic.Bool    // the runner's Run has not returned
+	started  time.Time
 
 	runDone  chan error
 	stopRest context.CancelFunc
@@ -123,9 +131,18 @@ func newIncarnation() string {
 	return strconv.FormatInt(time.Now().Unix(), 36) + hex.EncodeToString(b)
 }
 
+// novaDeps are the agent's Nova client, the meter of its requests and its
+// demand source; startAgent builds them from the configuration when
+// given none (tests give nova/fake's).
+type novaDeps struct {
+	client nova.Client
+	meter  *nova.Meter
+	demand nova.DemandSource
+}
+
 // startAgent wires and starts every part; the runner stops when ctx ends.
-func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.Logger) (*agentProc, error) {
-	p := &agentProc{log: log, runDone: make(chan error, 1)}
+func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps, log zerolog.Logger) (*agentProc, error) {
+	p := &agentProc{log: log, runDone: make(chan error, 1), started: time.Now()}
 	host := cfg.Agent.ID
 	cfg.Agent.Incarnation = newIncarnation()
 	ok := false
@@ -157,18 +174,22 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 	}
 	p.tr = tr
 
-	oc := openstack.DefaultConfig(cfg.OSCloud)
-	oc.CloudsFile, oc.RequestTimeout = cfg.CloudsYAML, cfg.RequestTimeout
-	nc, err := openstack.New(ctx, oc)
-	if err != nil {
-		return nil, fmt.Errorf("nova: %w", err)
+	if nd == nil {
+		oc := openstack.DefaultConfig(cfg.OSCloud)
+		oc.CloudsFile, oc.RequestTimeout = cfg.CloudsYAML, cfg.RequestTimeout
+		cl, err := openstack.New(ctx, oc)
+		if err != nil {
+			return nil, fmt.Errorf("nova: %w", err)
+		}
+		src, err := demandSource(cfg, cl)
+		if err != nil {
+			return nil, err
+		}
+		nd = &novaDeps{client: cl, meter: cl.Meter(), demand: src}
 	}
+	nc, src := nd.client, nd.demand
 	if _, err := nc.Host(ctx, host); err != nil {
 		return nil, fmt.Errorf("nova has no usable compute host %q (is --host the name `openstack compute service list` shows?): %w", host, err)
-	}
-	src, err := demandSource(cfg, nc)
-	if err != nil {
-		return nil, err
 	}
 
 	arb, err := newArbiter(cfg, tr, natsURL, log)
@@ -183,11 +204,21 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 		ms := p.member.Members()
 		return len(ms) > 0 && ms[0].Host == host
 	}
+	// Operators' view: the journal behind `dvms status` / `dvms events`
+	// and the Prometheus metrics, both fed by the runner's hooks.
+	p.journal = newJournal(host, time.Now)
+	p.metrics = newAgentMetrics(metricsSources{
+		host: host, meter: nd.meter, advise: cfg.Runtime.Exec.DryRun,
+		dropped:   func() int64 { return p.runner.Dropped() },
+		members:   func() int { return len(p.member.Members()) },
+		watch:     watcher,
+		partition: func() *scheduler.Partition { return p.runner.Partition() },
+	})
 	// nova/openstack retries failed reads itself: one retry layer.
 	cfg.Runtime.Exec.Retries = 0
 	p.runner, err = node.New(cfg.Runtime, cfg.Agent, []string{host}, node.Deps{
 		Bus: tr, Nova: nc, Demand: src, Arbiter: arb, Clock: node.Wall{}, Log: log,
-		Seed: time.Now().UnixNano(), Watcher: watcher,
+		Seed: time.Now().UnixNano(), Watcher: watcher, Hooks: observeHooks(p.metrics, p.journal, time.Now),
 	})
 	if err != nil {
 		return nil, err
@@ -212,6 +243,16 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 		return nil, err
 	}
 
+	if cfg.MetricsListen != "" {
+		// Metrics are not worth stopping the scheduling for (several
+		// agents on one test host share the default port): logged.
+		if p.httpSrv, err = startMetricsServer(cfg.MetricsListen, p.metrics.reg, p.healthy); err != nil {
+			log.Error().Err(err).Str("listen", cfg.MetricsListen).Msg("no /metrics nor /healthz: [DEFAULT] metrics_listen unusable")
+		} else {
+			log.Info().Str("listen", p.httpSrv.Addr()).Msg("serving /metrics and /healthz")
+		}
+	}
+
 	// Arbiter, membership and reviver outlive the runner's ctx: they stop
 	// after it (see agentProc).
 	rest, stopRest := context.WithCancel(context.WithoutCancel(ctx))
@@ -225,10 +266,20 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, log zerolog.
 		}, "unshelve")
 	}
 	p.goRun(func() error { return p.runner.PublishSummaries(ctx, cfg.Summary) }, "host summaries")
+	status := &statusService{region: cfg.Runtime.Region, tr: tr, log: log, report: func(req statusRequest) agentReport {
+		return p.report(cfg, req)
+	}}
+	p.goRun(func() error { return status.run(rest) }, "status service")
+	p.running.Store(true)
 	go func() {
 		err := p.runner.Run(ctx)
+		p.running.Store(false)
 		stopMember() // goodbye heartbeat once the partition role is handed back
 		p.runDone <- err
+	}()
+	go func() {
+		<-ctx.Done()
+		p.stopping.Store(true)
 	}()
 	log.Info().Str("version", version).Str("incarnation", cfg.Agent.Incarnation).Str("nats", natsURL).
 		Str("raft", arb.RaftAddr()).Str("demand", cfg.MonitorSource).Bool("advise_only", cfg.Runtime.Exec.DryRun).
@@ -260,6 +311,9 @@ func (p *agentProc) wait() error {
 }
 
 func (p *agentProc) close() {
+	if p.httpSrv != nil {
+		p.httpSrv.Close()
+	}
 	if p.stopRest != nil {
 		p.stopRest()
 	}
@@ -269,6 +323,33 @@ func (p *agentProc) close() {
 	}
 	if p.embedded != nil {
 		p.embedded.Shutdown()
+	}
+}
+
+// healthy is /healthz: the runner runs and NATS is connected.
+func (p *agentProc) healthy() error {
+	switch {
+	case !p.running.Load():
+		return errors.New("agent: runner stopped")
+	case p.stopping.Load():
+		return errors.New("agent: stopping")
+	case !p.tr.Connected():
+		return errors.New("agent: NATS disconnected")
+	}
+	return nil
+}
+
+// report is this agent's answer to a status request.
+func (p *agentProc) report(cfg fileConfig, req statusRequest) agentReport {
+	part := p.runner.Partition()
+	host := cfg.Agent.ID
+	ms := p.member.Members()
+	return agentReport{
+		V: 1, Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation,
+		Started: p.started, Now: time.Now(), State: agentState(host, part, p.stopping.Load()),
+		Advise: cfg.Runtime.Exec.DryRun, Watch: len(ms) > 0 && ms[0].Host == host,
+		Partition: partInfo(part), Members: membersInfo(ms),
+		Events: filterEvents(p.journal.snapshot(), req.Since, req.MaxEvents),
 	}
 }
 

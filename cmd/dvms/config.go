@@ -22,6 +22,8 @@ type fileConfig struct {
 	LogLevel  string
 	LogFormat string
 	Site      string
+	// MetricsListen is where /metrics and /healthz are served ("" = off).
+	MetricsListen string
 
 	OSCloud        string
 	CloudsYAML     string

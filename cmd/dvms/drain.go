@@ -92,7 +92,9 @@ func drainClient(c *cli.Context) (string, *openstack.Client, zerolog.Logger, err
 func hostArg(c *cli.Context) (string, error) {
 	args := c.Args().Slice()
 	if len(args) == 0 || args[0] == "" || strings.HasPrefix(args[0], "-") {
-		return "", fmt.Errorf("%s: want a HOST argument", c.Command.Name)
+		fmt.Fprintf(c.App.ErrWriter, "usage: dvms %s [options] %s\n%s\n(dvms %s --help lists the options)\n",
+			c.Command.Name, c.Command.ArgsUsage, c.Command.Usage, c.Command.Name)
+		return "", usageError(fmt.Errorf("%s: want a HOST argument", c.Command.Name))
 	}
 	if len(args) == 1 {
 		return args[0], nil

@@ -5,7 +5,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -20,15 +22,58 @@ var version = "dev"
 // commands is filled by the init functions of this package's files.
 var commands []*cli.Command
 
+// Exit codes (README "Operating dvms"): 0 success, 1 the command failed,
+// 2 the command line is wrong (usage printed).
+const (
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// errUsage marks an error of the command line (exit 2).
+type errUsage struct{ err error }
+
+func (e errUsage) Error() string { return e.err.Error() }
+func (e errUsage) Unwrap() error { return e.err }
+
+func usageError(err error) error { return errUsage{err} }
+
 func main() {
-	slices.SortFunc(commands, func(a, b *cli.Command) int { return strings.Compare(a.Name, b.Name) })
-	app := &cli.App{
-		Name:     "dvms",
-		Usage:    "decentralized dynamic scheduler for OpenStack Nova",
-		Commands: commands,
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run runs the command line args and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.Run(args)
+	if err == nil {
+		return 0
 	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "dvms:", err)
-		os.Exit(1)
+	fmt.Fprintln(stderr, "dvms:", err)
+	if errors.As(err, new(errUsage)) {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	slices.SortFunc(commands, func(a, b *cli.Command) int { return strings.Compare(a.Name, b.Name) })
+	onUsage := func(_ *cli.Context, err error, _ bool) error { return usageError(err) }
+	for _, c := range commands {
+		c.OnUsageError = onUsage
+	}
+	return &cli.App{
+		Name:         "dvms",
+		Usage:        "decentralized dynamic scheduler for OpenStack Nova",
+		Version:      version,
+		Commands:     commands,
+		Writer:       stdout,
+		ErrWriter:    stderr,
+		OnUsageError: onUsage,
+		// Exit codes are run's: urfave/cli must not exit on its own.
+		ExitErrHandler: func(*cli.Context, error) {},
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(c.App.ErrWriter, "dvms: no command %q (dvms --help lists them)\n", name)
+			os.Exit(exitUsage)
+		},
 	}
 }

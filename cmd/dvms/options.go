@@ -55,6 +55,9 @@ var options = []option{
 	{section: "DEFAULT", name: "site", kind: kindString,
 		help:  "Site (availability zone, datacenter) of this host: the merge arbiter's voters are spread across sites. Empty = one site.",
 		field: func(c *fileConfig) any { return &c.Site }},
+	{section: "DEFAULT", name: "metrics_listen", kind: kindAddr, def: "127.0.0.1:9464", flag: "metrics-listen",
+		help:  "Address of the agent's Prometheus /metrics and /healthz endpoint (port 0 picks one); empty = none.",
+		field: func(c *fileConfig) any { return &c.MetricsListen }},
 
 	{section: "nova", name: "os_cloud", kind: kindString, flag: "os-cloud",
 		help: "Cloud name in clouds.yaml. --os-cloud overrides it; empty = the OS_CLOUD environment variable. " +

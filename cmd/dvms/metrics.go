@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/node"
+)
+
+// agentMetrics are the Prometheus metrics of one agent, on a registry of
+// their own (no process-global state). The runner's hooks feed the
+// counters and histograms; gauges are read from the agent's parts at
+// scrape time.
+type agentMetrics struct {
+	reg *prometheus.Registry
+
+	records     *prometheus.CounterVec
+	raised      *prometheus.CounterVec
+	ended       *prometheus.CounterVec
+	solveTime   *prometheus.HistogramVec
+	fixTime     *prometheus.HistogramVec
+	partSize    prometheus.Histogram
+	merges      *prometheus.CounterVec
+	actions     *prometheus.CounterVec
+	sent        *prometheus.CounterVec
+	stale       prometheus.Counter
+	solverTime  prometheus.Histogram
+	messagesBad prometheus.CounterFunc
+}
+
+// metricsSources are what the gauges read at scrape time; nil ones are
+// not registered.
+type metricsSources struct {
+	dropped   func() int64 // runner: messages dropped (malformed, inbox full)
+	members   func() int   // live members, this agent included
+	watch     func() bool  // this agent is the maintenance watch
+	partition func() *scheduler.Partition
+	host      string
+	meter     *nova.Meter
+	advise    bool
+}
+
+// metricNames lists every metric family an agent registers (the Grafana
+// dashboard test reads it).
+var metricNames = []string{
+	"dvms_build_info", "dvms_advise_mode",
+	"dvms_records_total", "dvms_events_raised_total", "dvms_events_ended_total",
+	"dvms_event_solve_seconds", "dvms_event_fix_seconds", "dvms_partition_size",
+	"dvms_merges_total", "dvms_actions_total", "dvms_messages_sent_total",
+	"dvms_messages_stale_total", "dvms_messages_dropped_total", "dvms_solver_seconds",
+	"dvms_members", "dvms_maintenance_watch", "dvms_in_partition", "dvms_partition_leader",
+	"dvms_nova_requests_total", "dvms_nova_request_errors_total", "dvms_nova_request_seconds",
+}
+
+// Event-level latencies span a second (a solve) to an hour (a drain).
+var eventBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+
+func newAgentMetrics(src metricsSources) *agentMetrics {
+	m := &agentMetrics{reg: prometheus.NewRegistry()}
+	m.records = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_records_total",
+		Help: "Records of the agent's state machine, by kind (event-raised, joined, blocked, planned, merge-committed...)."}, []string{"kind"})
+	m.raised = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_events_raised_total",
+		Help: "Events this agent raised on its host, by kind."}, []string{"kind"})
+	m.ended = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_events_ended_total",
+		Help: "Events of this agent's host that ended, by kind and outcome."}, []string{"kind", "outcome"})
+	m.solveTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dvms_event_solve_seconds",
+		Help: "Time to solve: from an event's detection to its plan, on the agent that planned it.", Buckets: eventBuckets}, []string{"kind"})
+	m.fixTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dvms_event_fix_seconds",
+		Help: "Time to fix: from an event's detection to its end, on the agent that raised it.", Buckets: eventBuckets}, []string{"kind", "outcome"})
+	m.partSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dvms_partition_size",
+		Help: "Nodes of the partition when an event of this host ended.", Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64}})
+	m.merges = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_merges_total",
+		Help: "Partition merges this agent proposed, by arbiter decision (committed, refused)."}, []string{"result"})
+	m.actions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_actions_total",
+		Help: "Nova actions of the plans this agent executed, by kind, outcome (done, skipped, failed) and reason class."}, []string{"kind", "outcome", "reason"})
+	m.sent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_messages_sent_total",
+		Help: "Protocol messages sent, by type."}, []string{"type"})
+	m.stale = prometheus.NewCounter(prometheus.CounterOpts{Name: "dvms_messages_stale_total",
+		Help: "Protocol messages received and ignored by the state machine (stale version, ended partition, too many hops)."})
+	m.solverTime = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dvms_solver_seconds",
+		Help: "Wall time of one solve and plan on this agent.", Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}})
+	m.reg.MustRegister(m.records, m.raised, m.ended, m.solveTime, m.fixTime, m.partSize, m.merges, m.actions, m.sent, m.stale, m.solverTime)
+
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dvms_build_info", Help: "Always 1: the agent's build version and host."}, []string{"version", "host"})
+	info.WithLabelValues(version, src.host).Set(1)
+	advise := prometheus.NewGauge(prometheus.GaugeOpts{Name: "dvms_advise_mode", Help: "1 when the agent runs in advise mode (plans not executed)."})
+	if src.advise {
+		advise.Set(1)
+	}
+	m.reg.MustRegister(info, advise)
+	if src.dropped != nil {
+		m.messagesBad = prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dvms_messages_dropped_total",
+			Help: "Protocol messages dropped on receipt: malformed, or the agent's inbox full."}, func() float64 { return float64(src.dropped()) })
+		m.reg.MustRegister(m.messagesBad)
+	}
+	if src.members != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_members",
+			Help: "Live members of the region as this agent hears them, itself included."}, func() float64 { return float64(src.members()) }))
+	}
+	if src.watch != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_maintenance_watch",
+			Help: "1 when this agent is the region's maintenance watch (it lists the nova-compute services)."}, func() float64 { return b2f(src.watch()) }))
+	}
+	if src.partition != nil {
+		m.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_in_partition",
+				Help: "1 when this agent is in a partition."}, func() float64 { return b2f(src.partition() != nil) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_partition_leader",
+				Help: "1 when this agent leads a partition."}, func() float64 {
+				p := src.partition()
+				return b2f(p != nil && p.Leader == src.host)
+			}))
+	}
+	if src.meter != nil {
+		m.reg.MustRegister(meterCollector{src.meter})
+	}
+	return m
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// hooks returns the runner hooks that feed m, then j (either may be nil).
+func observeHooks(m *agentMetrics, j *journal, now func() time.Time) node.Hooks {
+	return node.Hooks{
+		OnRecord: func(_ string, r scheduler.Record) {
+			if m != nil {
+				m.record(r, now())
+			}
+			if j != nil {
+				j.record(r)
+			}
+		},
+		OnSend: func(_ string, msg scheduler.Message) {
+			if m != nil {
+				m.sent.WithLabelValues(msg.Type.String()).Inc()
+			}
+		},
+		OnExec: func(_ string, ev scheduler.Event, res node.ExecResult) {
+			if m != nil {
+				m.exec(res)
+			}
+			if j != nil {
+				j.exec(ev, res)
+			}
+		},
+		OnSolve: func(_ string, _ scheduler.SolveRequest, _ scheduler.Solution, took time.Duration) {
+			if m != nil {
+				m.solverTime.Observe(took.Seconds())
+			}
+		},
+	}
+}
+
+func (m *agentMetrics) record(r scheduler.Record, now time.Time) {
+	m.records.WithLabelValues(r.Kind.String()).Inc()
+	kind := r.Event.Kind.String()
+	switch r.Kind {
+	case scheduler.RecEventRaised:
+		m.raised.WithLabelValues(kind).Inc()
+	case scheduler.RecPlanned:
+		if !r.Event.Detected.IsZero() {
+			m.solveTime.WithLabelValues(kind).Observe(max(0, now.Sub(r.Event.Detected).Seconds()))
+		}
+	case scheduler.RecEventEnded:
+		o := r.Outcome.String()
+		m.ended.WithLabelValues(kind, o).Inc()
+		if !r.Event.Detected.IsZero() {
+			m.fixTime.WithLabelValues(kind, o).Observe(max(0, now.Sub(r.Event.Detected).Seconds()))
+		}
+		if r.Size > 0 {
+			m.partSize.Observe(float64(r.Size))
+		}
+	case scheduler.RecMergeCommitted:
+		m.merges.WithLabelValues("committed").Inc()
+	case scheduler.RecMergeRefused:
+		m.merges.WithLabelValues("refused").Inc()
+	case scheduler.RecDropped:
+		m.stale.Inc()
+	}
+}
+
+func (m *agentMetrics) exec(res node.ExecResult) {
+	for _, a := range res.Actions {
+		m.actions.WithLabelValues(a.Action.Kind.String(), a.Outcome.String(), reasonClass(a)).Inc()
+	}
+}
+
+// reasonClass sorts an action's reason into a few label values (the
+// reason itself names servers and hosts: unbounded). The executor's
+// re-check reasons are matched by their wording (scheduler/node
+// executor.go); an unknown one is "other".
+func reasonClass(a node.ActionResult) string {
+	r := a.Reason
+	switch {
+	case a.Outcome == node.ActionDone:
+		return "none"
+	case strings.HasPrefix(r, "advise mode"):
+		return "advise"
+	case strings.HasPrefix(r, "stopping"):
+		return "stopping"
+	case strings.HasPrefix(r, "cancelled"):
+		return "cancelled"
+	case strings.Contains(r, "re-read failed"), strings.HasPrefix(r, "source demand"), strings.HasPrefix(r, "destination demand"):
+		return "read_failed"
+	case strings.HasPrefix(r, "server is now"), strings.HasPrefix(r, "server has migration"):
+		return "server_changed"
+	case strings.Contains(r, "affinity"):
+		return "server_group"
+	case strings.HasPrefix(r, "destination is "):
+		return "destination_disabled"
+	case strings.Contains(r, "migrations in progress from elsewhere"):
+		return "destination_busy"
+	case strings.Contains(r, "placement capacity"):
+		return "placement"
+	case strings.Contains(r, "would be overloaded"):
+		return "overload"
+	case strings.Contains(r, "conflict"):
+		return "conflict"
+	case a.Outcome == node.ActionFailed && strings.Contains(r, "timeout"), strings.Contains(r, "outcome unknown"):
+		return "timeout"
+	}
+	return "other"
+}
+
+// meterCollector exports a nova.Meter at scrape time: the requests this
+// agent sent to Nova, placement and keystone, by template.
+type meterCollector struct{ m *nova.Meter }
+
+var (
+	novaReqDesc = prometheus.NewDesc("dvms_nova_requests_total",
+		"Requests this agent sent to Nova, placement and keystone, by service, method and path template.", []string{"service", "method", "path"}, nil)
+	novaErrDesc = prometheus.NewDesc("dvms_nova_request_errors_total",
+		"Requests that got no answer or an error status, by template.", []string{"service", "method", "path"}, nil)
+	novaLatDesc = prometheus.NewDesc("dvms_nova_request_seconds",
+		"Latency of the requests of a template since the agent started, at quantile 0.5 and 0.99 (within 19 %).", []string{"service", "method", "path", "quantile"}, nil)
+)
+
+func (c meterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- novaReqDesc
+	ch <- novaErrDesc
+	ch <- novaLatDesc
+}
+
+func (c meterCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, t := range c.m.Snapshot().Templates {
+		l := []string{t.Template.Service, t.Template.Method, t.Template.Path}
+		ch <- prometheus.MustNewConstMetric(novaReqDesc, prometheus.CounterValue, float64(t.Count), l...)
+		ch <- prometheus.MustNewConstMetric(novaErrDesc, prometheus.CounterValue, float64(t.Errors), l...)
+		ch <- prometheus.MustNewConstMetric(novaLatDesc, prometheus.GaugeValue, t.P50.Seconds(), append(l, "0.5")...)
+		ch <- prometheus.MustNewConstMetric(novaLatDesc, prometheus.GaugeValue, t.P99.Seconds(), append(l, "0.99")...)
+	}
+}
+
+// metricsServer serves /metrics and /healthz on one address.
+type metricsServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+}
+
+// startMetricsServer listens on addr; healthy says whether /healthz
+// answers 200 (else 503 with the reason).
+func startMetricsServer(addr string, reg *prometheus.Registry, healthy func() error) (*metricsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := healthy(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(err.Error() + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	s := &metricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(ln)
+	}()
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *metricsServer) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server and waits for it.
+func (s *metricsServer) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		_ = s.srv.Close()
+	}
+	<-s.done
+}

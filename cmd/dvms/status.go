@@ -1,0 +1,296 @@
+package main
+
+// The agents' status service: every agent answers the requests published
+// on its region's status subject (bus.StatusSubject) with a report of
+// itself: state, partition, members as it hears them, and its journal.
+// `dvms status` and `dvms events` publish one request and gather the
+// answers. Plain publish / reply-subject over the bus, not nats.go's micro
+// framework: the agent talks to NATS only through bus.Transport (which
+// also runs on the in-memory hub), and the CLI must gather every agent's
+// answer anyway, which micro's request-reply does not do.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/node"
+)
+
+// statusRequest asks every agent of the region for its report.
+type statusRequest struct {
+	V     int    `json:"v"`
+	Reply string `json:"reply"` // subject the answers go to
+	// Since: only events raised or changed at or after it (zero: all).
+	Since time.Time `json:"since,omitzero"`
+	// MaxEvents: at most this many of the newest events (0: all kept).
+	MaxEvents int `json:"max_events,omitempty"`
+}
+
+// agentReport is one agent's answer.
+type agentReport struct {
+	V           int            `json:"v"`
+	Host        string         `json:"host"`
+	Site        string         `json:"site,omitempty"`
+	Version     string         `json:"version"`
+	Incarnation string         `json:"incarnation"`
+	Started     time.Time      `json:"started"`
+	Now         time.Time      `json:"now"`
+	State       string         `json:"state"` // free, member, leader, stopping
+	Advise      bool           `json:"advise"`
+	Watch       bool           `json:"maintenance_watch"`
+	Partition   *partitionInfo `json:"partition,omitempty"`
+	Members     []memberInfo   `json:"members"`
+	Events      []eventEntry   `json:"events"`
+	Truncated   int            `json:"truncated,omitempty"` // events left out to fit a NATS message
+}
+
+type partitionInfo struct {
+	ID        string    `json:"id"`
+	Initiator string    `json:"initiator"`
+	Leader    string    `json:"leader"`
+	Nodes     []string  `json:"members"`
+	State     string    `json:"state"`
+	Event     string    `json:"event,omitempty"`
+	EventKind string    `json:"event_kind,omitempty"`
+	Detected  time.Time `json:"detected,omitzero"`
+}
+
+type memberInfo struct {
+	Host      string    `json:"host"`
+	Site      string    `json:"site,omitempty"`
+	Version   string    `json:"version,omitempty"`
+	LastHeard time.Time `json:"last_heard"`
+}
+
+// maxReport bounds an answer (NATS's default max_payload is 1 MiB).
+const maxReport = 512 << 10
+
+// statusService answers status requests for one agent.
+type statusService struct {
+	region string
+	tr     bus.Transport
+	log    zerolog.Logger
+	report func(req statusRequest) agentReport
+}
+
+// run subscribes and answers until ctx ends.
+func (s *statusService) run(ctx context.Context) error {
+	reqs := make(chan statusRequest, 16)
+	sub, err := s.tr.Subscribe(bus.StatusSubject(s.region), func(_ string, data []byte) {
+		var r statusRequest
+		if err := json.Unmarshal(data, &r); err != nil || r.V != 1 || r.Reply == "" {
+			s.log.Debug().Int("bytes", len(data)).Msg("malformed status request ignored")
+			return
+		}
+		select {
+		case reqs <- r:
+		default: // a burst of requests: the CLI times out on this one
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", bus.StatusSubject(s.region), err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case r := <-reqs:
+			data := encodeReport(s.report(r))
+			if err := s.tr.Publish(ctx, r.Reply, data); err != nil && ctx.Err() == nil {
+				s.log.Warn().Err(err).Msg("status answer not sent")
+			}
+		}
+	}
+}
+
+// encodeReport marshals rep, leaving out its oldest events until it fits
+// maxReport.
+func encodeReport(rep agentReport) []byte {
+	for {
+		data, _ := json.Marshal(rep)
+		if len(data) <= maxReport || len(rep.Events) == 0 {
+			return data
+		}
+		drop := max(1, len(rep.Events)/4)
+		rep.Events = rep.Events[drop:]
+		rep.Truncated += drop
+	}
+}
+
+// filterEvents keeps the entries raised or changed since, newest max.
+func filterEvents(es []eventEntry, since time.Time, maxN int) []eventEntry {
+	if !since.IsZero() {
+		es = slices.DeleteFunc(es, func(e eventEntry) bool { return lastChange(e).Before(since) })
+	}
+	if maxN > 0 && len(es) > maxN {
+		es = es[len(es)-maxN:]
+	}
+	return es
+}
+
+// lastChange is the latest time an entry shows.
+func lastChange(e eventEntry) time.Time {
+	t := e.Raised
+	for _, p := range []*time.Time{e.Planned, e.Ended} {
+		if p != nil && p.After(t) {
+			t = *p
+		}
+	}
+	for _, s := range e.Steps {
+		if s.At.After(t) {
+			t = s.At
+		}
+	}
+	for _, a := range e.Actions {
+		if a.Ended.After(t) {
+			t = a.Ended
+		}
+	}
+	return t
+}
+
+// agentState names what the agent is doing.
+func agentState(host string, p *scheduler.Partition, stopping bool) string {
+	switch {
+	case stopping:
+		return "stopping"
+	case p == nil:
+		return "free"
+	case p.Leader == host:
+		return "leader"
+	}
+	return "member"
+}
+
+func partInfo(p *scheduler.Partition) *partitionInfo {
+	if p == nil {
+		return nil
+	}
+	pi := &partitionInfo{ID: p.ID, Initiator: p.Initiator, Leader: p.Leader, Nodes: slices.Clone(p.Nodes), State: p.State.String()}
+	if len(p.Events) > 0 {
+		pi.Event, pi.EventKind, pi.Detected = p.Events[0].ID, p.Events[0].Kind.String(), p.Events[0].Detected
+	}
+	return pi
+}
+
+func membersInfo(ms []node.Member) []memberInfo {
+	out := make([]memberInfo, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, memberInfo{Host: m.Host, Site: m.Site, Version: m.Version, LastHeard: m.Seen})
+	}
+	return out
+}
+
+// ---- the CLI side ----
+
+// gatherConfig says how long to wait for the agents' answers.
+type gatherConfig struct {
+	Region string
+	// Timeout bounds the wait; it ends earlier once every member any
+	// answer lists has answered.
+	Timeout time.Duration
+	Since   time.Time
+	Max     int
+}
+
+// errNoAgent: no agent answered within the timeout.
+var errNoAgent = errors.New("no dvms agent answered (is --nats-url the agents' NATS, --region their region?)")
+
+// gatherReports asks every agent of the region for its report.
+func gatherReports(ctx context.Context, tr bus.Transport, gc gatherConfig) ([]agentReport, error) {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	inbox := "_INBOX.dvms." + hex.EncodeToString(b)
+	var mu sync.Mutex
+	got := map[string]agentReport{}
+	changed := make(chan struct{}, 1)
+	sub, err := tr.Subscribe(inbox, func(_ string, data []byte) {
+		var r agentReport
+		if json.Unmarshal(data, &r) != nil || r.V != 1 || r.Host == "" {
+			return
+		}
+		mu.Lock()
+		got[r.Host] = r
+		mu.Unlock()
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if f, ok := tr.(interface{ Flush(context.Context) error }); ok {
+		if err := f.Flush(ctx); err != nil {
+			return nil, fmt.Errorf("nats: %w", err)
+		}
+	}
+	req, _ := json.Marshal(statusRequest{V: 1, Reply: inbox, Since: gc.Since, MaxEvents: gc.Max})
+	if err := tr.Publish(ctx, bus.StatusSubject(gc.Region), req); err != nil {
+		return nil, err
+	}
+	timeout := time.NewTimer(gc.Timeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timeout.C:
+			return collected(&mu, got)
+		case <-changed:
+			mu.Lock()
+			done := allAnswered(got)
+			mu.Unlock()
+			if done {
+				return collected(&mu, got)
+			}
+		}
+	}
+}
+
+// allAnswered: every member any answer lists has answered.
+func allAnswered(got map[string]agentReport) bool {
+	for _, r := range got {
+		for _, m := range r.Members {
+			if _, ok := got[m.Host]; !ok {
+				return false
+			}
+		}
+	}
+	return len(got) > 0
+}
+
+func collected(mu *sync.Mutex, got map[string]agentReport) ([]agentReport, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) == 0 {
+		return nil, errNoAgent
+	}
+	out := make([]agentReport, 0, len(got))
+	for _, r := range got {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b agentReport) int {
+		if a.Host < b.Host {
+			return -1
+		}
+		if a.Host > b.Host {
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}

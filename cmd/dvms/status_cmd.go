@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/dvms-project/dvms/bus"
+)
+
+// statusEvents is how many recent events `dvms status` shows.
+const statusEvents = 10
+
+func init() {
+	natsFlags := func() []cli.Flag {
+		return append([]cli.Flag{
+			&cli.StringFlag{Name: "nats-url", EnvVars: []string{"DVMS_NATS_URL"}, Value: "nats://127.0.0.1:4222", Usage: "NATS URL(s) of the agents"},
+			&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"DVMS_NATS_CREDS_FILE"}, Usage: "NATS credentials file (optional)"},
+			&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms region of the agents"},
+			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, Usage: "wait at most this long for the agents' answers (less once every member answered)"},
+		}, outputFlags()...)
+	}
+	commands = append(commands,
+		&cli.Command{
+			Name:  "status",
+			Usage: "the region at a glance: agents, partitions in flight, recent events",
+			Description: "Asks every agent of the region over NATS (no Nova credentials needed). Agents\n" +
+				"that do not answer within --timeout but that others hear are listed as \"no answer\".",
+			Flags:  natsFlags(),
+			Action: runStatus,
+		},
+		&cli.Command{
+			Name:  "events",
+			Usage: "recent events, with every step and each Nova action's request ids",
+			Description: "Joins what every agent of the region keeps of its last events (each agent keeps\n" +
+				"100): raised, partition steps, planned, actions with Nova's request id, outcome.",
+			Flags: append(natsFlags(),
+				&cli.StringFlag{Name: "host", Usage: "only events of this host, or that moved servers from or to it"},
+				&cli.StringFlag{Name: "since", Usage: "only events changed since: a duration ago (10m) or an RFC 3339 time"},
+				&cli.BoolFlag{Name: "steps", Usage: "show each event's partition steps too"},
+			),
+			Action: runEvents,
+		},
+	)
+}
+
+// askAgents connects to the agents' NATS and gathers their reports.
+func askAgents(c *cli.Context, since time.Time, maxEvents int) ([]agentReport, error) {
+	if c.Duration("timeout") <= 0 {
+		return nil, usageError(fmt.Errorf("--timeout must be positive"))
+	}
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout")+10*time.Second)
+	defer cancel()
+	bc := bus.DefaultConfig()
+	bc.URL, bc.Name, bc.CredsFile, bc.MaxReconnects = c.String("nats-url"), "dvms-cli", c.String("nats-creds"), 0
+	tr, err := bus.ConnectNATS(ctx, bc)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tr.Close() }()
+	return gatherReports(ctx, tr, gatherConfig{Region: c.String("region"), Timeout: c.Duration("timeout"), Since: since, Max: maxEvents})
+}
+
+func runStatus(c *cli.Context) error {
+	reps, err := askAgents(c, time.Time{}, statusEvents)
+	if err != nil {
+		return err
+	}
+	return writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), statusTables(reps, time.Now())...)
+}
+
+// statusTables are the agents, the partitions in flight and the recent
+// events of the region, from the agents' reports.
+func statusTables(reps []agentReport, now time.Time) []table {
+	agents := table{Name: "agents", Columns: []string{"Host", "Site", "State", "Partition", "Version", "Last Heard", "Watch", "Advise"}}
+	answered := map[string]agentReport{}
+	for _, r := range reps {
+		answered[r.Host] = r
+	}
+	// Members the answering agents hear, with the latest time heard.
+	heard := map[string]memberInfo{}
+	for _, r := range reps {
+		for _, m := range r.Members {
+			if m.Host == r.Host {
+				continue
+			}
+			if h, ok := heard[m.Host]; !ok || m.LastHeard.After(h.LastHeard) {
+				heard[m.Host] = m
+			}
+		}
+	}
+	hosts := slices.Sorted(func(yield func(string) bool) {
+		for h := range answered {
+			if !yield(h) {
+				return
+			}
+		}
+		for h := range heard {
+			if _, ok := answered[h]; !ok && !yield(h) {
+				return
+			}
+		}
+	})
+	for _, h := range hosts {
+		if r, ok := answered[h]; ok {
+			part := ""
+			if r.Partition != nil {
+				part = r.Partition.ID
+			}
+			agents.Rows = append(agents.Rows, []any{r.Host, r.Site, r.State, part, r.Version, ago(now, r.Now), r.Watch, r.Advise})
+			continue
+		}
+		m := heard[h]
+		agents.Rows = append(agents.Rows, []any{m.Host, m.Site, "no answer", "", m.Version, ago(now, m.LastHeard), false, false})
+	}
+
+	parts := table{Name: "partitions", Columns: []string{"ID", "Initiator", "Leader", "Members", "State", "Event", "Kind", "Age"}}
+	seen := map[string]bool{}
+	for _, r := range reps {
+		p := r.Partition
+		if p == nil || seen[p.ID] {
+			continue
+		}
+		// The leader's view is the freshest.
+		if l, ok := answered[p.Leader]; ok && l.Partition != nil && l.Partition.ID == p.ID {
+			p = l.Partition
+		}
+		seen[p.ID] = true
+		age := ""
+		if !p.Detected.IsZero() {
+			age = now.Sub(p.Detected).Round(time.Second).String()
+		}
+		parts.Rows = append(parts.Rows, []any{p.ID, p.Initiator, p.Leader, slices.Clone(p.Nodes), p.State, p.Event, p.EventKind, age})
+	}
+
+	evs := joinEvents(reps)
+	if len(evs) > statusEvents {
+		evs = evs[len(evs)-statusEvents:]
+	}
+	events := table{Name: "events", Columns: []string{"Event", "Kind", "Host", "Raised", "Outcome", "Moves", "Reason"}}
+	for _, e := range evs {
+		events.Rows = append(events.Rows, []any{e.ID, e.Kind, e.Host, stamp(e.Raised), outcomeOf(e), e.Moves, e.Reason})
+	}
+	return []table{agents, parts, events}
+}
+
+// joinEvents merges the agents' entries of each event (the raising agent
+// has raised/ended, the leader planned/actions), oldest raised first.
+func joinEvents(reps []agentReport) []eventEntry {
+	byID := map[string]*eventEntry{}
+	var order []string
+	for _, r := range reps {
+		for _, e := range r.Events {
+			j, ok := byID[e.ID]
+			if !ok {
+				c := e
+				c.Steps, c.Actions = slices.Clone(e.Steps), slices.Clone(e.Actions)
+				byID[e.ID] = &c
+				order = append(order, e.ID)
+				continue
+			}
+			if j.Raised.IsZero() || (!e.Raised.IsZero() && e.Raised.Before(j.Raised)) {
+				j.Raised = e.Raised
+			}
+			if e.Planned != nil && (j.Planned == nil || e.Planned.After(*j.Planned)) {
+				j.Planned, j.Leader, j.Moves = e.Planned, e.Leader, e.Moves
+			}
+			if e.Ended != nil && (j.Ended == nil || e.Ended.After(*j.Ended)) {
+				j.Ended, j.Outcome, j.Reason = e.Ended, e.Outcome, e.Reason
+			}
+			if e.Host == e.Agent { // the raising agent's view of the partition
+				j.Partition, j.Size = e.Partition, e.Size
+			}
+			j.Steps = append(j.Steps, e.Steps...)
+			j.Actions = append(j.Actions, e.Actions...)
+		}
+	}
+	out := make([]eventEntry, 0, len(order))
+	for _, id := range order {
+		e := byID[id]
+		slices.SortStableFunc(e.Steps, func(a, b eventStep) int { return a.At.Compare(b.At) })
+		slices.SortStableFunc(e.Actions, func(a, b actionEntry) int { return a.Ended.Compare(b.Ended) })
+		out = append(out, *e)
+	}
+	sortEntries(out)
+	return out
+}
+
+func outcomeOf(e eventEntry) string {
+	switch {
+	case e.Outcome != "":
+		return e.Outcome
+	case e.Planned != nil:
+		return "executing"
+	}
+	return "in progress"
+}
+
+func runEvents(c *cli.Context) error {
+	since, err := parseSince(c.String("since"), time.Now())
+	if err != nil {
+		return usageError(err)
+	}
+	reps, err := askAgents(c, since, 0)
+	if err != nil {
+		return err
+	}
+	evs := filterHost(joinEvents(reps), c.String("host"))
+	return writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), eventsTable(evs, c.Bool("steps")))
+}
+
+// parseSince reads --since: a duration before now or an RFC 3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since %q: want a duration (10m) or an RFC 3339 time", s)
+	}
+	return t, nil
+}
+
+// filterHost keeps the events of host or that moved servers from or to it.
+func filterHost(es []eventEntry, host string) []eventEntry {
+	if host == "" {
+		return es
+	}
+	return slices.DeleteFunc(es, func(e eventEntry) bool {
+		if e.Host == host {
+			return false
+		}
+		for _, a := range e.Actions {
+			if a.From == host || a.To == host {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func eventsTable(es []eventEntry, steps bool) table {
+	t := table{Name: "events", Columns: []string{"Event", "Kind", "Host", "Raised", "Planned", "Ended", "Outcome", "Reason", "Partition", "Size", "Leader", "Actions"}}
+	if steps {
+		t.Columns = append(t.Columns, "Steps")
+	}
+	for _, e := range es {
+		var acts []orderedMap
+		for _, a := range e.Actions {
+			acts = append(acts, orderedMap{
+				{"action", a.Kind}, {"server", a.Server}, {"from", a.From}, {"to", "-> " + a.To},
+				{"outcome", a.Outcome}, {"request_id", a.RequestID}, {"nova_request_id", a.NovaReqID}, {"reason", a.Reason},
+			})
+		}
+		if acts == nil {
+			acts = []orderedMap{}
+		}
+		row := []any{e.ID, e.Kind, e.Host, stamp(e.Raised), stampPtr(e.Planned), stampPtr(e.Ended), outcomeOf(e), e.Reason,
+			e.Partition, e.Size, e.Leader, acts}
+		if steps {
+			var ss []string
+			for _, s := range e.Steps {
+				line := s.At.UTC().Format("15:04:05.000") + " " + s.Agent + " " + s.Record
+				if s.Reason != "" {
+					line += ": " + s.Reason
+				}
+				ss = append(ss, line)
+			}
+			if ss == nil {
+				ss = []string{}
+			}
+			row = append(row, ss)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func stampPtr(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return stamp(*t)
+}
+
+// ago says how long before now t was, in whole seconds.
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return strconv.Itoa(int(d/time.Second)) + "s ago"
+}
