@@ -130,6 +130,8 @@ func selectColumns(columns []string, ts []table) ([]table, error) {
 		}
 		out[k] = nt
 	}
+	// A table with none of the columns is left out.
+	out = slices.DeleteFunc(out, func(t table) bool { return len(t.Columns) == 0 })
 	for _, c := range columns {
 		if !known[strings.ToLower(c)] {
 			var all []string

@@ -234,7 +234,10 @@ func gatherReports(ctx context.Context, tr bus.Transport, gc gatherConfig) ([]ag
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if f, ok := tr.(interface{ Flush(context.Context) error }); ok {
-		if err := f.Flush(ctx); err != nil {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := f.Flush(fctx)
+		cancel()
+		if err != nil {
 			return nil, fmt.Errorf("nats: %w", err)
 		}
 	}

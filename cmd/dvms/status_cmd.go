@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -52,6 +53,9 @@ func init() {
 func askAgents(c *cli.Context, since time.Time, maxEvents int) ([]agentReport, error) {
 	if c.Duration("timeout") <= 0 {
 		return nil, usageError(fmt.Errorf("--timeout must be positive"))
+	}
+	if f := c.String("format"); !slices.Contains(formats, f) {
+		return nil, usageError(fmt.Errorf("-f %q: want one of %s", f, strings.Join(formats, ", ")))
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout")+10*time.Second)
 	defer cancel()

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/fake"
+	"github.com/dvms-project/dvms/scheduler/node"
+)
+
+// opsRegion is the region of the agents the operator tests start.
+const opsRegion = "ops"
+
+// opsCloud is a simulated cloud of n hosts of 8 cores whose first host
+// carries 10 cores of demand.
+func opsCloud(t *testing.T, n int) *fake.Cloud {
+	t.Helper()
+	c := fake.New(fake.DefaultConfig(), node.Wall{})
+	for i := 1; i <= n; i++ {
+		h := fmt.Sprintf("compute-%d", i)
+		c.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 32768, CPUAllocRatio: 4, RAMAllocRatio: 1})
+		load := 1
+		if i == 1 {
+			load = 5
+		}
+		for j := 0; j < load; j++ {
+			id := fmt.Sprintf("s-%d-%d", i, j)
+			if err := c.AddServer(nova.Server{ID: id, Name: id, Host: h, VCPUs: 2, RAMMB: 1024}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.SetDemand(id, nova.Demand{CPU: 2, RAMMB: 512}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return c
+}
+
+// startOpsAgent starts the `dvms agent` of host (its wiring, as
+// runAgent does) on cloud, over the NATS server at url, with /metrics on
+// a free port.
+func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, host string) *agentProc {
+	t.Helper()
+	cfg, err := loadConfig(configSource{env: fakeEnv("OS_CLOUD=fake")}, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Runtime.Region, cfg.NATSURL, cfg.Arbiter, cfg.MetricsListen = opsRegion, url, "local", "127.0.0.1:0"
+	cfg.Runtime.Exec.Poll = 200 * time.Millisecond
+	p, err := startAgent(ctx, cfg, false, &novaDeps{client: cloud, meter: cloud.Meter(), demand: cloud}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.httpSrv == nil {
+		t.Fatal("no metrics server")
+	}
+	return p
+}
+
+// scrape returns the samples of /metrics: series (name{labels}) -> value.
+func scrape(t *testing.T, p *agentProc) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.httpSrv.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("bad sample %q", line)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// sum adds the samples of metric name whose labels include every
+// label="value" of want.
+func sum(samples map[string]float64, name string, want ...string) float64 {
+	var s float64
+	for series, v := range samples {
+		n, labels, _ := strings.Cut(series, "{")
+		if n != name {
+			continue
+		}
+		ok := true
+		for _, w := range want {
+			if !strings.Contains(labels, w) {
+				ok = false
+			}
+		}
+		if ok {
+			s += v
+		}
+	}
+	return s
+}
+
+func healthz(t *testing.T, p *agentProc) int {
+	t.Helper()
+	resp, err := http.Get("http://" + p.httpSrv.Addr() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Two agents on a simulated cloud over a real NATS server solve
+// compute-1's overload; what the operator sees — /metrics, /healthz,
+// `dvms status -f json`, `dvms events -f json` — matches what the cloud
+// shows.
+func TestOperatorsViewOfAnOverload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two agents for several seconds")
+	}
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	cloud := opsCloud(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a1 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-1")
+	a2 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-2")
+	defer func() {
+		cancel()
+		for _, a := range []*agentProc{a1, a2} {
+			if err := a.wait(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+
+	waitUntil(t, 10*time.Second, "/healthz 200", func() bool { return healthz(t, a1) == 200 && healthz(t, a2) == 200 })
+	waitUntil(t, 90*time.Second, "overload solved", func() bool {
+		return sum(scrape(t, a1), "dvms_events_ended_total", `kind="overload"`, `outcome="solved"`) >= 1
+	})
+	if cloud.Overloaded("compute-1") {
+		t.Error("compute-1 still overloaded after its event was solved")
+	}
+	m1, m2 := scrape(t, a1), scrape(t, a2)
+	both := func(name string, want ...string) float64 { return sum(m1, name, want...) + sum(m2, name, want...) }
+	migrations := cloud.Stats().Completed
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"an overload raised on compute-1", sum(m1, "dvms_events_raised_total", `kind="overload"`) >= 1},
+		{"time to fix observed", sum(m1, "dvms_event_fix_seconds_count", `outcome="solved"`) >= 1},
+		{"time to solve observed by the planner", both("dvms_event_solve_seconds_count") >= 1},
+		{"partition size observed", sum(m1, "dvms_partition_size_count") >= 1},
+		{"actions done = migrations Nova completed", both("dvms_actions_total", `kind="live-migrate"`, `outcome="done"`) == float64(migrations) && migrations > 0},
+		{"messages sent", both("dvms_messages_sent_total") > 0},
+		{"solver timed", both("dvms_solver_seconds_count") >= 1},
+		{"two members", sum(m1, "dvms_members") == 2 && sum(m2, "dvms_members") == 2},
+		{"compute-1 is the maintenance watch", sum(m1, "dvms_maintenance_watch") == 1 && sum(m2, "dvms_maintenance_watch") == 0},
+		{"Nova requests by template", sum(m1, "dvms_nova_requests_total", `service="compute"`, `path="/servers/detail`) > 0},
+		{"live migrations counted on the planner's meter",
+			both("dvms_nova_requests_total", `method="POST"`, `path="/servers/{id}/action"`) >= float64(migrations)},
+		{"build info", sum(m1, "dvms_build_info", `host="compute-1"`) == 1},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("metrics: want %s", c.what)
+		}
+	}
+	if t.Failed() {
+		t.Logf("compute-1:\n%v\ncompute-2:\n%v", m1, m2)
+	}
+
+	// dvms status -f json, through the command line.
+	var out, errOut bytes.Buffer
+	args := []string{"dvms", "status", "--nats-url", ns.ClientURL(), "--region", opsRegion, "-f", "json"}
+	if code := run(args, &out, &errOut); code != 0 {
+		t.Fatalf("dvms status: exit %d: %s", code, errOut.String())
+	}
+	var st struct {
+		Agents []struct {
+			Host, State string
+			Watch       bool
+		} `json:"agents"`
+		Events []struct {
+			Event, Host, Outcome string
+			Moves                int
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Fatalf("status json: %v\n%s", err, out.String())
+	}
+	if len(st.Agents) != 2 || st.Agents[0].Host != "compute-1" || !st.Agents[0].Watch || st.Agents[1].Host != "compute-2" {
+		t.Errorf("status agents: %+v", st.Agents)
+	}
+	solved := false
+	for _, e := range st.Events {
+		solved = solved || (e.Host == "compute-1" && e.Outcome == "solved" && e.Moves > 0)
+	}
+	if !solved {
+		t.Errorf("status events: no solved event of compute-1 with moves: %+v", st.Events)
+	}
+
+	// dvms events -f json: every migration Nova completed is an action
+	// done, with dvms's request id of its event and Nova's own.
+	out.Reset()
+	args = []string{"dvms", "events", "--nats-url", ns.ClientURL(), "--region", opsRegion, "--host", "compute-2", "-f", "json"}
+	if code := run(args, &out, &errOut); code != 0 {
+		t.Fatalf("dvms events: exit %d: %s", code, errOut.String())
+	}
+	var evs []struct {
+		Event, Host, Outcome string
+		Actions              []map[string]string
+	}
+	if err := json.Unmarshal(out.Bytes(), &evs); err != nil {
+		t.Fatalf("events json: %v\n%s", err, out.String())
+	}
+	done := 0
+	for _, e := range evs {
+		for _, a := range e.Actions {
+			if a["outcome"] != "done" {
+				continue
+			}
+			done++
+			if a["request_id"] != node.RequestID(e.Event) || !strings.HasPrefix(a["nova_request_id"], "req-") {
+				t.Errorf("event %s: action %v: want request ids %s and Nova's", e.Event, a, node.RequestID(e.Event))
+			}
+		}
+	}
+	if done != migrations {
+		t.Errorf("dvms events --host compute-2 shows %d actions done, Nova completed %d migrations:\n%s", done, migrations, out.String())
+	}
+
+	// NATS gone: /healthz says so.
+	ns.Shutdown()
+	waitUntil(t, 10*time.Second, "/healthz 503 without NATS", func() bool { return healthz(t, a1) == http.StatusServiceUnavailable })
+}

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/node"
+)
+
+// Every family the agent registers is in metricNames, and only those:
+// the dashboard test trusts that list.
+func TestMetricNamesAreWhatTheAgentRegisters(t *testing.T) {
+	meter := nova.NewMeter()
+	meter.Record(nova.Request{Template: nova.Template{Service: nova.ServiceCompute, Method: "GET", Path: "/servers/detail"}, Latency: time.Millisecond, Class: nova.ClassOK})
+	m := newAgentMetrics(metricsSources{host: "h1", meter: meter,
+		dropped: func() int64 { return 0 }, members: func() int { return 1 }, watch: func() bool { return true },
+		partition: func() *scheduler.Partition { return nil }})
+	now := time.Now()
+	ev := scheduler.Event{ID: "e1", Kind: scheduler.Overload, Host: "h1", Detected: now.Add(-time.Second)}
+	h := observeHooks(m, nil, func() time.Time { return now })
+	for _, k := range []scheduler.RecordKind{scheduler.RecEventRaised, scheduler.RecPlanned, scheduler.RecEventEnded, scheduler.RecMergeCommitted, scheduler.RecDropped} {
+		h.OnRecord("h1", scheduler.Record{Kind: k, Event: ev, Outcome: scheduler.Solved, Size: 2})
+	}
+	h.OnSend("h1", scheduler.Message{Type: scheduler.MsgGrow})
+	h.OnExec("h1", ev, node.ExecResult{Actions: []node.ActionResult{{Action: scheduler.Action{Kind: scheduler.LiveMigrate}, Outcome: node.ActionDone}}})
+	h.OnSolve("h1", scheduler.SolveRequest{}, scheduler.Solution{}, time.Millisecond)
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range fams {
+		got = append(got, f.GetName())
+	}
+	want := slices.Sorted(slices.Values(metricNames))
+	if !slices.Equal(got, want) {
+		t.Fatalf("registered families:\n %v\nmetricNames:\n %v", got, want)
+	}
+}
+
+// The Grafana dashboard is well formed and every query names metrics the
+// agents export.
+func TestDashboardUsesExportedMetrics(t *testing.T) {
+	data, err := os.ReadFile("../../etc/grafana/dvms.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Title         string `json:"title"`
+		UID           string `json:"uid"`
+		SchemaVersion int    `json:"schemaVersion"`
+		Panels        []struct {
+			ID      int    `json:"id"`
+			Type    string `json:"type"`
+			Title   string `json:"title"`
+			GridPos *struct {
+				X, Y, W, H int
+			} `json:"gridPos"`
+			Targets []struct {
+				RefID string `json:"refId"`
+				Expr  string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Title == "" || d.UID == "" || d.SchemaVersion < 30 || len(d.Panels) == 0 {
+		t.Fatalf("not a dashboard: title %q uid %q schemaVersion %d, %d panels", d.Title, d.UID, d.SchemaVersion, len(d.Panels))
+	}
+	known := map[string]bool{}
+	for _, n := range metricNames {
+		known[n] = true
+		for _, s := range []string{"_bucket", "_count", "_sum"} {
+			known[n+s] = true // histogram series
+		}
+	}
+	name := regexp.MustCompile(`\bdvms_[a-z0-9_]+`)
+	ids := map[int]bool{}
+	for _, p := range d.Panels {
+		if ids[p.ID] || p.ID == 0 || p.Type == "" || p.Title == "" || p.GridPos == nil || p.GridPos.W == 0 || p.GridPos.H == 0 {
+			t.Errorf("panel %d %q: needs a unique id, a type, a title and a grid position", p.ID, p.Title)
+		}
+		ids[p.ID] = true
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, q := range p.Targets {
+			used := name.FindAllString(q.Expr, -1)
+			if len(used) == 0 || q.RefID == "" {
+				t.Errorf("panel %q: query %q names no dvms metric (or has no refId)", p.Title, q.Expr)
+			}
+			for _, u := range used {
+				if !known[u] {
+					t.Errorf("panel %q: %s is not a metric the agents export", p.Title, u)
+				}
+			}
+		}
+	}
+}
+
+func TestReasonClass(t *testing.T) {
+	cases := []struct {
+		o      node.ActionOutcome
+		reason string
+		want   string
+	}{
+		{node.ActionDone, "", "none"},
+		{node.ActionSkipped, "advise mode: not executed", "advise"},
+		{node.ActionSkipped, "stopping: context canceled", "stopping"},
+		{node.ActionSkipped, "cancelled: an earlier action failed", "cancelled"},
+		{node.ActionSkipped, "server re-read failed: nova: unavailable", "read_failed"},
+		{node.ActionSkipped, `server is now MIGRATING on "c1" (task "migrating")`, "server_changed"},
+		{node.ActionSkipped, "server has migration 12 running in progress", "server_changed"},
+		{node.ActionSkipped, "server is in affinity group g: it moves with its group only", "server_group"},
+		{node.ActionSkipped, "anti-affinity group g already has s2 on the destination", "server_group"},
+		{node.ActionSkipped, "destination is disabled/up", "destination_disabled"},
+		{node.ActionSkipped, "destination has 4 VCPU of migrations in progress from elsewhere", "destination_busy"},
+		{node.ActionSkipped, "destination placement capacity no longer fits (8+0+2 VCPU of 8)", "placement"},
+		{node.ActionSkipped, "destination would be overloaded (cpu 9.0/8, ram 100/1000)", "overload"},
+		{node.ActionSkipped, "live-migrate: nova: conflict", "conflict"},
+		{node.ActionFailed, "live-migrate s1: no status from nova for 1m0s, outcome unknown (see the server's migration list): nova: unavailable", "timeout"},
+		{node.ActionFailed, "something new", "other"},
+	}
+	for _, c := range cases {
+		if got := reasonClass(node.ActionResult{Outcome: c.o, Reason: c.reason}); got != c.want {
+			t.Errorf("reasonClass(%s %q) = %s, want %s", c.o, c.reason, got, c.want)
+		}
+	}
+}
+
+func TestWriteTables(t *testing.T) {
+	agents := table{Name: "agents", Columns: []string{"Host", "State", "Members"}, Rows: [][]any{
+		{"compute-1", "free", []string{"compute-1", "compute-2"}},
+		{"compute-2", "in: yes", []string{}},
+	}}
+	events := table{Name: "events", Columns: []string{"Event", "Actions"}, Rows: [][]any{
+		{"e1", []orderedMap{{{"server", "s1"}, {"outcome", "done"}}}},
+	}}
+	cases := []struct {
+		format  string
+		columns []string
+		ts      []table
+		want    string
+	}{
+		{"value", nil, []table{agents}, "compute-1 free compute-1 compute-2\ncompute-2 in: yes \n"},
+		{"value", []string{"host"}, []table{agents, events}, "compute-1\ncompute-2\n"},
+		{"json", []string{"State"}, []table{agents}, "[\n  {\n    \"State\": \"free\"\n  },\n  {\n    \"State\": \"in: yes\"\n  }\n]\n"},
+		{"yaml", nil, []table{agents}, "- Host: compute-1\n  State: free\n  Members:\n    - compute-1\n    - compute-2\n- Host: compute-2\n  State: \"in: yes\"\n  Members: []\n"},
+		{"yaml", nil, []table{events}, "- Event: e1\n  Actions:\n    - server: s1\n      outcome: done\n"},
+		{"table", []string{"host", "members"}, []table{agents},
+			"+-----------+-----------+\n| Host      | Members   |\n+-----------+-----------+\n| compute-1 | compute-1 |\n|           | compute-2 |\n| compute-2 |           |\n+-----------+-----------+\n"},
+	}
+	for _, c := range cases {
+		var b bytes.Buffer
+		if err := writeTables(&b, c.format, c.columns, c.ts...); err != nil {
+			t.Fatalf("%s %v: %v", c.format, c.columns, err)
+		}
+		if b.String() != c.want {
+			t.Errorf("-f %s -c %v:\n got %q\nwant %q", c.format, c.columns, b.String(), c.want)
+		}
+	}
+	var b bytes.Buffer
+	var both map[string][]map[string]any
+	if err := writeTables(&b, "json", nil, agents, events); err != nil || json.Unmarshal(b.Bytes(), &both) != nil || len(both["agents"]) != 2 || len(both["events"]) != 1 {
+		t.Errorf("two tables as json: %v %s", err, b.String())
+	}
+	for _, bad := range []struct {
+		f string
+		c []string
+	}{{"xml", nil}, {"table", []string{"nope"}}} {
+		if err := writeTables(&b, bad.f, bad.c, agents); err == nil {
+			t.Errorf("-f %s -c %v: no error", bad.f, bad.c)
+		}
+	}
+}
+
+// The records of one event kept by the agent that raised it and by the
+// one that planned it join into one event with its actions.
+func TestJournalJoinsAgents(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	raiser, leader := newJournal("c1", clock), newJournal("c2", clock)
+	ev := scheduler.Event{ID: "c1-1", Kind: scheduler.Overload, Host: "c1", Detected: now}
+	raiser.record(scheduler.Record{Kind: scheduler.RecEventRaised, Event: ev, Partition: "p1", Size: 1})
+	raiser.record(scheduler.Record{Kind: scheduler.RecBlocked, Partition: "p1", Size: 2})
+	now = now.Add(time.Second)
+	leader.record(scheduler.Record{Kind: scheduler.RecPlanned, Event: ev, Partition: "p1", Size: 2, Moves: 1})
+	leader.exec(ev, node.ExecResult{Actions: []node.ActionResult{{
+		Action:  scheduler.Action{Kind: scheduler.LiveMigrate, Server: "s1", From: "c1", To: "c2"},
+		Outcome: node.ActionDone, Receipt: nova.Receipt{GlobalRequestID: node.RequestID(ev.ID), LocalRequestID: "req-n"},
+	}}})
+	now = now.Add(time.Second)
+	raiser.record(scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Partition: "p1", Size: 2, Outcome: scheduler.Solved, Reason: "1 done"})
+	es := joinEvents([]agentReport{{Events: raiser.snapshot()}, {Events: leader.snapshot()}})
+	if len(es) != 1 {
+		t.Fatalf("%d events, want 1: %+v", len(es), es)
+	}
+	e := es[0]
+	if e.Planned == nil || e.Ended == nil || e.Outcome != "solved" || e.Leader != "c2" || e.Moves != 1 || e.Size != 2 || len(e.Actions) != 1 || e.Actions[0].NovaReqID != "req-n" {
+		t.Errorf("joined event: %+v", e)
+	}
+	var steps []string
+	for _, s := range e.Steps {
+		steps = append(steps, s.Agent+" "+s.Record)
+	}
+	if want := []string{"c1 event-raised", "c1 blocked", "c2 planned", "c1 event-ended"}; !slices.Equal(steps, want) {
+		t.Errorf("steps %v, want %v", steps, want)
+	}
+	if got := filterHost(es, "c2"); len(got) != 1 {
+		t.Errorf("--host c2 (the destination) drops the event")
+	}
+	if got := filterHost(es, "c3"); len(got) != 0 {
+		t.Errorf("--host c3 keeps an event of c1 to c2")
+	}
+	if got := filterEvents(raiser.snapshot(), now.Add(time.Second), 0); len(got) != 0 {
+		t.Errorf("--since after the last change keeps %d events", len(got))
+	}
+}
+
+// The journal keeps the last journalEvents events.
+func TestJournalIsBounded(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	j := newJournal("c1", func() time.Time { return now })
+	for i := range journalEvents + 5 {
+		now = now.Add(time.Second)
+		j.record(scheduler.Record{Kind: scheduler.RecEventRaised, Event: scheduler.Event{ID: fmt.Sprint("e", i), Detected: now}, Partition: fmt.Sprint("p", i)})
+	}
+	es := j.snapshot()
+	if len(es) != journalEvents || es[0].ID != "e5" || len(j.parts) != journalEvents {
+		t.Fatalf("%d events from %s, %d partitions; want %d from e5", len(es), es[0].ID, len(j.parts), journalEvents)
+	}
+}
+
+// An answer too big for one NATS message drops its oldest events.
+func TestEncodeReportFits(t *testing.T) {
+	rep := agentReport{V: 1, Host: "c1"}
+	for i := range 300 {
+		rep.Events = append(rep.Events, eventEntry{ID: fmt.Sprint("e", i), Reason: strings.Repeat("x", 4096)})
+	}
+	data := encodeReport(rep)
+	var got agentReport
+	if err := json.Unmarshal(data, &got); err != nil || len(data) > maxReport || got.Truncated == 0 || got.Events[len(got.Events)-1].ID != "e299" {
+		t.Fatalf("%d bytes, truncated %d, err %v", len(data), got.Truncated, err)
+	}
+}
+
+// The CLI stops waiting once every member any answer lists has answered,
+// and waits for the timeout when one is missing.
+func TestGatherReports(t *testing.T) {
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	connect := func(name string) *bus.NATS {
+		bc := bus.DefaultConfig()
+		bc.URL, bc.Name = ns.ClientURL(), name
+		tr, err := bus.ConnectNATS(ctx, bc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tr.Close() })
+		return tr
+	}
+	var mu sync.Mutex
+	members := []memberInfo{{Host: "c1"}, {Host: "c2"}}
+	for _, h := range []string{"c1", "c2"} {
+		tr := connect(h)
+		s := &statusService{region: "g", tr: tr, report: func(statusRequest) agentReport {
+			mu.Lock()
+			defer mu.Unlock()
+			return agentReport{V: 1, Host: h, Members: slices.Clone(members)}
+		}}
+		go func() { _ = s.run(ctx) }()
+		fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := tr.Flush(fctx); err != nil {
+			t.Fatal(err)
+		}
+		fcancel()
+	}
+	cli := connect("cli")
+	// The services subscribe asynchronously: ask until both answered.
+	var reps []agentReport
+	start := time.Now()
+	for len(reps) < 2 && time.Since(start) < 10*time.Second {
+		reps, _ = gatherReports(ctx, cli, gatherConfig{Region: "g", Timeout: 500 * time.Millisecond})
+	}
+	if len(reps) != 2 || reps[0].Host != "c1" || reps[1].Host != "c2" {
+		t.Fatalf("reports %+v", reps)
+	}
+	start = time.Now()
+	reps, err = gatherReports(ctx, cli, gatherConfig{Region: "g", Timeout: time.Minute})
+	if err != nil || len(reps) != 2 || time.Since(start) > 30*time.Second {
+		t.Fatalf("all members answered, yet waited %s: %v %v", time.Since(start), reps, err)
+	}
+	mu.Lock()
+	members = append(members, memberInfo{Host: "c3"}) // heard, silent
+	mu.Unlock()
+	start = time.Now()
+	reps, err = gatherReports(ctx, cli, gatherConfig{Region: "g", Timeout: 300 * time.Millisecond})
+	if err != nil || len(reps) != 2 || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("c3 silent: %v %v after %s", reps, err, time.Since(start))
+	}
+	if _, err := gatherReports(ctx, cli, gatherConfig{Region: "nobody", Timeout: 100 * time.Millisecond}); err == nil {
+		t.Fatal("no agent answered, no error")
+	}
+}
+
+// Command-line conventions: --version, usage errors exit 2 with the usage,
+// drain without HOST never asks for a cloud.
+func TestCLIConventions(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"dvms", "--version"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), version) {
+		t.Errorf("--version: exit %d, %q", code, out.String())
+	}
+	for _, cmd := range []string{"drain", "undrain"} {
+		out.Reset()
+		errOut.Reset()
+		code := run([]string{"dvms", cmd}, &out, &errOut)
+		if code != exitUsage || !strings.Contains(errOut.String(), "usage: dvms "+cmd) || strings.Contains(errOut.String(), "os-cloud") {
+			t.Errorf("dvms %s without HOST: exit %d, stderr %q", cmd, code, errOut.String())
+		}
+	}
+	errOut.Reset()
+	if code := run([]string{"dvms", "status", "--no-such-flag"}, &out, &errOut); code != exitUsage {
+		t.Errorf("unknown flag: exit %d, %q", code, errOut.String())
+	}
+	if code := run([]string{"dvms", "events", "-f", "xml"}, &out, &errOut); code != exitUsage {
+		t.Errorf("-f xml: exit %d, %q", code, errOut.String())
+	}
+	if code := run([]string{"dvms", "events", "--since", "yesterday"}, &out, &errOut); code != exitUsage {
+		t.Errorf("--since yesterday: exit %d, %q", code, errOut.String())
+	}
+	// A command that fails (no NATS there) exits 1.
+	if code := run([]string{"dvms", "status", "--nats-url", "nats://127.0.0.1:1", "--timeout", "100ms"}, &out, &errOut); code != exitFailed {
+		t.Errorf("status without NATS: exit %d, %q", code, errOut.String())
+	}
+}
