@@ -264,6 +264,17 @@ func TestOperatorsViewOfAnOverload(t *testing.T) {
 		t.Errorf("dvms events --host compute-2 shows %d actions done, Nova completed %d migrations:\n%s", done, migrations, out.String())
 	}
 
+	// The tables an operator reads, in the log for the curious.
+	for _, cmd := range [][]string{{"status"}, {"events", "-c", "event", "-c", "outcome", "-c", "actions"}} {
+		out.Reset()
+		args = append([]string{"dvms"}, cmd...)
+		args = append(args, "--nats-url", ns.ClientURL(), "--region", opsRegion)
+		if code := run(args, &out, &errOut); code != 0 {
+			t.Fatalf("dvms %s: exit %d: %s", cmd[0], code, errOut.String())
+		}
+		t.Logf("dvms %s:\n%s", strings.Join(cmd, " "), out.String())
+	}
+
 	// NATS gone: /healthz says so.
 	ns.Shutdown()
 	waitUntil(t, 10*time.Second, "/healthz 503 without NATS", func() bool { return healthz(t, a1) == http.StatusServiceUnavailable })
