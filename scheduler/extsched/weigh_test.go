@@ -2,6 +2,7 @@ package extsched
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -272,5 +273,41 @@ func TestSummaryRoundTripAndChange(t *testing.T) {
 	small := summary("a", demand(2.5, 1024), planMoves("b", 1, 0))
 	if Changed(s, small, 0.1) {
 		t.Error("0.5 core on 8 is a change at 10%")
+	}
+}
+
+// testdata/nova_request.json is what dvms_nova's weigher sends for a real
+// RequestSpec of Debian's Nova (its test FixtureTest checks the same
+// bytes): the service reads the flavor, the group and Nova's weights from it.
+func TestNovaRequestFixture(t *testing.T) {
+	data, err := os.ReadFile("testdata/nova_request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req Request
+	if err := json.Unmarshal(data, &req); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := ParseSpec(req.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Spec{InstanceUUID: "11111111-2222-3333-4444-555555555555", ProjectID: "p1", NumInstances: 1,
+		Flavor: "m1.small", VCPUs: 2, RAMMB: 2048, GroupPolicy: "anti-affinity", GroupHosts: []string{"compute-2"}}
+	if !reflect.DeepEqual(spec, want) {
+		t.Fatalf("spec %+v, want %+v", spec, want)
+	}
+	if len(req.Hosts) != 3 || req.Hosts[0].Name() != "compute-1" || req.Hosts[0].HypervisorHostname != "compute-1.node" ||
+		req.Weights["compute-1"] != 1.5 || req.Rebuild {
+		t.Fatalf("request %+v", req)
+	}
+	cfg := DefaultConfig()
+	v := NewView(cfg.StaleAfter, cfg.PendingTTL)
+	for _, h := range []string{"compute-1", "compute-2", "compute-3"} {
+		v.Update(summary(h), t0)
+	}
+	d := Weigh(cfg, spec, req, v.States([]string{"compute-1", "compute-2", "compute-3"}, t0))
+	if want := []string{"compute-1", "compute-3", "compute-2"}; !reflect.DeepEqual(d.Hosts, want) {
+		t.Fatalf("hosts %v, want %v (compute-2 holds a member of the anti-affinity group)", d.Hosts, want)
 	}
 }

@@ -7,6 +7,7 @@ Run with Debian's python3 and python3-nova, from the repository root:
 
 import http.server
 import json
+import os
 import threading
 import unittest
 
@@ -98,6 +99,56 @@ def spec(vcpus=2, ram=2048, group=None):
         'user', 'project', is_admin=True,
         request_id='req-11111111-2222-3333-4444-555555555555')
     return s
+
+
+# The request dvms scheduler-api's Go tests parse (TestNovaRequestFixture):
+# both sides are held to the same bytes.
+FIXTURE = os.path.join(os.path.dirname(__file__), '..', '..', '..',
+                       'scheduler', 'extsched', 'testdata',
+                       'nova_request.json')
+
+
+def without_changes(v):
+    """v without oslo's nova_object.changes (a set: its order varies)."""
+    if isinstance(v, dict):
+        return {k: without_changes(x) for k, x in v.items()
+                if k != 'nova_object.changes'}
+    if isinstance(v, list):
+        return [without_changes(x) for x in v]
+    return v
+
+
+def fixture_spec():
+    s = objects.RequestSpec(
+        flavor=objects.Flavor(name='m1.small', vcpus=2, memory_mb=2048,
+                              root_gb=1, extra_specs={}),
+        num_instances=1,
+        instance_uuid='11111111-2222-3333-4444-555555555555',
+        project_id='p1',
+        instance_group=objects.InstanceGroup(
+            uuid='66666666-7777-8888-9999-000000000000',
+            policy='anti-affinity', hosts=['compute-2'],
+            members=['aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee']),
+        scheduler_hints={'group': ['66666666-7777-8888-9999-000000000000']})
+    return s
+
+
+class FixtureTest(unittest.TestCase):
+    def test_request_is_the_go_fixture(self):
+        server = Server()
+        self.addCleanup(server.stop)
+        server.answer = {'hosts': ['compute-3']}
+        hosts = []
+        for name, w in (('compute-1', 1.5), ('compute-2', 0.5),
+                        ('compute-3', 1.0)):
+            h = FakeHostState(name)
+            h.nodename = name + '.node'
+            hosts.append(weights.WeighedHost(h, w))
+        self.assertEqual(['compute-3'],
+                         weigher.ask(server.url, 2.0, hosts, fixture_spec()))
+        with open(FIXTURE) as f:
+            want = json.load(f)
+        self.assertEqual(want, without_changes(server.requests[0][1]))
 
 
 class DvmsWeigherTest(unittest.TestCase):
