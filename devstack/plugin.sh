@@ -1,10 +1,13 @@
 # shellcheck shell=bash
 # DevStack plugin of dvms: a dvms agent beside every nova-compute, and a
-# NATS server on the controller. Phases:
+# NATS server on the controller; with `enable_service dvms-scheduler-api`
+# (opt-in), dvms scheduler-api on the controller and its weigher in
+# nova-scheduler (nova/dvms_nova). Phases:
 #   stack install      build bin/dvms (go build ./cmd/dvms)
-#   stack post-config  write /etc/dvms/dvms.conf
+#   stack post-config  write /etc/dvms/dvms.conf (and nova.conf's weigher)
 #   stack extra        start devstack@dvms-nats (controller) and
-#                      devstack@dvms-agent (compute nodes)
+#                      devstack@dvms-agent (compute nodes) and
+#                      devstack@dvms-scheduler-api
 #   unstack / clean    stop them / remove config and binary
 
 _XTRACE_DVMS=$(set +o | grep xtrace)
@@ -13,7 +16,7 @@ set -o xtrace
 # shellcheck source=devstack/lib/dvms
 source "$DVMS_DIR/devstack/lib/dvms"
 
-if is_service_enabled dvms-agent dvms-nats; then
+if is_service_enabled dvms-agent dvms-nats dvms-scheduler-api; then
     if [[ "$1" == "stack" && "$2" == "install" ]]; then
         echo_summary "Building dvms"
         install_dvms
