@@ -67,3 +67,24 @@ func ReplySubject(region, host string) string { return "dvms." + region + ".repl
 // host (demand, capacity, maintenance, moves in flight) for `dvms
 // scheduler-api`; SummarySubject(region, "*") subscribes to all of them.
 func SummarySubject(region, host string) string { return "dvms." + region + ".summary." + host }
+
+// FromHandler receives one message with its sender's host as the
+// transport authenticated it ("" when the transport does not
+// authenticate senders). Same rules as Handler.
+type FromHandler func(subject, from string, data []byte)
+
+// Authenticated is a Transport that authenticates senders (bus/auth).
+type Authenticated interface {
+	Transport
+	// SubscribeFrom is Subscribe, telling h who sent each message.
+	SubscribeFrom(subject string, h FromHandler) (Subscription, error)
+}
+
+// SubscribeFrom subscribes h to subject on t, with the authenticated
+// sender when t authenticates (Authenticated), else with from = "".
+func SubscribeFrom(t Transport, subject string, h FromHandler) (Subscription, error) {
+	if a, ok := t.(Authenticated); ok {
+		return a.SubscribeFrom(subject, h)
+	}
+	return t.Subscribe(subject, func(s string, d []byte) { h(s, "", d) })
+}

@@ -1,0 +1,186 @@
+package auth
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dvms-project/dvms/bus"
+)
+
+// Config of a wrapped transport.
+type Config struct {
+	// Window is how far a message's signing time may be from the
+	// receiver's clock, either way (clock skew plus delivery delay); a
+	// message is remembered for as long, to refuse its replay.
+	Window time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// OnDrop, if set, is told of every dropped message, with the count
+	// of drops for that reason so far. It runs on the delivery goroutine:
+	// it must not block (rate-limit logging there).
+	OnDrop func(subject, sender, reason string, count int64)
+}
+
+// DefaultConfig accepts messages signed within 30 s of now.
+func DefaultConfig() Config { return Config{Window: 30 * time.Second} }
+
+// Validate lists every problem.
+func (c Config) Validate() error {
+	if c.Window <= 0 {
+		return errors.New("auth: window must be > 0")
+	}
+	return nil
+}
+
+// Transport signs what it publishes as its signer's host and delivers
+// only what verifies. It implements bus.Transport and bus.Authenticated;
+// handlers registered with Subscribe get the payload, with SubscribeFrom
+// also the verified sender. Safe for concurrent use.
+type Transport struct {
+	inner bus.Transport
+	se    *sealer
+	keys  *Keyring
+	cfg   Config
+
+	mu      sync.Mutex
+	dropped map[string]*atomic.Int64
+}
+
+// Wrap returns t signing as s and verifying against keys.
+func Wrap(t bus.Transport, s *Signer, keys *Keyring, cfg Config) (*Transport, error) {
+	if t == nil || s == nil || keys == nil {
+		return nil, errors.New("auth: transport, signer and keyring are required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	w := &Transport{inner: t, se: newSealer(s), keys: keys, cfg: cfg, dropped: map[string]*atomic.Int64{}}
+	for _, r := range []string{DropMalformed, DropUnknown, DropSignature, DropStale, DropReplay} {
+		w.dropped[r] = &atomic.Int64{}
+	}
+	return w, nil
+}
+
+// Host is the host this transport signs as.
+func (w *Transport) Host() string { return w.se.s.host }
+
+// Dropped returns the drops so far by reason (Drop* constants).
+func (w *Transport) Dropped() map[string]int64 {
+	out := make(map[string]int64, len(w.dropped))
+	for r, c := range w.dropped {
+		out[r] = c.Load()
+	}
+	return out
+}
+
+// DroppedTotal is the number of messages dropped so far.
+func (w *Transport) DroppedTotal() int64 {
+	var n int64
+	for _, c := range w.dropped {
+		n += c.Load()
+	}
+	return n
+}
+
+// Publish implements bus.Transport: data is sealed for subject.
+func (w *Transport) Publish(ctx context.Context, subject string, data []byte) error {
+	return w.inner.Publish(ctx, subject, w.se.seal(subject, data, w.cfg.Now()))
+}
+
+// Subscribe implements bus.Transport: h gets verified payloads only.
+func (w *Transport) Subscribe(subject string, h bus.Handler) (bus.Subscription, error) {
+	return w.SubscribeFrom(subject, func(subj, _ string, data []byte) { h(subj, data) })
+}
+
+// SubscribeFrom implements bus.Authenticated: h gets verified payloads
+// with their sender's host. Each subscription remembers the nonces it
+// accepted for one window, so a replay is dropped even when another
+// subscription of this transport took the original.
+func (w *Transport) SubscribeFrom(subject string, h bus.FromHandler) (bus.Subscription, error) {
+	seen := newReplayCache()
+	return w.inner.Subscribe(subject, func(subj string, data []byte) {
+		sender, payload, reason := w.open(subj, data, seen)
+		if reason != "" {
+			n := w.dropped[reason].Add(1)
+			if w.cfg.OnDrop != nil {
+				w.cfg.OnDrop(subj, sender, reason, n)
+			}
+			return
+		}
+		h(subj, sender, payload)
+	})
+}
+
+// open verifies data received on subject; reason is "" when it holds.
+func (w *Transport) open(subject string, data []byte, seen *replayCache) (sender string, payload []byte, reason string) {
+	o, err := parse(data)
+	if err != nil {
+		return "", nil, DropMalformed
+	}
+	pub, ok := w.keys.keys[o.host]
+	if !ok {
+		return o.host, nil, DropUnknown
+	}
+	if !ed25519.Verify(pub, signedBytes(subject, o.body), o.sig) {
+		return o.host, nil, DropSignature
+	}
+	now := w.cfg.Now()
+	if d := now.Sub(o.at); d > w.cfg.Window || d < -w.cfg.Window {
+		return o.host, nil, DropStale
+	}
+	if !seen.add(o.host, o.nonce, o.at.Add(w.cfg.Window), now) {
+		return o.host, nil, DropReplay
+	}
+	return o.host, o.payload, ""
+}
+
+// Close implements bus.Transport (closes the wrapped transport).
+func (w *Transport) Close() error { return w.inner.Close() }
+
+var (
+	_ bus.Transport     = (*Transport)(nil)
+	_ bus.Authenticated = (*Transport)(nil)
+)
+
+// replayCache remembers accepted nonces until they would be stale anyway.
+// Only verified messages enter it, so its size is bounded by the
+// legitimate traffic of one window.
+type replayCache struct {
+	mu        sync.Mutex
+	until     map[replayKey]time.Time
+	nextSweep time.Time
+}
+
+type replayKey struct {
+	host  string
+	nonce nonce
+}
+
+func newReplayCache() *replayCache { return &replayCache{until: map[replayKey]time.Time{}} }
+
+// add records the nonce; false if it was already there.
+func (c *replayCache) add(host string, n nonce, until, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.After(c.nextSweep) {
+		for k, t := range c.until {
+			if now.After(t) {
+				delete(c.until, k)
+			}
+		}
+		c.nextSweep = now.Add(time.Second)
+	}
+	k := replayKey{host, n}
+	if _, dup := c.until[k]; dup {
+		return false
+	}
+	c.until[k] = until
+	return true
+}
