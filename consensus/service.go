@@ -215,7 +215,7 @@ func NewService(cfg ServiceConfig, t bus.Transport, now func() time.Time, log ze
 	}
 	s.self = wireState{ID: cfg.ID, Addr: s.addr}
 	s.replySubj = ReplySubject(cfg.Region) + "." + newToken()
-	sub, err := t.Subscribe(s.replySubj, s.onReply)
+	sub, err := bus.SubscribeFrom(t, s.replySubj, s.onReply)
 	if err != nil {
 		if s.mux != nil {
 			s.mux.close()
@@ -475,10 +475,18 @@ func (s *Service) serve(ctx context.Context, n *RaftNode, req wireReq) (wireRepl
 
 // onRequest takes messages on RequestSubject (subscribed while a raft
 // node runs). It must not block: requests go to the workers.
-func (s *Service) onRequest(_ string, data []byte) {
+//
+// On a signed bus (signer != "") a request must name its signer as its
+// sender: a status then speaks for its signer only, and a register, merge
+// or dissolve comes from an agent holding a key of the region.
+func (s *Service) onRequest(_, signer string, data []byte) {
 	req, err := decodeReq(data, s.cfg.Region)
 	if err != nil {
 		s.log.Warn().Err(err).Int("bytes", len(data)).Msg("merge arbiter: malformed request dropped")
+		return
+	}
+	if signer != "" && req.From != signer {
+		s.log.Warn().Str("from", req.From).Str("signer", signer).Msg("merge arbiter: request rejected: sender is not its signer")
 		return
 	}
 	if req.Kind == kindStatus {
@@ -554,10 +562,14 @@ func (s *Service) reply(req wireReq, rep wireReply) {
 }
 
 // onReply takes answers on this Service's reply subject.
-func (s *Service) onReply(_ string, data []byte) {
+func (s *Service) onReply(_, signer string, data []byte) {
 	rep, err := decodeReply(data)
 	if err != nil {
 		s.log.Warn().Err(err).Int("bytes", len(data)).Msg("merge arbiter: malformed answer dropped")
+		return
+	}
+	if signer != "" && rep.From != signer {
+		s.log.Warn().Str("from", rep.From).Str("signer", signer).Msg("merge arbiter: answer rejected: sender is not its signer")
 		return
 	}
 	if rep.State != nil && rep.State.ID == rep.From {
@@ -612,7 +624,7 @@ func (s *Service) startNode() error {
 		_ = trans.Close()
 		return err
 	}
-	sub, err := s.bus.Subscribe(RequestSubject(s.cfg.Region), s.onRequest)
+	sub, err := bus.SubscribeFrom(s.bus, RequestSubject(s.cfg.Region), s.onRequest)
 	if err != nil {
 		_ = rn.Shutdown()
 		_ = trans.Close()

@@ -191,6 +191,10 @@ func (a *Agent) Tick(now time.Time) {
 
 // Step handles one message.
 func (a *Agent) Step(m Message) {
+	if why := a.admissible(m); why != "" {
+		a.drop(m, why)
+		return
+	}
 	switch m.Type {
 	case MsgGrow:
 		a.onGrow(m)

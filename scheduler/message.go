@@ -208,6 +208,11 @@ func (m *Message) validate() error {
 	if m.Type == MsgSnapshot && m.Host == nil {
 		return errors.New("snapshot without host")
 	}
+	// A snapshot is its sender's host: the leader stores it under the
+	// sender (on a signed bus, the signer), never under another name.
+	if m.Type == MsgSnapshot && m.Host.Name != m.From {
+		return fmt.Errorf("snapshot of %q sent by %q", m.Host.Name, m.From)
+	}
 	for _, p := range []*Partition{m.Part, m.Other} {
 		if p == nil {
 			continue
@@ -227,9 +232,52 @@ func (m *Message) validate() error {
 		if !p.has(p.Initiator) || !p.has(p.Leader) {
 			return fmt.Errorf("partition %s: initiator or leader not a member", p.ID)
 		}
+		// The first event is the initiator's own (absorbed partitions'
+		// events follow it): nobody raises an event for another host.
+		if p.Events[0].Host != p.Initiator {
+			return fmt.Errorf("partition %s: first event on %q, initiator %q", p.ID, p.Events[0].Host, p.Initiator)
+		}
+		if len(p.Nodes) > MaxNodes || len(p.Events) > MaxNodes {
+			return fmt.Errorf("partition %s: %d nodes, %d events: more than %d", p.ID, len(p.Nodes), len(p.Events), MaxNodes)
+		}
+		seen := make(map[string]bool, len(p.Nodes))
+		for _, n := range p.Nodes {
+			if n == "" || seen[n] {
+				return fmt.Errorf("partition %s: empty or repeated node %q", p.ID, n)
+			}
+			seen[n] = true
+		}
 	}
 	if m.Hops < 0 {
 		return errors.New("negative hops")
 	}
 	return nil
+}
+
+// MaxNodes bounds a partition's nodes and events on the wire, whatever
+// the ring; an agent bounds them by its ring too (admissible).
+const MaxNodes = 1 << 16
+
+// ringSlack is how many nodes a partition may have beyond the receiver's
+// ring: members that joined (not heard yet) or died (not removed yet).
+const ringSlack = 2
+
+// admissible checks m against what this agent knows of the ring ("" when
+// it may be stepped): a partition cannot have more nodes than the ring
+// (plus ringSlack), and its leader must be a live member, so a request
+// naming hundreds of nodes or a leader nobody runs is dropped at once
+// instead of being broadcast to and waited for.
+func (a *Agent) admissible(m Message) string {
+	for _, p := range []*Partition{m.Part, m.Other} {
+		if p == nil {
+			continue
+		}
+		if len(p.Nodes) > len(a.ring)+ringSlack {
+			return fmt.Sprintf("partition %s has %d nodes, the ring %d", p.ID, len(p.Nodes), len(a.ring))
+		}
+		if _, ok := slices.BinarySearch(a.ring, p.Leader); !ok {
+			return fmt.Sprintf("partition %s: leader %q is not a live member", p.ID, p.Leader)
+		}
+	}
+	return ""
 }

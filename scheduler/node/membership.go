@@ -105,10 +105,15 @@ func (m *Membership) Members() []Member {
 // Run publishes and follows heartbeats until ctx ends.
 func (m *Membership) Run(ctx context.Context) error {
 	in := make(chan Heartbeat, 1024)
-	sub, err := m.bus.Subscribe(bus.HeartbeatSubject(m.cfg.Region), func(_ string, data []byte) {
+	sub, err := bus.SubscribeFrom(m.bus, bus.HeartbeatSubject(m.cfg.Region), func(_, from string, data []byte) {
 		var hb Heartbeat
 		if err := json.Unmarshal(data, &hb); err != nil || hb.V != 1 || hb.Host == "" || hb.Incarnation == "" {
 			m.log.Warn().Int("bytes", len(data)).Msg("malformed heartbeat rejected")
+			return
+		}
+		if from != "" && hb.Host != from {
+			// Signed by another host: a forged heartbeat (or leaving).
+			m.log.Warn().Str("member", hb.Host).Str("signer", from).Msg("heartbeat rejected: host is not its signer")
 			return
 		}
 		select {

@@ -66,9 +66,10 @@ func (r *Runner) answerDemand(_ string, data []byte) {
 }
 
 // receiveAnswer is the handler of this runner's reply subject.
-func (r *Runner) receiveAnswer(_ string, data []byte) {
+// On a signed bus (from != "") the answer must be its signer's.
+func (r *Runner) receiveAnswer(_, from string, data []byte) {
 	var a demandAnswer
-	if err := json.Unmarshal(data, &a); err != nil || a.V != 1 {
+	if err := json.Unmarshal(data, &a); err != nil || a.V != 1 || (from != "" && a.Host != from) {
 		r.dropped.Add(1)
 		return
 	}

@@ -206,7 +206,7 @@ func (r *Runner) Dropped() int64 { return r.dropped.Load() }
 // goroutine it started.
 func (r *Runner) Run(ctx context.Context) error {
 	subj := bus.AgentSubject(r.cfg.Region, r.agent.ID())
-	sub, err := r.d.Bus.Subscribe(subj, r.receive)
+	sub, err := bus.SubscribeFrom(r.d.Bus, subj, r.receive)
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", subj, err)
 	}
@@ -217,11 +217,11 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe %s: %w", ssubj, err)
 	}
 	defer func() { _ = ssub.Unsubscribe() }()
-	for subj, h := range map[string]bus.Handler{
-		bus.DemandSubject(r.cfg.Region, r.agent.ID()): r.answerDemand,
+	for subj, h := range map[string]bus.FromHandler{
+		bus.DemandSubject(r.cfg.Region, r.agent.ID()): func(s, _ string, d []byte) { r.answerDemand(s, d) },
 		bus.ReplySubject(r.cfg.Region, r.agent.ID()):  r.receiveAnswer,
 	} {
-		s, err := r.d.Bus.Subscribe(subj, h)
+		s, err := bus.SubscribeFrom(r.d.Bus, subj, h)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", subj, err)
 		}
@@ -296,12 +296,19 @@ func (r *Runner) control(f func(*scheduler.Agent)) {
 	}
 }
 
-// receive is the bus handler: decode and queue, never block.
-func (r *Runner) receive(_ string, data []byte) {
+// receive is the bus handler: decode and queue, never block. from is the
+// sender the bus authenticated ("" on an unsigned bus): a message must
+// name it as its sender.
+func (r *Runner) receive(_, from string, data []byte) {
 	m, err := scheduler.Decode(data)
 	if err != nil {
 		r.dropped.Add(1)
 		r.log.Warn().Err(err).Int("bytes", len(data)).Msg("malformed message rejected")
+		return
+	}
+	if from != "" && m.From != from {
+		r.dropped.Add(1)
+		r.log.Warn().Str("from", m.From).Str("signer", from).Str("type", m.Type.String()).Msg("message rejected: sender is not its signer")
 		return
 	}
 	if !r.inbox.put(m) {
