@@ -264,7 +264,8 @@ const ringSlack = 2
 
 // admissible checks m against what this agent knows of the ring ("" when
 // it may be stepped): a partition cannot have more nodes than the ring
-// (plus ringSlack), and its leader must be a live member, so a request
+// (plus ringSlack), and its leader must be a live member or the sender
+// (a restarted agent speaks before its heartbeat is heard), so a request
 // naming hundreds of nodes or a leader nobody runs is dropped at once
 // instead of being broadcast to and waited for.
 func (a *Agent) admissible(m Message) string {
@@ -275,7 +276,7 @@ func (a *Agent) admissible(m Message) string {
 		if len(p.Nodes) > len(a.ring)+ringSlack {
 			return fmt.Sprintf("partition %s has %d nodes, the ring %d", p.ID, len(p.Nodes), len(a.ring))
 		}
-		if _, ok := slices.BinarySearch(a.ring, p.Leader); !ok {
+		if _, ok := slices.BinarySearch(a.ring, p.Leader); !ok && p.Leader != m.From {
 			return fmt.Sprintf("partition %s: leader %q is not a live member", p.ID, p.Leader)
 		}
 	}
