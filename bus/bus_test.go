@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,5 +144,25 @@ func BenchmarkEmbeddedRoundTrip(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_ = c.Publish(context.Background(), "bench", msg)
 		<-done
+	}
+}
+
+func TestRedactURLs(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                     "nats://127.0.0.1:4222",
+		"nats://dvms:s3cret@n1:4222,nats://n2:4222": "nats://dvms:xxxxx@n1:4222,nats://n2:4222",
+		"nats://tok3n@n1:4222":                      "nats://xxxxx@n1:4222",
+		"nats://a:b@n1:4222,tls://c:d@n2:4443":      "nats://a:xxxxx@n1:4222,tls://c:xxxxx@n2:4443",
+		"nats://u:p%zz@host":                        "(unparsable URL with credentials)",
+	} {
+		got := RedactURLs(in)
+		if got != want {
+			t.Errorf("RedactURLs(%q) = %q, want %q", in, got, want)
+		}
+		for _, secret := range []string{"s3cret", "tok3n", ":b@", ":d@"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("RedactURLs(%q) leaks %q: %q", in, secret, got)
+			}
+		}
 	}
 }

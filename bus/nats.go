@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -98,7 +100,7 @@ func ConnectNATS(ctx context.Context, c Config) (*NATS, error) {
 	}
 	nc, err := nats.Connect(c.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("nats connect %s: %w", c.URL, err)
+		return nil, fmt.Errorf("nats connect %s: %w", RedactURLs(c.URL), err)
 	}
 	return &NATS{nc: nc}, nil
 }
@@ -155,3 +157,24 @@ func (n *NATS) Close() error {
 }
 
 var _ Transport = (*NATS)(nil)
+
+// RedactURLs returns comma-separated server URLs with any password
+// replaced by "xxxxx" (url.URL.Redacted), for logs and errors; an entry
+// that does not parse is replaced whole when it may hold credentials.
+func RedactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		switch {
+		case err != nil && strings.Contains(p, "@"):
+			parts[i] = "(unparsable URL with credentials)"
+		case err == nil && u.User != nil:
+			if _, has := u.User.Password(); !has {
+				// A lone user part may be a token: hide it too.
+				u.User = url.User("xxxxx")
+			}
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/demand/cgroup"
@@ -83,7 +84,7 @@ func agentConfig(c *cli.Context) (fileConfig, error) {
 	if cfg.Arbiter == "local" && !c.Bool("embedded-nats") {
 		err = errors.Join(err, errors.New("[consensus] arbiter = local lets every agent decide merges alone: only for a single agent with --embedded-nats; use raft"))
 	}
-	return cfg, err
+	return cfg, errors.Join(err, checkTrust(cfg))
 }
 
 func runAgent(c *cli.Context) error {
@@ -92,6 +93,8 @@ func runAgent(c *cli.Context) error {
 		return fmt.Errorf("agent configuration:\n%w", err)
 	}
 	log := newLogger(cfg.LogLevel, cfg.LogFormat).With().Str("agent", cfg.Agent.ID).Logger()
+	warnReadable(log, c.String("config"), "the configuration file")
+	warnReadable(log, cloudsFile(cfg.CloudsYAML), "clouds.yaml")
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	a, err := startAgent(ctx, cfg, c.Bool("embedded-nats"), nil, log)
@@ -112,6 +115,7 @@ type agentProc struct {
 	arbiter  agentArbiter
 	reviver  reviver
 	tr       *bus.NATS
+	signed   *auth.Transport // nil when unsigned
 	embedded *bus.Embedded
 	journal  *journal
 	metrics  *agentMetrics
@@ -159,7 +163,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 			return nil, err
 		}
 		if p.embedded, err = bus.StartEmbedded(ec); err != nil {
-			return nil, fmt.Errorf("embedded NATS on %s: %w", natsURL, err)
+			return nil, fmt.Errorf("embedded NATS on %s: %w", bus.RedactURLs(natsURL), err)
 		}
 		natsURL = p.embedded.ClientURL()
 		log.Info().Str("url", natsURL).Msg("embedded NATS server started")
@@ -170,9 +174,16 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	}
 	tr, err := bus.ConnectNATS(ctx, bc)
 	if err != nil {
-		return nil, fmt.Errorf("connect NATS %s: %w", natsURL, err)
+		return nil, fmt.Errorf("connect NATS: %w", err)
 	}
 	p.tr = tr
+	// bt signs and verifies (keys_dir); the status service stays on the
+	// plain connection: `dvms status` has no key.
+	bt, signed, err := signedBus(cfg, tr, log)
+	if err != nil {
+		return nil, err
+	}
+	p.signed = signed
 
 	if nd == nil {
 		oc := openstack.DefaultConfig(cfg.OSCloud)
@@ -192,7 +203,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		return nil, fmt.Errorf("nova has no usable compute host %q (is --host the name `openstack compute service list` shows?): %w", host, err)
 	}
 
-	arb, err := newArbiter(cfg, tr, natsURL, log)
+	arb, err := newArbiter(cfg, bt, natsURL, log)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +228,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	// nova/openstack retries failed reads itself: one retry layer.
 	cfg.Runtime.Exec.Retries = 0
 	p.runner, err = node.New(cfg.Runtime, cfg.Agent, []string{host}, node.Deps{
-		Bus: tr, Nova: nc, Demand: src, Arbiter: arb, Clock: node.Wall{}, Log: log,
+		Bus: bt, Nova: nc, Demand: src, Arbiter: arb, Clock: node.Wall{}, Log: log,
 		Seed: time.Now().UnixNano(), Watcher: watcher, Hooks: observeHooks(p.metrics, p.journal, time.Now),
 	})
 	if err != nil {
@@ -225,7 +236,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	}
 	mc := node.MembershipConfig{Region: cfg.Runtime.Region, Interval: cfg.Heartbeat, DeadAfter: cfg.DeadAfter,
 		Self: node.Heartbeat{Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation, Raft: arb.RaftAddr()}}
-	if p.member, err = node.NewMembership(mc, tr, node.Wall{}, log); err != nil {
+	if p.member, err = node.NewMembership(mc, bt, node.Wall{}, log); err != nil {
 		return nil, err
 	}
 	peers := func() {
@@ -262,7 +273,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	p.goRun(func() error { return p.member.Run(memberCtx) }, "membership")
 	if p.reviver != nil {
 		p.goRun(func() error {
-			return p.reviver.Run(ctx, tr, func() bool { return p.runner.Partition() != nil })
+			return p.reviver.Run(ctx, bt, func() bool { return p.runner.Partition() != nil })
 		}, "unshelve")
 	}
 	p.goRun(func() error { return p.runner.PublishSummaries(ctx, cfg.Summary) }, "host summaries")
@@ -281,7 +292,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		<-ctx.Done()
 		p.stopping.Store(true)
 	}()
-	log.Info().Str("version", version).Str("incarnation", cfg.Agent.Incarnation).Str("nats", natsURL).
+	log.Info().Str("version", version).Str("incarnation", cfg.Agent.Incarnation).Str("nats", bus.RedactURLs(natsURL)).Bool("signed", signed != nil).
 		Str("raft", arb.RaftAddr()).Str("demand", cfg.MonitorSource).Bool("advise_only", cfg.Runtime.Exec.DryRun).
 		Msg("agent started")
 	ok = true

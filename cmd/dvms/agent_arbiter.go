@@ -67,7 +67,7 @@ func advertiseAddr(bind, advertise, natsURL string) (string, error) {
 	}
 	u, err := url.Parse(first)
 	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("[consensus] advertise: cannot derive from bind %q and NATS url %q: set advertise", bind, natsURL)
+		return "", fmt.Errorf("[consensus] advertise: cannot derive from bind %q and NATS url %q: set advertise", bind, bus.RedactURLs(natsURL))
 	}
 	nhost := u.Host
 	if u.Port() == "" {

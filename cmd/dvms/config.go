@@ -25,6 +25,12 @@ type fileConfig struct {
 	// MetricsListen is where /metrics and /healthz are served ("" = off).
 	MetricsListen string
 
+	// Message signing (bus/auth): the keys directory, the freshness
+	// window, and the explicit opt-out.
+	KeysDir          string
+	MessageWindow    time.Duration
+	InsecureUnsigned bool
+
 	OSCloud        string
 	CloudsYAML     string
 	RequestTimeout time.Duration

@@ -59,6 +59,19 @@ var options = []option{
 		help:  "Address of the agent's Prometheus /metrics and /healthz endpoint (port 0 picks one); empty = none.",
 		field: func(c *fileConfig) any { return &c.MetricsListen }},
 
+	{section: "DEFAULT", name: "keys_dir", kind: kindPath,
+		help: "Directory of the region's message keys: <host>.pub of every agent (nkeys user keys, `dvms keygen`) and this host's " +
+			"private <host>.key (mode 0600). Every message, heartbeat and arbiter request is signed with the private key and " +
+			"accepted only when it verifies against its sender's public key. Empty: the agent refuses to start unless insecure_unsigned.",
+		field: func(c *fileConfig) any { return &c.KeysDir }},
+	{section: "DEFAULT", name: "message_window", kind: kindSeconds, def: "30", bounds: "> 0",
+		help:  "A signed message is accepted within this long of its signing time, either way (clock skew and delivery), and its replay refused.",
+		field: func(c *fileConfig) any { return &c.MessageWindow }},
+	{section: "DEFAULT", name: "insecure_unsigned", kind: kindBool, def: "false",
+		help: "Run without keys_dir: messages are neither signed nor verified, so anyone who can publish on the NATS subjects " +
+			"can steer this agent (move servers, stall events). Trials only.",
+		field: func(c *fileConfig) any { return &c.InsecureUnsigned }},
+
 	{section: "nova", name: "os_cloud", kind: kindString, flag: "os-cloud",
 		help: "Cloud name in clouds.yaml. --os-cloud overrides it; empty = the OS_CLOUD environment variable. " +
 			"One of the three must name a cloud.",

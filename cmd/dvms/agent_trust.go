@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/bus/auth"
+)
+
+// errUnsigned: no keys and no explicit opt-out.
+var errUnsigned = errors.New("[DEFAULT] keys_dir is not set: the agent signs and verifies every message with the region's keys " +
+	"(`dvms keygen`); set keys_dir, or insecure_unsigned = true to run a trial without them")
+
+// checkTrust is the agent's rule between keys_dir and insecure_unsigned.
+func checkTrust(cfg fileConfig) error {
+	if cfg.KeysDir == "" && !cfg.InsecureUnsigned {
+		return errUnsigned
+	}
+	return nil
+}
+
+// signedBus wraps tr with the agent's signer and the region's keyring
+// (keys_dir), or returns tr as is when running unsigned (checkTrust
+// allowed it). Dropped messages are logged, at most 10 per 10 s.
+func signedBus(cfg fileConfig, tr bus.Transport, log zerolog.Logger) (bus.Transport, *auth.Transport, error) {
+	if cfg.KeysDir == "" {
+		log.Warn().Msg("insecure_unsigned: messages are neither signed nor verified; anyone able to publish on NATS can steer this agent")
+		return tr, nil, nil
+	}
+	host := cfg.Agent.ID
+	signer, err := auth.LoadSigner(cfg.KeysDir, host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("[DEFAULT] keys_dir: %w", err)
+	}
+	ring, err := auth.LoadKeyring(cfg.KeysDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("[DEFAULT] keys_dir: %w", err)
+	}
+	if !ring.Has(host) {
+		return nil, nil, fmt.Errorf("[DEFAULT] keys_dir: no %s%s: the other agents could not verify this one", host, auth.PubExt)
+	}
+	ac := auth.DefaultConfig()
+	ac.Window = cfg.MessageWindow
+	dlog := log.Sample(&zerolog.BurstSampler{Burst: 10, Period: 10 * time.Second})
+	ac.OnDrop = func(subject, sender, reason string, count int64) {
+		dlog.Warn().Str("subject", subject).Str("signer", sender).Str("reason", reason).Int64("dropped", count).
+			Msg("unauthenticated message dropped")
+	}
+	w, err := auth.Wrap(tr, signer, ring, ac)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info().Str("keys_dir", cfg.KeysDir).Int("keys", ring.Len()).Str("public_key", signer.PublicKey()).Msg("messages signed and verified")
+	return w, w, nil
+}
+
+// warnReadable warns when a file holding secrets can be read by others
+// than the agent: by everyone, or by a group the agent does not run as
+// (root:dvms 0640 is fine for an agent running as group dvms).
+func warnReadable(log zerolog.Logger, path, what string) {
+	if path == "" {
+		return
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return
+	}
+	mode := st.Mode().Perm()
+	gid := -1
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		gid = int(sys.Gid)
+	}
+	switch {
+	case mode&0o004 != 0:
+		log.Warn().Str("file", path).Str("mode", fmt.Sprintf("%04o", mode)).Msg(what + " is world-readable: chmod o-r (it may hold credentials)")
+	case mode&0o040 != 0 && gid != os.Getgid():
+		log.Warn().Str("file", path).Str("mode", fmt.Sprintf("%04o", mode)).Int("gid", gid).
+			Msg(what + " is readable by a group the agent does not run as: chmod g-r or chgrp to the agent's group")
+	}
+}
+
+// cloudsFile is the clouds.yaml the Nova client reads: [nova] clouds_yaml,
+// else the first of the openstack CLI's search path that exists.
+func cloudsFile(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	var cands []string
+	if v := os.Getenv("OS_CLIENT_CONFIG_FILE"); v != "" {
+		cands = append(cands, v)
+	}
+	cands = append(cands, "clouds.yaml")
+	if home, err := os.UserHomeDir(); err == nil {
+		cands = append(cands, filepath.Join(home, ".config", "openstack", "clouds.yaml"))
+	}
+	cands = append(cands, "/etc/openstack/clouds.yaml")
+	for _, c := range cands {
+		if _, err := os.Stat(c); err == nil {
+			return c
+		}
+	}
+	return ""
+}
