@@ -234,6 +234,11 @@ func (m *Message) validate() error {
 		}
 		// The first event is the initiator's own (absorbed partitions'
 		// events follow it): nobody raises an event for another host.
+		for _, e := range p.Events {
+			if e.Kind < Overload || e.Kind > Maintenance || e.Host == "" || e.ID == "" {
+				return fmt.Errorf("partition %s: event %q of kind %d on %q", p.ID, e.ID, e.Kind, e.Host)
+			}
+		}
 		if p.Events[0].Host != p.Initiator {
 			return fmt.Errorf("partition %s: first event on %q, initiator %q", p.ID, p.Events[0].Host, p.Initiator)
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"time"
 
@@ -140,6 +141,9 @@ type Executor struct {
 	// OnShelved, if set, is called after a server was shelved-offloaded
 	// (the agents with room may unshelve it later).
 	OnShelved func(serverID string)
+	// DrainReason: a disabled service whose reason matches is being
+	// drained (executor_reason.go); nil: DefaultConfig's.
+	DrainReason *regexp.Regexp
 }
 
 // NewExecutor returns an executor.
@@ -169,6 +173,9 @@ type flight struct {
 	groups map[string]map[string]int
 	// snapshot demand of every server the plan's partition saw.
 	snap map[string]nova.Demand
+	// reasons: by source host, why its moves are not justified ("" when
+	// they are), see executor_reason.go.
+	reasons map[string]string
 }
 
 type load struct {
@@ -205,7 +212,7 @@ type progress struct {
 // order).
 func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan scheduler.Plan) ExecResult {
 	ctx = nova.WithRequestID(ctx, RequestID(ev.ID))
-	f := &flight{in: map[string]*load{}, accepted: map[string]int{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{}}
+	f := &flight{in: map[string]*load{}, accepted: map[string]int{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{}, reasons: map[string]string{}}
 	for _, h := range plan.Snapshot {
 		for _, s := range h.Servers {
 			f.snap[s.ID] = nova.Demand{CPU: s.CPU, RAMMB: s.RAM}
@@ -302,7 +309,7 @@ func (e *Executor) runTask(ctx context.Context, ev scheduler.Event, i int, a sch
 func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight, accepted func()) ActionResult {
 	r := ActionResult{Action: a}
 	log := e.log.With().Str("event", ev.ID).Str("server", a.Server).Str("from", a.From).Str("action", a.Kind.String()).Str("dest", a.To).Logger()
-	baseline, held, why := e.recheck(ctx, a, f)
+	baseline, held, why := e.recheck(ctx, ev, a, f)
 	if why != "" {
 		r.Outcome, r.Reason = ActionSkipped, why
 		log.Info().Str("reason", why).Msg("action skipped after re-check")
@@ -364,7 +371,7 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 // action's load is reserved on its destination (release gives it back)
 // and baseline holds the server's migrations known before the action, so
 // following it never depends on the agent's clock against Nova's.
-func (e *Executor) recheck(ctx context.Context, a scheduler.Action, f *flight) (baseline map[string]bool, held *reservation, why string) {
+func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) (baseline map[string]bool, held *reservation, why string) {
 	ctx, cancel := context.WithTimeout(ctx, e.wall(e.cfg.RecheckTimeout))
 	defer cancel()
 	s, err := retry(ctx, e, func() (nova.Server, error) { return e.nova.Server(ctx, a.Server) })
@@ -373,6 +380,9 @@ func (e *Executor) recheck(ctx context.Context, a scheduler.Action, f *flight) (
 	}
 	if s.Host != a.From || s.Status != nova.StatusActive || s.TaskState != "" {
 		return nil, nil, fmt.Sprintf("server is now %s on %q (task %q)", s.Status, s.Host, s.TaskState)
+	}
+	if why := e.reasonHolds(ctx, ev, a, f); why != "" {
+		return nil, nil, why
 	}
 	if a.Kind != scheduler.LiveMigrate {
 		return nil, nil, ""

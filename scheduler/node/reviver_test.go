@@ -133,6 +133,10 @@ func TestExecutorMarksShelved(t *testing.T) {
 	c, clock := reviverCloud(t, 1)
 	e := node.NewExecutor(node.DefaultExecConfig(), c, c, scheduler.DefaultThresholds(), clock, zerolog.Nop())
 	ev := scheduler.Event{ID: "ev-shelve", Kind: scheduler.Overload, Host: "host-a"}
+	// The overload is real (the executor re-checks the reason).
+	if err := c.SetDemand("busy", nova.Demand{CPU: 9, RAMMB: 1024}); err != nil {
+		t.Fatal(err)
+	}
 	plan := scheduler.Plan{Steps: [][]scheduler.Action{{{Kind: scheduler.Shelve, Server: "busy", From: "host-a", VCPUs: 4, RAMMB: 2048}}}}
 	res := e.Execute(ctx, ev, plan)
 	if res.Done != 1 {

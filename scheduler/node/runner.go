@@ -176,6 +176,7 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 	}
 	r.q.waiting = map[string]chan demandAnswer{}
 	r.exec.Ask = r.askDemand
+	r.exec.DrainReason = cfg.DrainReason
 	r.exec.OnShelved = func(string) {
 		// Best effort: revivers also look on their own, only later.
 		_ = d.Bus.Publish(context.Background(), bus.ShelvedSubject(cfg.Region), []byte(ac.ID))

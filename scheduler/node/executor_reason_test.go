@@ -1,0 +1,88 @@
+package node_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/node"
+)
+
+// Issue 10: a move happens only when its reason is true now, as Nova
+// (maintenance) or the source's own measurement (overload) says, whatever
+// the event and the snapshots that produced the plan claimed.
+func TestExecutorRechecksTheReason(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kind  scheduler.EventKind
+		setup func(w *execWorld)
+		// d: the executor's demand source (default: the cloud measures
+		// every host); ask: h1's agent answers demand queries.
+		local, ask bool
+		want       []string // outcomes of moving s1 then s2 off h1, in order
+	}{
+		{name: "forged maintenance of an enabled host", kind: scheduler.Maintenance,
+			want: []string{"skipped: reason not verified: h1 is not being drained", "skipped: reason not verified"}},
+		{name: "maintenance: disabled for another reason", kind: scheduler.Maintenance, setup: func(w *execWorld) {
+			_ = w.cloud.SetServiceStatus(context.Background(), "h1", true, "broken disk")
+		}, want: []string{"skipped: reason not verified: h1 is not being drained", "skipped"}},
+		{name: "maintenance: drained", kind: scheduler.Maintenance, setup: func(w *execWorld) {
+			_ = w.cloud.SetServiceStatus(context.Background(), "h1", true, "dvms:maintenance")
+		}, want: []string{"done", "done"}},
+		{name: "forged overload of an idle host", kind: scheduler.Overload,
+			want: []string{"skipped: reason not verified: h1 is neither drained nor overloaded", "skipped"}},
+		{name: "overload measured: every move of the plan", kind: scheduler.Overload, setup: func(w *execWorld) {
+			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 7, RAMMB: 1024}) // 2 + 7 > 8 cores
+		}, want: []string{"done", "done"}},
+		{name: "overload the source's agent does not confirm", kind: scheduler.Overload, local: true,
+			want: []string{"skipped: reason not verified: no measurement of h1", "skipped"}},
+		{name: "overload confirmed by the source's agent", kind: scheduler.Overload, local: true, ask: true, setup: func(w *execWorld) {
+			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 7, RAMMB: 1024})
+		}, want: []string{"done", "done"}},
+		{name: "forged underload of a busy host", kind: scheduler.Underload, setup: func(w *execWorld) {
+			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 4, RAMMB: 1024})
+		}, want: []string{"skipped: reason not verified: h1 is not underloaded", "skipped"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newExecWorld(t, 3)
+			w.server("s1", "h1", 2, nil)
+			w.server("s2", "h1", 0.5, nil)
+			if tc.setup != nil {
+				tc.setup(w)
+			}
+			var d nova.DemandSource = w.cloud
+			if tc.local {
+				d = node.OnlyHost(w.cloud, "h3") // the executor runs on h3
+			}
+			e := w.executor(fastExec(), w.cloud, d, w.clock)
+			if tc.ask {
+				e.Ask = func(ctx context.Context, host string) (map[string]nova.Demand, error) {
+					return w.cloud.Demand(ctx, host)
+				}
+			}
+			// The plan saw h1 draining and overloaded, whatever is true.
+			snap := []scheduler.Host{{Name: "h1", Draining: true, CPUs: 8, Servers: []scheduler.Server{{ID: "s1", CPU: 9}}}}
+			plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 2)}, {move("s2", "h1", "h3", 0.5)}}, Snapshot: snap}
+			res := e.Execute(context.Background(), scheduler.Event{ID: "ev", Kind: tc.kind, Host: "h1"}, plan)
+			for i, want := range tc.want {
+				a := res.Actions[i]
+				got := a.Outcome.String()
+				if a.Reason != "" {
+					got += ": " + a.Reason
+				}
+				if !strings.HasPrefix(got, want) {
+					t.Errorf("action %d: %q, want %q...", i, got, want)
+				}
+			}
+			if tc.want[0] != "done" {
+				for _, id := range []string{"s1", "s2"} {
+					if s, _ := w.cloud.Server(context.Background(), id); s.Host != "h1" {
+						t.Errorf("%s moved to %s on a forged reason", id, s.Host)
+					}
+				}
+			}
+		})
+	}
+}
