@@ -171,6 +171,27 @@ func TestReplayDroppedWithinWindowStaleAfter(t *testing.T) {
 	}
 }
 
+func TestVerifyOnly(t *testing.T) {
+	f := newFixture(t)
+	a := f.wrap(t, "h1")
+	c := DefaultConfig()
+	c.Now = func() time.Time { return f.now }
+	v, err := Wrap(f.hub.Transport("api"), nil, f.keys, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := collect(t, v, "s.x")
+	_ = f.hub.Transport("attacker").Publish(context.Background(), "s.x", []byte("unsigned"))
+	_ = a.Publish(context.Background(), "s.x", []byte("signed"))
+	f.hub.DeliverAll(5)
+	if len(*in) != 1 || (*in)[0] != (got{"h1", "signed"}) || v.DroppedTotal() != 1 {
+		t.Fatalf("verify-only got %+v, dropped %v", *in, v.Dropped())
+	}
+	if err := v.Publish(context.Background(), "s.x", nil); !errors.Is(err, ErrVerifyOnly) {
+		t.Fatalf("verify-only Publish: %v", err)
+	}
+}
+
 func TestSubscribeFromUnauthenticated(t *testing.T) {
 	hub := bus.NewHub(1)
 	var from []string

@@ -50,10 +50,15 @@ type Transport struct {
 	dropped map[string]*atomic.Int64
 }
 
-// Wrap returns t signing as s and verifying against keys.
+// ErrVerifyOnly is returned by Publish on a transport without a signer.
+var ErrVerifyOnly = errors.New("auth: verify-only transport cannot publish")
+
+// Wrap returns t signing as s and verifying against keys. With s nil the
+// transport only verifies (a service that reads what agents publish, like
+// `dvms scheduler-api`): Publish returns ErrVerifyOnly.
 func Wrap(t bus.Transport, s *Signer, keys *Keyring, cfg Config) (*Transport, error) {
-	if t == nil || s == nil || keys == nil {
-		return nil, errors.New("auth: transport, signer and keyring are required")
+	if t == nil || keys == nil {
+		return nil, errors.New("auth: transport and keyring are required")
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -61,15 +66,23 @@ func Wrap(t bus.Transport, s *Signer, keys *Keyring, cfg Config) (*Transport, er
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Transport{inner: t, se: newSealer(s), keys: keys, cfg: cfg, dropped: map[string]*atomic.Int64{}}
+	w := &Transport{inner: t, keys: keys, cfg: cfg, dropped: map[string]*atomic.Int64{}}
+	if s != nil {
+		w.se = newSealer(s)
+	}
 	for _, r := range []string{DropMalformed, DropUnknown, DropSignature, DropStale, DropReplay} {
 		w.dropped[r] = &atomic.Int64{}
 	}
 	return w, nil
 }
 
-// Host is the host this transport signs as.
-func (w *Transport) Host() string { return w.se.s.host }
+// Host is the host this transport signs as ("" when verify-only).
+func (w *Transport) Host() string {
+	if w.se == nil {
+		return ""
+	}
+	return w.se.s.host
+}
 
 // Dropped returns the drops so far by reason (Drop* constants).
 func (w *Transport) Dropped() map[string]int64 {
@@ -91,6 +104,9 @@ func (w *Transport) DroppedTotal() int64 {
 
 // Publish implements bus.Transport: data is sealed for subject.
 func (w *Transport) Publish(ctx context.Context, subject string, data []byte) error {
+	if w.se == nil {
+		return ErrVerifyOnly
+	}
 	return w.inner.Publish(ctx, subject, w.se.seal(subject, data, w.cfg.Now()))
 }
 

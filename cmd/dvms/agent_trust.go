@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -59,6 +60,39 @@ func signedBus(cfg fileConfig, tr bus.Transport, log zerolog.Logger) (bus.Transp
 	}
 	log.Info().Str("keys_dir", cfg.KeysDir).Int("keys", ring.Len()).Str("public_key", signer.PublicKey()).Msg("messages signed and verified")
 	return w, w, nil
+}
+
+// subscribeVerified subscribes h to per-host subject (its last token is
+// the host) for a service that reads what agents publish: with keys_dir,
+// only messages signed by the host the subject names reach h; without,
+// everything does.
+func subscribeVerified(cfg fileConfig, tr bus.Transport, subject string, h bus.Handler, log zerolog.Logger) (bus.Subscription, error) {
+	if cfg.KeysDir == "" {
+		log.Warn().Msg("no keys_dir: summaries are not verified; anyone able to publish on NATS can feed this service")
+		return tr.Subscribe(subject, h)
+	}
+	ring, err := auth.LoadKeyring(cfg.KeysDir)
+	if err != nil {
+		return nil, fmt.Errorf("[DEFAULT] keys_dir: %w", err)
+	}
+	ac := auth.DefaultConfig()
+	ac.Window = cfg.MessageWindow
+	dlog := log.Sample(&zerolog.BurstSampler{Burst: 10, Period: 10 * time.Second})
+	ac.OnDrop = func(subject, sender, reason string, count int64) {
+		dlog.Warn().Str("subject", subject).Str("signer", sender).Str("reason", reason).Int64("dropped", count).
+			Msg("unauthenticated message dropped")
+	}
+	v, err := auth.Wrap(tr, nil, ring, ac)
+	if err != nil {
+		return nil, err
+	}
+	return v.SubscribeFrom(subject, func(subj, from string, data []byte) {
+		if !strings.HasSuffix(subj, "."+from) {
+			dlog.Warn().Str("subject", subj).Str("signer", from).Msg("message about another host dropped")
+			return
+		}
+		h(subj, data)
+	})
 }
 
 // warnReadable warns when a file holding secrets can be read by others

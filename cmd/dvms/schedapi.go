@@ -113,11 +113,11 @@ func startSchedAPI(ctx context.Context, cfg fileConfig, now func() time.Time, lo
 	}
 	tr, err := bus.ConnectNATS(ctx, bc)
 	if err != nil {
-		return nil, fmt.Errorf("connect NATS %s: %w", cfg.NATSURL, err)
+		return nil, fmt.Errorf("connect NATS: %w", err)
 	}
 	api := newSchedAPI(cfg.SchedAPI, now, log)
 	subj := bus.SummarySubject(cfg.Runtime.Region, "*")
-	sub, err := tr.Subscribe(subj, api.receive)
+	sub, err := subscribeVerified(cfg, tr, subj, api.receive, log)
 	if err != nil {
 		_ = tr.Close()
 		return nil, fmt.Errorf("subscribe %s: %w", subj, err)
@@ -149,7 +149,7 @@ func startSchedAPI(ctx context.Context, cfg fileConfig, now func() time.Time, lo
 		}
 		p.done <- err
 	}()
-	log.Info().Str("listen", p.addr).Str("region", cfg.Runtime.Region).Str("nats", cfg.NATSURL).
+	log.Info().Str("listen", p.addr).Str("region", cfg.Runtime.Region).Str("nats", bus.RedactURLs(cfg.NATSURL)).
 		Dur("stale_after", cfg.SchedAPI.StaleAfter).Msg("scheduler-api started")
 	return p, nil
 }
