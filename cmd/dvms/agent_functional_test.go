@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,10 +22,17 @@ import (
 
 // TestFunctionalAgents runs one `dvms agent` process per compute host of
 // the functional cloud (a real Nova, devstack/functional) over a real NATS
-// server (Debian's nats-server started by up.sh), with 40 servers, and
-// checks through the stock openstack CLI what an operator would:
-// maintenance drain, overload, preemption with unshelve, and a compute
-// crash mid-drain. Demand comes from the `file` source the test writes.
+// server (Debian's nats-server started by up.sh), with 43 servers (8 on
+// the host to drain, 5 on each other), and checks through the stock
+// openstack CLI and Nova's own logs what an operator would: what idle
+// agents cost nova-api and placement, a maintenance drain at Nova's own
+// speed, overload, preemption with unshelve, and a compute crash
+// mid-drain. Demand comes from the `file` source the test writes.
+//
+// Two fleets run one after the other: the first with the sample's
+// defaults for everything that costs Nova requests (what an operator
+// deploys) for the rest, drain and overload phases; the second with
+// preemption on and a fast unshelve round for the last two.
 func TestFunctionalAgents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -34,7 +42,7 @@ func TestFunctionalAgents(t *testing.T) {
 	if len(hosts) < 8 {
 		t.Fatalf("want 8 compute hosts (up.sh 8), have %v", hosts)
 	}
-	w := &world{t: t, ctx: ctx, fc: fc, hosts: hosts, demand: filepath.Join(t.TempDir(), "demand.json")}
+	w := &world{t: t, ctx: ctx, fc: fc, hosts: hosts, demand: filepath.Join(t.TempDir(), "demand.json"), logs: newAPILogs(fc.dir)}
 	enableAll := func() {
 		for _, h := range hosts {
 			if err := fc.cl.SetServiceStatus(context.Background(), h, false, ""); err != nil {
@@ -47,21 +55,51 @@ func TestFunctionalAgents(t *testing.T) {
 	t.Cleanup(w.deleteServers)
 	t.Cleanup(enableAll)
 	w.writeDemand(nil)
-	w.bootServers(5)
-
-	fleet := startFleet(t, fc, bin, hosts, w.demand)
-	defer fleet.stop(t)
-	if !w.eventually("agents joined", time.Minute, func() bool { return fleet.allLogged("agent started") }) {
-		t.Fatal("agents did not start; see " + fleet.logDir)
+	const drainHost = "compute-1"
+	per := map[string]int{}
+	for _, h := range hosts {
+		per[h] = 5
 	}
-	time.Sleep(3 * time.Second) // heartbeats: every agent hears the others
+	per[drainHost] = 8
+	w.bootServers(per)
+	w.userNames()
 
-	t.Run("MaintenanceDrainFromOpenstackCLI", func(t *testing.T) { w.t = t; w.drain(fleet, "compute-1") })
-	t.Run("Overload", func(t *testing.T) { w.t = t; w.overload(fleet, "compute-2") })
-	t.Run("PreemptionAndUnshelve", func(t *testing.T) { w.t = t; w.preempt("compute-1") })
+	// The cloud's own rate, no agent running: nova-compute's periodic
+	// resource tracker (every 60 s on each host) and nothing else, so one
+	// minute holds exactly one period of it.
+	baseline, _ := w.measure("baseline, no agent", baselineWindow)
+
+	rest := startFleet(t, fc, bin, hosts, "",
+		"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH="+w.demand,
+		"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
+		"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info")
+	w.waitMembers(rest)
+	t.Run("QuietAtRest", func(t *testing.T) { w.t = t; w.quiet(rest, baseline) })
+	t.Run("MaintenanceDrainFromOpenstackCLI", func(t *testing.T) { w.t = t; w.drain(rest, drainHost, per[drainHost]) })
+	t.Run("Overload", func(t *testing.T) { w.t = t; w.overload(rest, "compute-2") })
+	w.t = t
+	rest.stop(t)
+
+	fleet := startFleet(t, fc, bin, hosts, "preempt",
+		"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH="+w.demand,
+		"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
+		"DVMS_SCHEDULER_PREEMPT=true", "DVMS_SCHEDULER_UNSHELVE_INTERVAL=3",
+		"DVMS_SCHEDULER_POLL_INTERVAL=1", "DVMS_SCHEDULER_RETRY_BACKOFF=2", "DVMS_SCHEDULER_MAX_RETRY_BACKOFF=8",
+		"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info")
+	w.waitMembers(fleet)
+	t.Run("PreemptionAndUnshelve", func(t *testing.T) { w.t = t; w.preempt(drainHost) })
 	t.Run("ComputeKilledMidDrain", func(t *testing.T) { w.t = t; w.fault(fleet, bin, "compute-3", "compute-8") })
 	w.t = t
 	fleet.stop(t)
+}
+
+// waitMembers waits until every agent of f has started and heard every
+// other one (a "member up" record for each).
+func (w *world) waitMembers(f *fleet) {
+	w.t.Helper()
+	if !w.eventually("agents started and all members up", time.Minute, func() bool { return f.allMembersUp() }) {
+		w.t.Fatal("agents did not all start and hear each other within a minute; see " + f.logDir)
+	}
 }
 
 type world struct {
@@ -71,6 +109,7 @@ type world struct {
 	hosts  []string
 	demand string
 	ids    []string // the test's servers
+	logs   apiLogs  // nova-api's and placement's request logs
 }
 
 func funcHosts(t *testing.T, ctx context.Context, fc funcCloud) []string {
@@ -88,16 +127,22 @@ func funcHosts(t *testing.T, ctx context.Context, fc funcCloud) []string {
 
 func (w *world) eventually(what string, d time.Duration, cond func() bool) bool {
 	w.t.Helper()
+	return w.eventuallyEvery(what, d, 2*time.Second, cond)
+}
+
+// eventuallyEvery checks cond every `every` for at most d.
+func (w *world) eventuallyEvery(what string, d, every time.Duration, cond func() bool) bool {
+	w.t.Helper()
 	start := time.Now()
 	for time.Since(start) < d {
 		if cond() {
-			w.t.Logf("%s after %s", what, time.Since(start).Round(time.Second))
+			w.t.Logf("%s after %s", what, time.Since(start).Round(100*time.Millisecond))
 			return true
 		}
 		select {
 		case <-w.ctx.Done():
 			return false
-		case <-time.After(2 * time.Second):
+		case <-time.After(every):
 		}
 	}
 	return cond()
@@ -147,16 +192,22 @@ func (w *world) deleteServers() {
 	}
 }
 
-// bootServers boots per dvms.tiny servers on every host (pinned with the
-// admin availability-zone syntax) and waits until all are ACTIVE.
-func (w *world) bootServers(per int) {
+// bootServers boots per[host] dvms.tiny servers on every host (pinned
+// with the admin availability-zone syntax) and waits until all are
+// ACTIVE.
+func (w *world) bootServers(per map[string]int) {
 	w.t.Helper()
 	start := time.Now()
+	want := 0
 	for _, h := range w.hosts {
+		n := per[h]
+		if n == 0 {
+			continue
+		}
+		want += n
 		w.osc("server", "create", "--flavor", "dvms.tiny", "--image", "dvms-tiny", "--nic", "none",
-			"--availability-zone", "nova:"+h, "--min", fmt.Sprint(per), "--max", fmt.Sprint(per), "dvmsft-"+h)
+			"--availability-zone", "nova:"+h, "--min", fmt.Sprint(n), "--max", fmt.Sprint(n), "dvmsft-"+h)
 	}
-	want := per * len(w.hosts)
 	ok := w.eventually(fmt.Sprintf("%d servers ACTIVE", want), 5*time.Minute, func() bool {
 		out, err := w.fc.osc(w.t, w.ctx, "server", "list", "--all-projects", "--name", "^dvmsft-", "-f", "json", "-c", "ID", "-c", "Status")
 		if err != nil {
@@ -181,6 +232,12 @@ func (w *world) bootServers(per int) {
 	})
 	if !ok {
 		w.t.Fatalf("%d servers not ACTIVE after 5 min", want)
+	}
+	pl := w.placement()
+	for _, h := range w.hosts {
+		if len(pl[h]) != per[h] {
+			w.t.Fatalf("%s hosts %d of the test's servers, want %d", h, len(pl[h]), per[h])
+		}
 	}
 	w.t.Logf("booted %d servers in %s", want, time.Since(start).Round(time.Second))
 }
@@ -216,6 +273,48 @@ type migrationRow struct {
 	UpdatedAt string `json:"Updated At"`
 }
 
+// novaTime parses a time of Nova's API: UTC, written without a zone.
+func novaTime(v string) (time.Time, error) {
+	v = strings.TrimSuffix(strings.TrimSuffix(v, "Z"), "+00:00")
+	return time.ParseInLocation("2006-01-02T15:04:05.999999", v, time.UTC)
+}
+
+// span is one migration's interval in Nova's records.
+type span struct{ from, to time.Time }
+
+// unionOf is the total time covered by at least one span.
+func unionOf(spans []span) time.Duration {
+	s := slices.Clone(spans)
+	slices.SortFunc(s, func(a, b span) int { return a.from.Compare(b.from) })
+	var total time.Duration
+	var cur span
+	for i, x := range s {
+		switch {
+		case i == 0:
+			cur = x
+		case !x.from.After(cur.to):
+			if x.to.After(cur.to) {
+				cur.to = x.to
+			}
+		default:
+			total += cur.to.Sub(cur.from)
+			cur = x
+		}
+	}
+	if len(s) > 0 {
+		total += cur.to.Sub(cur.from)
+	}
+	return total
+}
+
+func sumOf(spans []span) time.Duration {
+	var total time.Duration
+	for _, x := range spans {
+		total += x.to.Sub(x.from)
+	}
+	return total
+}
+
 func (w *world) migrationsFrom(host string) []migrationRow {
 	w.t.Helper()
 	out := w.osc("server", "migration", "list", "--host", host, "-f", "json")
@@ -226,43 +325,120 @@ func (w *world) migrationsFrom(host string) []migrationRow {
 	return rows
 }
 
-func (w *world) drain(f *fleet, host string) {
+// Issue 9, "Done when" 2: a host disabled with the openstack CLI starts
+// its first live migration within drainFirstWithin and is empty within
+// drainSlowdown x the time Nova spent migrating (the union of the
+// migrations' created -> updated intervals) + drainSlack.
+const (
+	drainFirstWithin = 3 * time.Second
+	drainSlowdown    = 1.15
+	drainSlack       = 5 * time.Second
+)
+
+// drain disables host (want servers on it) as an operator would and
+// times the drain against Nova's own records.
+func (w *world) drain(f *fleet, host string, want int) {
 	t := w.t
 	before := w.placement()[host]
-	if len(before) == 0 {
-		t.Fatalf("%s has none of the test's servers", host)
+	if len(before) != want {
+		t.Fatalf("%s has %d of the test's servers, want %d", host, len(before), want)
 	}
-	start := time.Now()
+	mark := w.logs.mark(t)
 	w.osc("compute", "service", "set", "--disable", "--disable-reason", "maintenance", host, "nova-compute")
-	if !w.eventually(host+" empty", 6*time.Minute, func() bool { return len(w.placement()[host]) == 0 }) {
+	after := w.logs.mark(t)
+	// The disable time is Nova's: when nova-api answered the PUT (its
+	// log's clock, local time, milliseconds); the CLI's own start-up
+	// around it is not the agents' time.
+	var disabled time.Time
+	for _, q := range w.logs.between(t, mark, after) {
+		if q.service == "nova-api" && q.method == "PUT" && strings.Contains(q.path, "/os-services/") && q.status == 200 {
+			disabled = q.at
+		}
+	}
+	if disabled.IsZero() {
+		t.Fatalf("no PUT /os-services/{id} in nova-api's log while the CLI disabled %s", host)
+	}
+	if disabled.Before(mark.at.Add(-time.Second)) || disabled.After(after.at.Add(time.Second)) {
+		t.Fatalf("nova-api logged the disable at %s, outside the CLI's run %s..%s: the log's clock is not this one (time zone?)",
+			disabled, mark.at, after.at)
+	}
+	var empty time.Time
+	if !w.eventuallyEvery(host+" empty", 6*time.Minute, time.Second, func() bool {
+		ss, err := w.fc.cl.Servers(w.ctx, host)
+		empty = time.Now()
+		return err == nil && len(ss) == 0
+	}) {
 		t.Fatalf("%s still has %d servers after 6 min; agent logs in %s", host, len(w.placement()[host]), f.logDir)
 	}
-	took := time.Since(start)
+	toEmpty := empty.Sub(disabled)
 
-	// `openstack server migration list --host`: every server that left went
-	// by a completed live migration, none failed.
-	var sum time.Duration
-	moved := map[string]bool{}
+	// `openstack server migration list --host`: every server that left
+	// went by a completed live migration, none failed; Nova's own
+	// created -> updated intervals say how long it spent migrating.
+	var (
+		spans  []span
+		first  time.Time
+		last   time.Time
+		failed []string
+		moved  = map[string]bool{}
+	)
 	for _, m := range w.migrationsFrom(host) {
 		if m.Source != host || !slices.ContainsFunc(before, func(s nova.Server) bool { return s.ID == m.Server }) {
 			continue
 		}
+		c, err1 := novaTime(m.CreatedAt)
+		u, err2 := novaTime(m.UpdatedAt)
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatalf("migration %d: %v", m.ID, err)
+		}
+		if first.IsZero() || c.Before(first) {
+			first = c
+		}
+		if u.After(last) {
+			last = u
+		}
 		if m.Type != "live-migration" || m.Status != "completed" {
-			t.Errorf("migration %d of %s: %s %s, want a completed live-migration", m.ID, m.Server, m.Type, m.Status)
+			failed = append(failed, fmt.Sprintf("%d(%s %s)", m.ID, m.Type, m.Status))
 			continue
 		}
 		moved[m.Server] = true
-		c, err1 := time.Parse("2006-01-02T15:04:05.000000", m.CreatedAt)
-		u, err2 := time.Parse("2006-01-02T15:04:05.000000", m.UpdatedAt)
-		if err1 == nil && err2 == nil {
-			sum += u.Sub(c)
-		}
+		spans = append(spans, span{c, u})
 	}
 	if len(moved) != len(before) {
 		t.Errorf("%d servers left %s but migration list shows %d completed live migrations", len(before), host, len(moved))
 	}
-	t.Logf("DRAIN %s: %d servers moved in %s (disable -> empty); sum of the migrations' own durations %s",
-		host, len(before), took.Round(100*time.Millisecond), sum)
+	if first.IsZero() {
+		t.Fatalf("no migration from %s in migration list", host)
+	}
+	union := unionOf(spans)
+	firstDelay := first.Sub(disabled)
+	// The first request the agents sent, from nova-api's log (milliseconds;
+	// Nova's created_at has whole seconds, truncated).
+	var firstPost time.Time
+	for _, q := range w.logs.between(t, mark, w.logs.mark(t)) {
+		if q.method == "POST" && strings.HasSuffix(q.path, "/action") &&
+			slices.ContainsFunc(before, func(s nova.Server) bool { return strings.Contains(q.path, s.ID) }) {
+			firstPost = q.at
+			break
+		}
+	}
+	limit := time.Duration(drainSlowdown*float64(union)) + drainSlack
+	t.Logf("DRAIN %s: %d servers; disabled (nova-api PUT) at %s; first migration created +%s (its os-migrateLive POST logged +%s); "+
+		"last migration updated +%s; host seen empty +%s; union of the migrations' created->updated intervals %s "+
+		"(sum %s, host idle between migrations %s); limit %.2f x union + %s = %s; %d failed migrations %v",
+		host, len(before), disabled.Format("15:04:05.000"), firstDelay, firstPost.Sub(disabled).Round(time.Millisecond),
+		last.Sub(disabled).Round(time.Millisecond), toEmpty.Round(100*time.Millisecond), union,
+		sumOf(spans), (last.Sub(first) - union), drainSlowdown, drainSlack, limit, len(failed), failed)
+	if firstDelay > drainFirstWithin {
+		t.Errorf("first migration off %s created %s after the disable, more than %s", host, firstDelay, drainFirstWithin)
+	}
+	if toEmpty > limit {
+		t.Errorf("%s empty %s after the disable, more than %.2f x %s (Nova's time migrating) + %s = %s: the host sat idle between migrations",
+			host, toEmpty.Round(100*time.Millisecond), drainSlowdown, union, drainSlack, limit)
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d migrations off %s did not complete: %v", len(failed), host, failed)
+	}
 
 	// `openstack server event list`: the live-migration action of each
 	// server carries the request id the agent recorded.
@@ -489,25 +665,27 @@ type fleet struct {
 	done   bool
 }
 
-func startFleet(t *testing.T, fc funcCloud, bin string, hosts []string, demand string) *fleet {
+// startFleet starts one agent per host with the environment env (on top
+// of the cloud's etc/dvms.conf); each logs to
+// $DVMS_FUNC_DIR/logs/dvms-agent-HOST[-name].log.
+func startFleet(t *testing.T, fc funcCloud, bin string, hosts []string, name string, env ...string) *fleet {
 	t.Helper()
 	f := &fleet{logDir: filepath.Join(fc.dir, "logs"), procs: map[string]*exec.Cmd{}, waits: map[string]chan error{}, logs: map[string]string{}}
 	if err := os.MkdirAll(f.logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	suffix := ""
+	if name != "" {
+		suffix = "-" + name
+	}
 	for _, h := range hosts {
-		logPath := filepath.Join(f.logDir, "dvms-agent-"+h+".log")
+		logPath := filepath.Join(f.logDir, "dvms-agent-"+h+suffix+".log")
 		lf, err := os.Create(logPath)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(bin, "agent", "--host", h, "--config", filepath.Join(fc.dir, "etc", "dvms.conf"))
-		cmd.Env = fc.env(
-			"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH="+demand, "DVMS_MONITOR_INTERVAL=1",
-			"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
-			"DVMS_SCHEDULER_PREEMPT=true", "DVMS_SCHEDULER_UNSHELVE_INTERVAL=3",
-			"DVMS_SCHEDULER_POLL_INTERVAL=1", "DVMS_SCHEDULER_RETRY_BACKOFF=2", "DVMS_SCHEDULER_MAX_RETRY_BACKOFF=8",
-			"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info")
+		cmd.Env = fc.env(env...)
 		cmd.Stdout, cmd.Stderr = lf, lf
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start agent %s: %v", h, err)
@@ -555,6 +733,7 @@ type logLine struct {
 	Dest          string `json:"dest"`
 	RequestID     string `json:"request_id"`
 	NovaRequestID string `json:"nova_request_id"`
+	Member        string `json:"member"`
 }
 
 type agentAction = logLine
@@ -590,10 +769,33 @@ func (f *fleet) actions() []agentAction {
 	return out
 }
 
-func (f *fleet) allLogged(msg string) bool {
-	for _, p := range f.logs {
-		data, err := os.ReadFile(p)
-		if err != nil || !strings.Contains(string(data), `"message":"`+msg+`"`) {
+// allMembersUp: every agent logged "agent started" and a "member up"
+// for every other agent of the fleet.
+func (f *fleet) allMembersUp() bool {
+	for h, p := range f.logs {
+		fh, err := os.Open(p)
+		if err != nil {
+			return false
+		}
+		started, up := false, map[string]bool{}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var l logLine
+			if json.Unmarshal(sc.Bytes(), &l) != nil {
+				continue
+			}
+			switch l.Message {
+			case "agent started":
+				started = true
+			case "member up":
+				if _, ours := f.logs[l.Member]; ours && l.Member != h {
+					up[l.Member] = true
+				}
+			}
+		}
+		fh.Close()
+		if !started || len(up) != len(f.logs)-1 {
 			return false
 		}
 	}

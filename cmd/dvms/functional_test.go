@@ -23,7 +23,7 @@ type funcCloud struct {
 
 // functionalCloud connects to the functional cloud. Without one the test
 // skips with a loud message, or fails when DVMS_FUNCTIONAL_REQUIRED is set
-// (CI).
+// (CI): see notRun.
 func functionalCloud(t *testing.T, ctx context.Context) funcCloud {
 	t.Helper()
 	fc := funcCloud{name: os.Getenv("OS_CLOUD"), file: os.Getenv("OS_CLIENT_CONFIG_FILE"), dir: os.Getenv("DVMS_FUNC_DIR")}
@@ -40,15 +40,22 @@ func functionalCloud(t *testing.T, ctx context.Context) funcCloud {
 	cfg.CloudsFile = fc.file
 	cl, err := openstack.New(ctx, cfg)
 	if err != nil {
-		msg := fmt.Sprintf("FUNCTIONAL TIER NOT RUN: no usable cloud %q in %s: %v", fc.name, fc.file, err)
-		if os.Getenv("DVMS_FUNCTIONAL_REQUIRED") != "" {
-			t.Fatal(msg + " (DVMS_FUNCTIONAL_REQUIRED is set)")
-		}
-		fmt.Fprintln(os.Stderr, "*** "+msg)
-		t.Skip(msg)
+		notRun(t, fmt.Sprintf("no usable cloud %q in %s: %v", fc.name, fc.file, err))
 	}
 	fc.cl = cl
 	return fc
+}
+
+// notRun stops a functional test whose environment is missing: loudly
+// skipped, or failed when DVMS_FUNCTIONAL_REQUIRED is set (CI).
+func notRun(t *testing.T, why string) {
+	t.Helper()
+	msg := "FUNCTIONAL TEST NOT RUN: " + why
+	if os.Getenv("DVMS_FUNCTIONAL_REQUIRED") != "" {
+		t.Fatal(msg + " (DVMS_FUNCTIONAL_REQUIRED is set)")
+	}
+	fmt.Fprintln(os.Stderr, "*** "+msg)
+	t.Skip(msg)
 }
 
 // env is the environment of a command run against the cloud.
