@@ -592,7 +592,8 @@ func (w *world) preempt(capacity string) {
 func (w *world) fault(f *fleet, bin, host, dead string) {
 	t := w.t
 	w.writeDemand(nil) // room everywhere but on the dead host
-	before := len(w.placement()[host])
+	onHost := w.placement()[host]
+	before := len(onHost)
 	if before == 0 {
 		t.Fatalf("%s has no servers to drain", host)
 	}
@@ -609,9 +610,14 @@ func (w *world) fault(f *fleet, bin, host, dead string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("dvms drain %s: %v\n%s", host, err, out)
 	}
-	// Mid-drain: as soon as the first migration off host was accepted.
+	// Mid-drain: as soon as the first live migration of one of host's
+	// servers was accepted (earlier actions from host, such as the
+	// preemption's shelve, do not count).
 	if !w.eventually("first migration off "+host, 2*time.Minute, func() bool {
-		return slices.ContainsFunc(f.actions(), func(a agentAction) bool { return a.From == host })
+		return slices.ContainsFunc(f.actions(), func(a agentAction) bool {
+			return a.From == host && a.Action == "live-migrate" &&
+				slices.ContainsFunc(onHost, func(s nova.Server) bool { return s.ID == a.Server })
+		})
 	}) {
 		t.Fatalf("no migration off %s started", host)
 	}
