@@ -19,6 +19,8 @@ type Summary struct {
 	// an agent's summaries (a restarted agent starts again at 1).
 	At  time.Time `json:"at"`
 	Seq uint64    `json:"seq"`
+	// SampledAt is when the agent last sampled its host (its clock).
+	SampledAt time.Time `json:"sampled_at"`
 	// Measured demand of the host's servers: cores, MB.
 	CPUDemand float64 `json:"cpu_demand"`
 	RAMDemand float64 `json:"ram_demand_mb"`

@@ -101,13 +101,15 @@ func migrating(s scheduler.Server) bool {
 // Summary is the agent's summary of its host now; ok is false before the
 // first sample.
 func (r *Runner) Summary(site string) (extsched.Summary, bool) {
-	h, ok := r.LastSample()
+	r.lastMu.Lock()
+	h, ok, sampled := r.last, r.hasLast, r.lastWhen
+	r.lastMu.Unlock()
 	if !ok {
 		return extsched.Summary{}, false
 	}
 	cpu, ram := h.Demand()
 	s := extsched.Summary{
-		V: 1, Host: r.agent.ID(), Site: site, At: r.d.Clock.Now(),
+		V: 1, Host: r.agent.ID(), Site: site, At: r.d.Clock.Now(), SampledAt: sampled,
 		CPUDemand: cpu, RAMDemand: ram, CPUs: h.CPUs, RAMMB: h.RAMMB,
 		AllocVCPUs: h.AllocVCPUs, AllocRAMMB: h.AllocRAMMB, UsedVCPUs: h.UsedVCPUs, UsedRAMMB: h.UsedRAMMB,
 		Servers: len(h.Servers), Disabled: h.Disabled, Draining: h.Draining,
@@ -122,6 +124,17 @@ func (r *Runner) Summary(site string) (extsched.Summary, bool) {
 		s.Partition = p.State.String()
 	}
 	return s, true
+}
+
+// summaryDue says whether s is to be published, after last if sent: when
+// the interval is over or it changed; never when its sample is older than
+// the interval (the monitor cannot read its host: the scheduler-api will
+// call this host stale rather than trust an old view).
+func summaryDue(cfg SummaryConfig, sent bool, last, s extsched.Summary) bool {
+	if s.At.Sub(s.SampledAt) > cfg.Interval {
+		return false
+	}
+	return !sent || s.At.Sub(last.At) >= cfg.Interval || extsched.Changed(last, s, cfg.Change)
 }
 
 // PublishSummaries publishes the host's summary until ctx ends (see the
@@ -145,10 +158,7 @@ func (r *Runner) PublishSummaries(ctx context.Context, cfg SummaryConfig) error 
 		case <-t.C:
 		}
 		s, ok := r.Summary(cfg.Site)
-		if !ok {
-			continue
-		}
-		if seq > 0 && s.At.Sub(last.At) < cfg.Interval && !extsched.Changed(last, s, cfg.Change) {
+		if !ok || !summaryDue(cfg, seq > 0, last, s) {
 			continue
 		}
 		seq++
