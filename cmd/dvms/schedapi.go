@@ -103,35 +103,29 @@ type schedAPIProc struct {
 	done chan error
 }
 
-// startSchedAPI connects to NATS, subscribes to the region's summaries and
-// serves HTTP until ctx ends; now is the clock of staleness (time.Now).
+// natsRetry is how long scheduler-api waits between attempts to make its
+// first NATS connection (later ones are the client's reconnects).
+const natsRetry = 2 * time.Second
+
+// startSchedAPI serves HTTP at once and subscribes to the region's
+// summaries as soon as NATS answers (until then every host is unknown:
+// Nova's order), until ctx ends; now is the clock of staleness (time.Now).
 func startSchedAPI(ctx context.Context, cfg fileConfig, now func() time.Time, log zerolog.Logger) (*schedAPIProc, error) {
-	bc := cfg.busConfig(cfg.NATSURL)
-	bc.Name = "dvms-scheduler-api"
-	bc.OnStateChange = func(event string, err error) {
-		log.Warn().Err(err).Str("nats", event).Msg("NATS connection state changed")
-	}
-	tr, err := bus.ConnectNATS(ctx, bc)
-	if err != nil {
-		return nil, fmt.Errorf("connect NATS: %w", err)
-	}
 	api := newSchedAPI(cfg.SchedAPI, now, log)
-	subj := bus.SummarySubject(cfg.Runtime.Region, "*")
-	sub, err := subscribeVerified(cfg, tr, subj, api.receive, log)
-	if err != nil {
-		_ = tr.Close()
-		return nil, fmt.Errorf("subscribe %s: %w", subj, err)
-	}
 	ln, err := net.Listen("tcp", cfg.SchedAPIListen)
 	if err != nil {
-		_ = sub.Unsubscribe()
-		_ = tr.Close()
 		return nil, fmt.Errorf("[scheduler_api] listen %s: %w", cfg.SchedAPIListen, err)
 	}
 	srv := &http.Server{Handler: api.handler(), ReadHeaderTimeout: 5 * time.Second}
 	p := &schedAPIProc{api: api, addr: ln.Addr().String(), done: make(chan error, 1)}
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
+	subCtx, stopSub := context.WithCancel(ctx)
+	subDone := make(chan struct{})
+	go func() {
+		defer close(subDone)
+		api.subscribe(subCtx, cfg)
+	}()
 	go func() {
 		var err error
 		select {
@@ -142,8 +136,8 @@ func startSchedAPI(ctx context.Context, cfg fileConfig, now func() time.Time, lo
 			<-serveDone
 		case err = <-serveDone:
 		}
-		_ = sub.Unsubscribe()
-		_ = tr.Close()
+		stopSub()
+		<-subDone
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
@@ -152,6 +146,43 @@ func startSchedAPI(ctx context.Context, cfg fileConfig, now func() time.Time, lo
 	log.Info().Str("listen", p.addr).Str("region", cfg.Runtime.Region).Str("nats", bus.RedactURLs(cfg.NATSURL)).
 		Dur("stale_after", cfg.SchedAPI.StaleAfter).Msg("scheduler-api started")
 	return p, nil
+}
+
+// subscribe connects to NATS (retrying every natsRetry until it answers)
+// and receives the summaries until ctx ends.
+func (a *schedAPI) subscribe(ctx context.Context, cfg fileConfig) {
+	bc := cfg.busConfig(cfg.NATSURL)
+	bc.Name = "dvms-scheduler-api"
+	bc.OnStateChange = func(event string, err error) {
+		a.log.Warn().Err(err).Str("nats", event).Msg("NATS connection state changed")
+	}
+	var tr *bus.NATS
+	for {
+		var err error
+		if tr, err = bus.ConnectNATS(ctx, bc); err == nil {
+			break
+		}
+		a.log.Warn().Err(err).Str("nats", bus.RedactURLs(cfg.NATSURL)).Dur("retry", natsRetry).
+			Msg("NATS not reachable: no summaries, every host keeps Nova's order")
+		t := time.NewTimer(natsRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+	defer func() { _ = tr.Close() }()
+	subj := bus.SummarySubject(cfg.Runtime.Region, "*")
+	sub, err := subscribeVerified(cfg, tr, subj, a.receive, a.log)
+	if err != nil {
+		a.log.Error().Err(err).Str("subject", subj).Msg("no summaries: every host keeps Nova's order")
+		<-ctx.Done()
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	a.log.Info().Str("subject", subj).Msg("receiving the agents' summaries")
+	<-ctx.Done()
 }
 
 // wait returns when the service stopped.

@@ -201,3 +201,64 @@ func TestSchedulerAPIOverNATS(t *testing.T) {
 		t.Errorf("stale view: answer %d %v, want Nova's order %v", code, got, want)
 	}
 }
+
+// Without NATS the service answers at once, in Nova's order; it takes the
+// summaries once NATS is up.
+func TestSchedulerAPIStartsWithoutNATS(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := ns.ClientURL()
+	ns.Shutdown() // its port is known and nothing listens there
+	cfg, err := load(t, "[scheduler_api]\nlisten = 127.0.0.1:0\n", "OS_CLOUD=c", "DVMS_REGION=t", "DVMS_NATS_URL="+url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	p, err := startSchedAPI(ctx, cfg, time.Now, zerolog.New(&logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		if err := p.wait(); err != nil {
+			t.Error(err)
+		}
+	}()
+	post := func() []string {
+		resp, err := http.Post("http://"+p.addr+extsched.Path, "application/json", bytes.NewReader(novaRequest(1, 512, "a", "b")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r extsched.Response
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("status %d: %v", resp.StatusCode, err)
+		}
+		return r.Hosts
+	}
+	if got := post(); strings.Join(got, ",") != "a,b" {
+		t.Errorf("without NATS: %v, want Nova's order a,b", got)
+	}
+	if err := ns.Restart(); err != nil {
+		t.Skipf("the embedded NATS server could not take its port back: %v", err)
+	}
+	defer ns.Shutdown()
+	agent, err := bus.ConnectNATS(ctx, bus.Config{URL: url, Name: "fake-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	busy, _ := extsched.Summary{Host: "a", At: time.Now(), SampledAt: time.Now(), CPUs: 8, RAMMB: 8192, CPUDemand: 8}.Encode()
+	idle, _ := extsched.Summary{Host: "b", At: time.Now(), SampledAt: time.Now(), CPUs: 8, RAMMB: 8192}.Encode()
+	if !eventually(t, 20*time.Second, func() bool {
+		_ = agent.Publish(ctx, bus.SummarySubject("t", "a"), busy)
+		_ = agent.Publish(ctx, bus.SummarySubject("t", "b"), idle)
+		return strings.Join(post(), ",") == "b,a"
+	}) {
+		t.Fatalf("summaries never used once NATS came up:\n%s", logs.String())
+	}
+}
