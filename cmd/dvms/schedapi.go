@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/scheduler/extsched"
 )
 
@@ -111,6 +112,13 @@ const natsRetry = 2 * time.Second
 // summaries as soon as NATS answers (until then every host is unknown:
 // Nova's order), until ctx ends; now is the clock of staleness (time.Now).
 func startSchedAPI(ctx context.Context, cfg fileConfig, now func() time.Time, log zerolog.Logger) (*schedAPIProc, error) {
+	if cfg.KeysDir != "" {
+		// A bad keyring is a configuration error: refuse to start rather
+		// than serve without summaries.
+		if _, err := auth.LoadKeyring(cfg.KeysDir); err != nil {
+			return nil, fmt.Errorf("[DEFAULT] keys_dir: %w", err)
+		}
+	}
 	api := newSchedAPI(cfg.SchedAPI, now, log)
 	ln, err := net.Listen("tcp", cfg.SchedAPIListen)
 	if err != nil {
