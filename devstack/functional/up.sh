@@ -417,6 +417,16 @@ wait_for 30 "NATS on port $NATS_PORT" port_open "$NATS_PORT" || fail_with_log "s
 # --config $DVMS_FUNC_DIR/etc/dvms.conf.
 # shellcheck source=devstack/lib/dvms
 . "$HARNESS_DIR/../lib/dvms"
+# Every agent signs its messages (issue 10): one key pair per compute, all
+# public keys in one keys_dir (one machine).
+KEYS_DIR="$DVMS_FUNC_DIR/keys"
+GO_BIN=$(command -v go || echo /usr/local/go/bin/go)
+(cd "$HARNESS_DIR/../.." && "$GO_BIN" build -o "$DVMS_FUNC_DIR/dvms" ./cmd/dvms) || die "go build of dvms (for keygen)"
+hosts=()
+for ((i = 1; i <= N; i++)); do hosts+=("compute-$i"); done
+dvms_keygen "$DVMS_FUNC_DIR/dvms" "$KEYS_DIR" "${hosts[@]}" || die "dvms keygen"
+log "agent keys: $KEYS_DIR"
+DVMS_KEYS_DIR="$KEYS_DIR" \
 DVMS_REGION="$DVMS_FUNC_REGION" DVMS_OS_CLOUD="$DVMS_FUNC_CLOUD" \
   DVMS_CLOUDS_YAML="$DVMS_FUNC_DIR/clouds.yaml" \
   DVMS_NATS_URL="${DVMS_NATS_URL:-nats://$DVMS_FUNC_HOST_IP:$NATS_PORT}" \
