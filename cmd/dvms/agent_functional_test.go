@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -191,8 +190,24 @@ func (w *world) deleteServers() {
 	if len(ids) == 0 {
 		return
 	}
-	if _, err := w.fc.osc(w.t, ctx, append([]string{"server", "delete", "--wait"}, ids...)...); err != nil {
+	// Without --wait: the CLI waits for each server in turn (43 servers
+	// took over 4 minutes), while Nova deletes them all at once.
+	start := time.Now()
+	if _, err := w.fc.osc(w.t, ctx, append([]string{"server", "delete"}, ids...)...); err != nil {
 		w.t.Logf("cleanup: %v", err)
+	}
+	for {
+		out, err := w.fc.osc(w.t, ctx, "server", "list", "--all-projects", "--name", "^dvmsft-", "-f", "value", "-c", "ID")
+		if err == nil && strings.TrimSpace(out) == "" {
+			w.t.Logf("cleanup: %d servers deleted in %s", len(ids), time.Since(start).Round(time.Second))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			w.t.Logf("cleanup: servers left after 5 min: %s %v", out, err)
+			return
+		case <-time.After(2 * time.Second):
+		}
 	}
 }
 
@@ -277,48 +292,6 @@ type migrationRow struct {
 	UpdatedAt string `json:"Updated At"`
 }
 
-// novaTime parses a time of Nova's API: UTC, written without a zone.
-func novaTime(v string) (time.Time, error) {
-	v = strings.TrimSuffix(strings.TrimSuffix(v, "Z"), "+00:00")
-	return time.ParseInLocation("2006-01-02T15:04:05.999999", v, time.UTC)
-}
-
-// span is one migration's interval in Nova's records.
-type span struct{ from, to time.Time }
-
-// unionOf is the total time covered by at least one span.
-func unionOf(spans []span) time.Duration {
-	s := slices.Clone(spans)
-	slices.SortFunc(s, func(a, b span) int { return a.from.Compare(b.from) })
-	var total time.Duration
-	var cur span
-	for i, x := range s {
-		switch {
-		case i == 0:
-			cur = x
-		case !x.from.After(cur.to):
-			if x.to.After(cur.to) {
-				cur.to = x.to
-			}
-		default:
-			total += cur.to.Sub(cur.from)
-			cur = x
-		}
-	}
-	if len(s) > 0 {
-		total += cur.to.Sub(cur.from)
-	}
-	return total
-}
-
-func sumOf(spans []span) time.Duration {
-	var total time.Duration
-	for _, x := range spans {
-		total += x.to.Sub(x.from)
-	}
-	return total
-}
-
 func (w *world) migrationsFrom(host string) []migrationRow {
 	w.t.Helper()
 	out := w.osc("server", "migration", "list", "--host", host, "-f", "json")
@@ -328,16 +301,6 @@ func (w *world) migrationsFrom(host string) []migrationRow {
 	}
 	return rows
 }
-
-// Issue 9, "Done when" 2: a host disabled with the openstack CLI starts
-// its first live migration within drainFirstWithin and is empty within
-// drainSlowdown x the time Nova spent migrating (the union of the
-// migrations' created -> updated intervals) + drainSlack.
-const (
-	drainFirstWithin = 3 * time.Second
-	drainSlowdown    = 1.15
-	drainSlack       = 5 * time.Second
-)
 
 // drain disables host (want servers on it) as an operator would and
 // times the drain against Nova's own records.
@@ -374,75 +337,33 @@ func (w *world) drain(f *fleet, host string, want int) {
 	}) {
 		t.Fatalf("%s still has %d servers after 6 min; agent logs in %s", host, len(w.placement()[host]), f.logDir)
 	}
-	toEmpty := empty.Sub(disabled)
 
 	// `openstack server migration list --host`: every server that left
 	// went by a completed live migration, none failed; Nova's own
 	// created -> updated intervals say how long it spent migrating.
-	var (
-		spans  []span
-		first  time.Time
-		last   time.Time
-		failed []string
-		moved  = map[string]bool{}
-	)
-	for _, m := range w.migrationsFrom(host) {
-		if m.Source != host || !slices.ContainsFunc(before, func(s nova.Server) bool { return s.ID == m.Server }) {
-			continue
-		}
-		c, err1 := novaTime(m.CreatedAt)
-		u, err2 := novaTime(m.UpdatedAt)
-		if err := errors.Join(err1, err2); err != nil {
-			t.Fatalf("migration %d: %v", m.ID, err)
-		}
-		if first.IsZero() || c.Before(first) {
-			first = c
-		}
-		if u.After(last) {
-			last = u
-		}
-		if m.Type != "live-migration" || m.Status != "completed" {
-			failed = append(failed, fmt.Sprintf("%d(%s %s)", m.ID, m.Type, m.Status))
-			continue
-		}
-		moved[m.Server] = true
-		spans = append(spans, span{c, u})
+	var ids []string
+	for _, s := range before {
+		ids = append(ids, s.ID)
 	}
-	if len(moved) != len(before) {
-		t.Errorf("%d servers left %s but migration list shows %d completed live migrations", len(before), host, len(moved))
+	d, err := drainFiguresOf(w.migrationsFrom(host), host, ids, disabled, empty)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if first.IsZero() {
-		t.Fatalf("no migration from %s in migration list", host)
-	}
-	union := unionOf(spans)
-	firstDelay := first.Sub(disabled)
 	// The first request the agents sent, from nova-api's log (milliseconds;
 	// Nova's created_at has whole seconds, truncated).
 	var firstPost time.Time
 	for _, q := range w.logs.between(t, mark, w.logs.mark(t)) {
 		if q.method == "POST" && strings.HasSuffix(q.path, "/action") &&
-			slices.ContainsFunc(before, func(s nova.Server) bool { return strings.Contains(q.path, s.ID) }) {
+			slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(q.path, id) }) {
 			firstPost = q.at
 			break
 		}
 	}
-	limit := time.Duration(drainSlowdown*float64(union)) + drainSlack
-	t.Logf("DRAIN %s: %d servers; disabled (nova-api PUT) at %s; first migration created +%s (its os-migrateLive POST logged +%s); "+
-		"last migration updated +%s; host seen empty +%s; union of the migrations' created->updated intervals %s "+
-		"(sum %s, host idle between migrations %s); limit %.2f x union + %s = %s; %d failed migrations %v",
-		host, len(before), disabled.Format("15:04:05.000"), firstDelay, firstPost.Sub(disabled).Round(time.Millisecond),
-		last.Sub(disabled).Round(time.Millisecond), toEmpty.Round(100*time.Millisecond), union,
-		sumOf(spans), (last.Sub(first) - union), drainSlowdown, drainSlack, limit, len(failed), failed)
-	if firstDelay > drainFirstWithin {
-		t.Errorf("first migration off %s created %s after the disable, more than %s", host, firstDelay, drainFirstWithin)
+	t.Logf("DRAIN %s: %s; first os-migrateLive POST logged +%s after the disable", host, d, firstPost.Sub(disabled).Round(time.Millisecond))
+	for _, p := range d.problems() {
+		t.Error(p)
 	}
-	if toEmpty > limit {
-		t.Errorf("%s empty %s after the disable, more than %.2f x %s (Nova's time migrating) + %s = %s: the host sat idle between migrations",
-			host, toEmpty.Round(100*time.Millisecond), drainSlowdown, union, drainSlack, limit)
-	}
-	if len(failed) > 0 {
-		t.Errorf("%d migrations off %s did not complete: %v", len(failed), host, failed)
-	}
+	moved := d.moved
 
 	// `openstack server event list`: the live-migration action of each
 	// server carries the request id the agent recorded.

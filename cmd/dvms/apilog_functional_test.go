@@ -202,3 +202,58 @@ func logRates(t *testing.T, baseline, idle apiRate) {
 	row(baseline.total, idle.total, "(all)      nova-api + placement")
 	t.Log(strings.TrimSuffix(b.String(), "\n"))
 }
+
+// TestFunctionalRequestLogs needs no cloud: it meters log lines as Zed's
+// nova-api and placement write them (copied from the functional cloud),
+// so that a change of format shows here rather than as a quiet cloud.
+func TestFunctionalRequestLogs(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := newAPILogs(dir)
+	l.users["db471f3a7e514916b0f90c6b5efe94d5"] = "admin"
+	for _, p := range l.files {
+		if err := os.WriteFile(p, []byte("startup noise\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from := l.mark(t)
+	appendTo := func(p, s string) {
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo(l.files["nova-api"], ""+
+		"2026-11-23 16:44:09.597 26697 INFO nova.osapi_compute.wsgi.server [None req-fd4c8518-3d80-4e52-b028-b5a70728519d db471f3a7e514916b0f90c6b5efe94d5 c46c1a92e1f9490994274d25e0289cf7 - - default default] 127.0.0.1 \"DELETE /v2.1/servers/01ef348d-8d76-4cca-95e7-834695624848 HTTP/1.1\" status: 204 len: 407 time: 0.0514312\x1b[00m\n"+
+		"2026-11-23 16:44:09.600 26697 WARNING oslo_messaging.rpc.client [None req-x - - - - - -] Using RPCClient manually\x1b[00m\n"+
+		"2026-11-23 16:44:10.641 26697 INFO nova.osapi_compute.wsgi.server [None req-20f119aa-523a-4fe3-b1e5-34f035eb02ea db471f3a7e514916b0f90c6b5efe94d5 c46c1a92e1f9490994274d25e0289cf7 - - default default] 127.0.0.1 \"GET /v2.1/servers/detail?all_tenants=True&host=compute-3&limit=1000 HTTP/1.1\" status: 200 len: 2247 time: 0.0385218\x1b[00m\n")
+	appendTo(l.files["placement"], ""+
+		"2026-11-23 16:44:09.736 26305 INFO placement.requestlog [req-fd4c8518-3d80-4e52-b028-b5a70728519d req-1426d63c-ea1d-4f1b-a89c-174b75a50e2c 44df2497a9a14151b9b4bd9c2e18f462 3b0eb2686b9944468f446a78b5e17654 - - default default] 127.0.0.1 \"GET /resource_providers/97740ad6-8c22-4827-8b19-fe01aa7602ca/allocations\" status: 200 len: 152 microversion: 1.0\x1b[00m\n"+
+		"[pid: 20505|app: 0|req: 1687/1687] 127.0.0.1 () {34 vars in 797 bytes} [Mon Nov 23 17:33:50 2026] GET /allocations/a47f => generated 257 bytes in 69 msecs (HTTP/1.1 200)\n"+
+		"2026-11-23 16:40:00.026 26305 INFO placement.requestlog [None req-9edf1bbc-5904-453b-a5e1-50c6bced9394 - - - - - -] 127.0.0.1 \"GET /\" status: 200 len: 136 microversion: 1.0\x1b[00m\n"+
+		"2026-11-23 16:44:11.000 26305 INFO placement.requestlog [None req-a - - - - - -] 127.0.0.1 \"GET /half-written")
+	reqs := l.between(t, from, l.mark(t))
+	var got []string
+	for _, q := range reqs {
+		got = append(got, fmt.Sprintf("%s %s %d %s", q.at.Format("15:04:05.000"), q.user, q.status, q.template()))
+	}
+	want := []string{
+		"16:40:00.026 - 200 placement GET /",
+		"16:44:09.597 admin 204 nova-api DELETE /v2.1/servers/{id}",
+		"16:44:09.736 44df2497a9a14151b9b4bd9c2e18f462 200 placement GET /resource_providers/{id}/allocations",
+		"16:44:10.641 admin 200 nova-api GET /v2.1/servers/detail?all_tenants=*&host=*&limit=*",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("metered\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	r := rateOf(reqs, 2*time.Minute)
+	if r.total != 2 || r.byService["nova-api"] != 1 || r.byService["placement"] != 1 {
+		t.Errorf("rate %+v, want 2/min (1 nova-api, 1 placement)", r)
+	}
+}

@@ -75,6 +75,12 @@ func (w *world) quiet(f *fleet, baseline apiRate) {
 	if idleWindow < 2*time.Minute {
 		t.Logf("note: idle window %s is shorter than the 2 minutes issue 9 asks for", idleWindow)
 	}
+	if baseline.byService["placement"] == 0 {
+		// Every nova-compute's resource tracker talks to placement each
+		// minute: nothing counted means the meter is broken, and a broken
+		// meter would call any agent quiet.
+		t.Fatalf("no placement request counted in the baseline: has the log format of %v changed?", w.logs.files)
+	}
 	idle, reqs := w.measure(fmt.Sprintf("%d idle agents", len(f.procs)), idleWindow)
 	logRates(t, baseline, idle)
 	agents := float64(len(f.procs))
