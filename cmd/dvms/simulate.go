@@ -20,6 +20,8 @@ func init() {
 		Flags: append(simFlags(),
 			&cli.StringFlag{Name: "mode", Value: "dvms", Usage: "dvms (an agent per host) or central (the periodic whole-cloud baseline)"},
 			&cli.StringFlag{Name: "report", Usage: "write an SVG chart (overloaded hosts, events in flight) to this file"},
+			&cli.Float64Flag{Name: "arrivals", Usage: "new servers booted per simulated second during the run (their later live migrations: migrations.of_new_servers)"},
+			&cli.StringFlag{Name: "arrival-weights", Value: sim.WeightsDvms, Usage: "how new servers' hosts are chosen: dvms (dvms scheduler-api's weighing) or nova (placement-only, most free RAM)"},
 		),
 		Action: runSimulate,
 	})
@@ -97,6 +99,7 @@ func runSimulate(c *cli.Context) error {
 		return err
 	}
 	cfg.Mode = c.String("mode")
+	cfg.Arrivals, cfg.ArrivalWeights = c.Float64("arrivals"), c.String("arrival-weights")
 	rep, err := sim.Run(c.Context, cfg)
 	if err != nil {
 		return fmt.Errorf("simulate: %w", err)

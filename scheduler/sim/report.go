@@ -47,7 +47,19 @@ type Report struct {
 	Migrations struct {
 		Total  int `json:"total"`
 		Failed int `json:"failed"`
+		// OfNewServers: live migrations of the servers booted during
+		// the run (--arrivals).
+		OfNewServers int `json:"of_new_servers"`
 	} `json:"migrations"`
+	// Arrivals: servers booted during the run (--arrivals) and how their
+	// hosts were chosen.
+	Arrivals struct {
+		Rate     float64 `json:"rate"`
+		Weights  string  `json:"weights,omitempty"`
+		Booted   int     `json:"booted"`
+		Unplaced int     `json:"unplaced"` // no host had placement room
+		Moved    int     `json:"moved"`    // booted servers moved at least once
+	} `json:"arrivals"`
 	OverloadSeconds float64 `json:"overload_seconds"`
 	Partitions      struct {
 		MaxSize  int     `json:"max_size"`
@@ -193,6 +205,10 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  solve time  p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms (%d plans)\n",
 		r.SolveMS.P50, r.SolveMS.P95, r.SolveMS.P99, r.SolveMS.Max, r.SolveMS.Count)
 	fmt.Fprintf(w, "  migrations  %d (%d failed)   overload %.0f host-seconds\n", r.Migrations.Total, r.Migrations.Failed, r.OverloadSeconds)
+	if r.Arrivals.Rate > 0 {
+		fmt.Fprintf(w, "  arrivals    %d booted (%.2f/s, %s weights, %d unplaced): %d of them moved later, %d live migrations of new servers\n",
+			r.Arrivals.Booted, r.Arrivals.Rate, r.Arrivals.Weights, r.Arrivals.Unplaced, r.Arrivals.Moved, r.Migrations.OfNewServers)
+	}
 	fmt.Fprintf(w, "  partitions  max %d  mean %.2f   merges %d committed, %d refused\n",
 		r.Partitions.MaxSize, r.Partitions.MeanSize, r.Merges.Committed, r.Merges.Refused)
 	fmt.Fprintf(w, "  messages    %d (%.1f per event, %d dropped)   agents killed %d   faults injected %d\n",

@@ -28,6 +28,7 @@ import (
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -72,6 +73,12 @@ type Config struct {
 	CentralSolveLimit time.Duration
 	Agent             scheduler.Config // template; ID and Incarnation filled in
 	Runtime           node.Config
+	// Arrivals is the number of new servers booted per simulated second
+	// during the run (0: none); ArrivalWeights orders their candidate
+	// hosts: "dvms" (dvms scheduler-api's weighing) or "nova"
+	// (placement-only). See arrivals.go.
+	Arrivals       float64
+	ArrivalWeights string
 	// Progress, if set, receives a live status line every wall second.
 	Progress io.Writer
 	Log      zerolog.Logger
@@ -88,6 +95,7 @@ func DefaultConfig() Config {
 		Workload: "random", TraceStep: 10 * time.Second, HostCPUs: 16, HostRAMMB: 65536, CPUAllocRatio: 4,
 		BandwidthMBps: 1000, Agent: scheduler.DefaultConfig("template"), Runtime: rt, Log: zerolog.Nop(),
 		Mode: "dvms", Arbiter: "raft", CentralPeriod: 30 * time.Second, CentralSolveLimit: 10 * time.Second,
+		ArrivalWeights: WeightsDvms,
 	}
 }
 
@@ -120,6 +128,14 @@ func (c Config) Validate() error {
 	}
 	if c.NovaAPIRate < 0 || c.NovaLatency < 0 || c.NovaWarmup < 0 || c.NovaWarmup >= c.Duration && c.Duration > 0 {
 		errs = append(errs, errors.New("--nova-api-rps and --nova-api-latency must be >= 0, --nova-warmup in [0, --duration)"))
+	}
+	if c.Arrivals < 0 {
+		errs = append(errs, errors.New("--arrivals must be >= 0"))
+	}
+	if c.ArrivalWeights != WeightsDvms && c.ArrivalWeights != WeightsNova {
+		errs = append(errs, fmt.Errorf("arrival weights %q: want dvms or nova", c.ArrivalWeights))
+	} else if c.Arrivals > 0 && c.ArrivalWeights == WeightsDvms && c.Mode != "dvms" {
+		errs = append(errs, errors.New("--arrival-weights dvms needs --mode dvms (the agents' summaries)"))
 	}
 	return errors.Join(errs...)
 }
@@ -358,6 +374,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		at := time.Duration(rng.Float64() * 0.7 * float64(cfg.Duration))
 		kills = append(kills, kill{at: at, back: at + 5*time.Second + time.Duration(rng.Intn(10))*time.Second, i: i})
 	}
+	var arr *arrivals
+	if cfg.Arrivals > 0 {
+		index := make(map[string]int, len(hosts))
+		for i, h := range hosts {
+			index[h] = i
+		}
+		arr = newArrivals(cfg, cloud, rng.Int63(), func(h string) (extsched.Summary, bool) {
+			i, ok := index[h]
+			if !ok || i >= len(slots) || down[i].Load() {
+				return extsched.Summary{}, false
+			}
+			sm, ok := slots[i].r.Summary("")
+			// As node.PublishSummaries: no summary from an old sample.
+			return sm, ok && sm.At.Sub(sm.SampledAt) <= node.DefaultSummaryConfig().Interval
+		})
+	}
 	epoch := clock.Now()
 	samples.Store(0)
 	tick := clock.NewTicker(time.Second)
@@ -374,6 +406,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		dt := (t - last).Seconds()
 		last = t
 		applyWorkload(t)
+		if arr != nil {
+			if err := arr.step(dt, clock.Now()); err != nil {
+				return nil, err
+			}
+		}
 		if t >= novaWarmup(cfg) {
 			use.begin()
 		}
@@ -452,6 +489,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	cloud.Advance()
 	finish(rep, st, cloud, cfg, hosts, wallStart)
+	if arr != nil {
+		arr.report(rep)
+	}
 	novaReport(rep, use, cloud, cfg)
 	return rep, nil
 }
