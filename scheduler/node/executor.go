@@ -173,8 +173,8 @@ type flight struct {
 	groups map[string]map[string]int
 	// snapshot demand of every server the plan's partition saw.
 	snap map[string]nova.Demand
-	// reasons: by source host, why its moves are not justified ("" when
-	// they are), see executor_reason.go.
+	// reasons: by event host, why the plan's event does not justify its
+	// actions ("" when it does), see executor_reason.go.
 	reasons map[string]string
 }
 

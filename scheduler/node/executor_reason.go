@@ -8,59 +8,59 @@ import (
 	"github.com/dvms-project/dvms/scheduler"
 )
 
-// Issue 10: the executor re-checks the reason for a move, not only that
-// the move still fits. A plan is computed from snapshots and events other
-// agents sent; the reason a server must leave its host is re-read from
-// the source of truth before the first action off each source host:
+// Issue 10: the executor re-checks the reason for a plan, not only that
+// each move still fits. A plan is computed from snapshots and events other
+// agents sent; before its first action the reason of the event it solves
+// is re-read from the source of truth, about the event's own host:
 //
-//   - MAINTENANCE of the event's own host: Nova says the host's
-//     nova-compute service is disabled with a reason matching
-//     drain_reason_pattern;
-//   - UNDERLOAD of the event's own host: the host's own latest measurement
-//     says it is underloaded (or it is being drained);
-//   - any other move or shelve (OVERLOAD, and hosts a merged partition or
-//     the solver's "every overloaded host" tier empties): the source is
-//     being drained, or its own latest measurement (its local source, else
-//     its agent answering over the bus) says it is overloaded.
+//   - MAINTENANCE: Nova says the host's nova-compute service is disabled
+//     with a reason matching drain_reason_pattern;
+//   - OVERLOAD: the host is being drained, or its own latest measurement
+//     (its local source, else its agent answering over the bus) says it is
+//     overloaded;
+//   - UNDERLOAD: the host is being drained, or its own latest measurement
+//     says it is underloaded.
 //
-// A forged event, or a snapshot claiming a host is draining or overloaded,
-// moves nothing. The verdict holds for the rest of the plan (the plan's
-// own moves lower the source's load). An action without an event kind
+// When the reason does not hold, no action of the plan runs: a forged
+// event moves nothing. The verdict holds for the rest of the plan (its own
+// moves lower the host's load). Moves off other hosts (a chain making room,
+// or the events of partitions a merge absorbed, which the executor is not
+// given) are re-checked for fit only. An action without an event kind
 // (tools, tests) is not a protocol decision and is not checked.
 
-// reasonHolds says why the move of a off its source is no longer justified
-// for ev ("" when it is). f memoizes the verdict per source host.
-func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) string {
+// reasonHolds says why the plan's event no longer justifies its actions
+// ("" when it does); f memoizes the verdict for the plan.
+func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, _ scheduler.Action, f *flight) string {
 	if ev.Kind == scheduler.NoEvent {
 		return ""
 	}
 	f.mu.Lock()
-	why, known := f.reasons[a.From]
+	why, known := f.reasons[ev.Host]
 	f.mu.Unlock()
 	if known {
 		return why
 	}
-	why = e.sourceReason(ctx, ev, a.From)
+	why = e.eventReason(ctx, ev)
 	f.mu.Lock()
-	f.reasons[a.From] = why
+	f.reasons[ev.Host] = why
 	f.mu.Unlock()
 	return why
 }
 
-func (e *Executor) sourceReason(ctx context.Context, ev scheduler.Event, src string) string {
+func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event) string {
+	src := ev.Host
 	h, err := retry(ctx, e, func() (nova.Host, error) { return e.nova.Host(ctx, src) })
 	if err != nil {
-		return "reason not verified: source re-read failed: " + err.Error()
+		return "reason not verified: re-read of " + src + " failed: " + err.Error()
 	}
 	drain := e.DrainReason
 	if drain == nil {
 		drain = DefaultConfig().DrainReason
 	}
-	draining := h.Service.Disabled() && drain.MatchString(h.Service.DisabledReason)
-	if draining {
+	if h.Service.Disabled() && drain.MatchString(h.Service.DisabledReason) {
 		return ""
 	}
-	if ev.Kind == scheduler.Maintenance && src == ev.Host {
+	if ev.Kind == scheduler.Maintenance {
 		return fmt.Sprintf("reason not verified: %s is not being drained (service %s, reason %q)", src, h.Service.Status, h.Service.DisabledReason)
 	}
 	d, err := e.measure(ctx, src)
@@ -69,10 +69,10 @@ func (e *Executor) sourceReason(ctx context.Context, ev scheduler.Event, src str
 	}
 	servers, err := retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, src) })
 	if err != nil {
-		return "reason not verified: source servers re-read failed: " + err.Error()
+		return "reason not verified: re-read of " + src + "'s servers failed: " + err.Error()
 	}
 	host := ToHost(h, servers, d, drain)
-	if ev.Kind == scheduler.Underload && src == ev.Host {
+	if ev.Kind == scheduler.Underload {
 		if e.thr.Underloaded(&host) {
 			return ""
 		}

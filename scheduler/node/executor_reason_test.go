@@ -86,3 +86,18 @@ func TestExecutorRechecksTheReason(t *testing.T) {
 		})
 	}
 }
+
+// A plan for a real overload may first make room by moving a server off a
+// host that is not overloaded itself: the event justifies the whole plan.
+func TestExecutorReasonCoversRoomMakingMoves(t *testing.T) {
+	w := newExecWorld(t, 3)
+	w.server("s1", "h1", 5, nil)
+	w.server("s2", "h1", 4, nil) // h1: 9 > 8 cores
+	w.server("r", "h2", 1, nil)  // h2 is idle
+	plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("r", "h2", "h3", 1)}, {move("s2", "h1", "h2", 4)}}}
+	res := w.executor(fastExec(), w.cloud, w.cloud, w.clock).Execute(context.Background(),
+		scheduler.Event{ID: "ev", Kind: scheduler.Overload, Host: "h1"}, plan)
+	if res.Done != 2 {
+		t.Fatalf("%+v, want both moves done", res)
+	}
+}
