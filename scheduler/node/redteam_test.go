@@ -41,6 +41,7 @@ type redTeam struct {
 	members map[string]*node.Membership
 	wraps   map[string]*auth.Transport
 	sent    map[string]*atomic.Int64 // protocol messages sent, by agent
+	nacks   sync.Map                 // partition id -> *atomic.Int64: nacks sent about it
 	stopped atomic.Int64             // runners whose Run returned
 	changes atomic.Int64             // membership changes (up or down) after start
 	mu      sync.Mutex
@@ -112,7 +113,13 @@ func startRedTeam(t *testing.T, ctx context.Context) *redTeam {
 		r, err := node.New(rc, ac, rt.hosts, node.Deps{
 			Bus: w, Nova: rt.cloud, Demand: rt.cloud, Arbiter: arb, Clock: clock, Log: zerolog.Nop(),
 			Hooks: node.Hooks{
-				OnSend: func(string, scheduler.Message) { rt.sent[h].Add(1) },
+				OnSend: func(_ string, m scheduler.Message) {
+					rt.sent[h].Add(1)
+					if m.Type == scheduler.MsgNack {
+						n, _ := rt.nacks.LoadOrStore(m.PartID, &atomic.Int64{})
+						n.(*atomic.Int64).Add(1)
+					}
+				},
 				OnExec: func(_ string, _ scheduler.Event, res node.ExecResult) {
 					rt.mu.Lock()
 					rt.execs = append(rt.execs, res)
@@ -283,10 +290,13 @@ func TestRedTeam(t *testing.T) {
 		// it answer its sender with a nack: signed as compute-4 but naming
 		// compute-1, it must be dropped before the agent sees it.
 		count := func(from string) int64 {
-			n := rt.sent["compute-2"].Load()
-			rt.send(rt.inside, "compute-2", scheduler.Message{Type: scheduler.MsgHeartbeat, From: from, PartID: "p-nowhere", Version: 1})
+			part := "p-nowhere-" + from
+			rt.send(rt.inside, "compute-2", scheduler.Message{Type: scheduler.MsgHeartbeat, From: from, PartID: part, Version: 1})
 			time.Sleep(300 * time.Millisecond)
-			return rt.sent["compute-2"].Load() - n
+			if n, ok := rt.nacks.Load(part); ok {
+				return n.(*atomic.Int64).Load()
+			}
+			return 0
 		}
 		if n := count("compute-1"); n != 0 {
 			t.Errorf("compute-2 answered %d messages to a heartbeat compute-4 signed as compute-1", n)
