@@ -224,6 +224,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		members:   func() int { return len(p.member.Members()) },
 		watch:     watcher,
 		partition: func() *scheduler.Partition { return p.runner.Partition() },
+		arbiter:   func() *arbiterInfo { return arbiterStatus(arb) },
 	})
 	// nova/openstack retries failed reads itself: one retry layer.
 	cfg.Runtime.Exec.Retries = 0
@@ -359,7 +360,7 @@ func (p *agentProc) report(cfg fileConfig, req statusRequest) agentReport {
 		V: 1, Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation,
 		Started: p.started, Now: time.Now(), State: agentState(host, part, p.stopping.Load()),
 		Advise: cfg.Runtime.Exec.DryRun, Watch: len(ms) > 0 && ms[0].Host == host,
-		Partition: partInfo(part), Members: membersInfo(ms),
+		Partition: partInfo(part), Members: membersInfo(ms), Arbiter: arbiterStatus(p.arbiter),
 		Events: filterEvents(p.journal.snapshot(), req.Since, req.MaxEvents),
 	}
 }

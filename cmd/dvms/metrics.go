@@ -44,6 +44,7 @@ type metricsSources struct {
 	members   func() int   // live members, this agent included
 	watch     func() bool  // this agent is the maintenance watch
 	partition func() *scheduler.Partition
+	arbiter   func() *arbiterInfo // nil result: unknown
 	host      string
 	meter     *nova.Meter
 	advise    bool
@@ -58,6 +59,7 @@ var metricNames = []string{
 	"dvms_merges_total", "dvms_actions_total", "dvms_messages_sent_total",
 	"dvms_messages_stale_total", "dvms_messages_dropped_total", "dvms_solver_seconds",
 	"dvms_members", "dvms_maintenance_watch", "dvms_in_partition", "dvms_partition_leader",
+	"dvms_arbiter_voter", "dvms_arbiter_leader",
 	"dvms_nova_requests_total", "dvms_nova_request_errors_total", "dvms_nova_request_seconds",
 }
 
@@ -118,6 +120,19 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 				Help: "1 when this agent leads a partition."}, func() float64 {
 				p := src.partition()
 				return b2f(p != nil && p.Leader == src.host)
+			}))
+	}
+	if src.arbiter != nil {
+		m.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_arbiter_voter",
+				Help: "1 when this agent is a voter of the region's merge arbiter (Raft group)."}, func() float64 {
+				a := src.arbiter()
+				return b2f(a != nil && a.Voter)
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_arbiter_leader",
+				Help: "1 when this agent leads the region's merge arbiter (Raft group)."}, func() float64 {
+				a := src.arbiter()
+				return b2f(a != nil && a.Leader == src.host)
 			}))
 	}
 	if src.meter != nil {

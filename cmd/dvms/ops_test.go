@@ -118,6 +118,11 @@ func sum(samples map[string]float64, name string, want ...string) float64 {
 	return s
 }
 
+func hasSeries(samples map[string]float64, name string) bool {
+	_, ok := samples[name]
+	return ok
+}
+
 func healthz(t *testing.T, p *agentProc) int {
 	t.Helper()
 	resp, err := http.Get("http://" + p.httpSrv.Addr() + "/healthz")
@@ -194,6 +199,8 @@ func TestOperatorsViewOfAnOverload(t *testing.T) {
 		{"live migrations counted on the planner's meter",
 			both("dvms_nova_requests_total", `method="POST"`, `path="/servers/{id}/action"`) >= float64(migrations)},
 		{"build info", sum(m1, "dvms_build_info", `host="compute-1"`) == 1},
+		{"a local arbiter has no Raft voter nor leader", hasSeries(m1, "dvms_arbiter_voter") && hasSeries(m1, "dvms_arbiter_leader") &&
+			sum(m1, "dvms_arbiter_voter")+sum(m1, "dvms_arbiter_leader") == 0},
 	}
 	for _, c := range checks {
 		if !c.ok {
@@ -219,12 +226,16 @@ func TestOperatorsViewOfAnOverload(t *testing.T) {
 			Event, Host, Outcome string
 			Moves                int
 		} `json:"events"`
+		Arbiter []map[string]any `json:"arbiter"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
 		t.Fatalf("status json: %v\n%s", err, out.String())
 	}
 	if len(st.Agents) != 2 || st.Agents[0].Host != "compute-1" || !st.Agents[0].Watch || st.Agents[1].Host != "compute-2" {
 		t.Errorf("status agents: %+v", st.Agents)
+	}
+	if len(st.Arbiter) != 1 || st.Arbiter[0]["Kind"] != "local" || st.Arbiter[0]["Seen By"] != "compute-1 compute-2" {
+		t.Errorf("status arbiter: %v", st.Arbiter)
 	}
 	solved := false
 	for _, e := range st.Events {

@@ -19,6 +19,37 @@ import (
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
+// dvms status: an agent others hear but that did not answer is listed;
+// a partition appears once, as its leader sees it; the arbiter's views
+// are grouped.
+func TestStatusTables(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ev := scheduler.Event{ID: "e1", Kind: scheduler.Maintenance, Host: "c1", Detected: now.Add(-30 * time.Second)}
+	stale := partInfo(&scheduler.Partition{ID: "p1", Initiator: "c1", Leader: "c2", Nodes: []string{"c1"}, State: scheduler.Growing, Events: []scheduler.Event{ev}})
+	fresh := partInfo(&scheduler.Partition{ID: "p1", Initiator: "c1", Leader: "c2", Nodes: []string{"c1", "c2"}, State: scheduler.Blocked, Events: []scheduler.Event{ev}})
+	raft := func(leader string) *arbiterInfo {
+		return &arbiterInfo{Kind: "raft", Voter: true, Leader: leader, Voters: []string{"c1", "c2", "c3"}}
+	}
+	members := []memberInfo{{Host: "c1"}, {Host: "c2"}, {Host: "c3", Version: "v9", LastHeard: now.Add(-3 * time.Second)}}
+	reps := []agentReport{
+		{Host: "c1", State: "member", Now: now, Partition: stale, Members: members, Arbiter: raft("c2")},
+		{Host: "c2", State: "leader", Now: now, Partition: fresh, Members: members, Arbiter: raft("c2")},
+	}
+	ts := statusTables(reps, now)
+	var b bytes.Buffer
+	if err := writeTables(&b, "value", nil, ts...); err != nil {
+		t.Fatal(err)
+	}
+	want := "c1  member p1  0s ago false false\n" +
+		"c2  leader p1  0s ago false false\n" +
+		"c3  no answer  v9 3s ago false false\n" +
+		"p1 c1 c2 c1 c2 blocked e1 maintenance 30s\n" +
+		"raft c2 c1 c2 c3 c1 c2\n"
+	if b.String() != want {
+		t.Errorf("status:\n got %q\nwant %q", b.String(), want)
+	}
+}
+
 // Every family the agent registers is in metricNames, and only those:
 // the dashboard test trusts that list.
 func TestMetricNamesAreWhatTheAgentRegisters(t *testing.T) {
@@ -26,7 +57,7 @@ func TestMetricNamesAreWhatTheAgentRegisters(t *testing.T) {
 	meter.Record(nova.Request{Template: nova.Template{Service: nova.ServiceCompute, Method: "GET", Path: "/servers/detail"}, Latency: time.Millisecond, Class: nova.ClassOK})
 	m := newAgentMetrics(metricsSources{host: "h1", meter: meter,
 		dropped: func() int64 { return 0 }, members: func() int { return 1 }, watch: func() bool { return true },
-		partition: func() *scheduler.Partition { return nil }})
+		partition: func() *scheduler.Partition { return nil }, arbiter: func() *arbiterInfo { return nil }})
 	now := time.Now()
 	ev := scheduler.Event{ID: "e1", Kind: scheduler.Overload, Host: "h1", Detected: now.Add(-time.Second)}
 	h := observeHooks(m, nil, func() time.Time { return now })

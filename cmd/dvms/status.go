@@ -23,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
@@ -50,6 +51,7 @@ type agentReport struct {
 	Advise      bool           `json:"advise"`
 	Watch       bool           `json:"maintenance_watch"`
 	Partition   *partitionInfo `json:"partition,omitempty"`
+	Arbiter     *arbiterInfo   `json:"arbiter,omitempty"`
 	Members     []memberInfo   `json:"members"`
 	Events      []eventEntry   `json:"events"`
 	Truncated   int            `json:"truncated,omitempty"` // events left out to fit a NATS message
@@ -64,6 +66,28 @@ type partitionInfo struct {
 	Event     string    `json:"event,omitempty"`
 	EventKind string    `json:"event_kind,omitempty"`
 	Detected  time.Time `json:"detected,omitzero"`
+}
+
+// arbiterInfo is what an agent knows of its region's merge arbiter.
+type arbiterInfo struct {
+	Kind   string   `json:"kind"` // raft or local
+	Voter  bool     `json:"voter"`
+	Leader string   `json:"leader,omitempty"`
+	Voters []string `json:"voters,omitempty"`
+}
+
+// arbiterStatus reads what arb knows of its group (nil: it cannot say).
+func arbiterStatus(arb any) *arbiterInfo {
+	switch a := arb.(type) {
+	case interface {
+		Status() consensus.ServiceStatus
+	}:
+		st := a.Status()
+		return &arbiterInfo{Kind: "raft", Voter: st.Voter, Leader: st.Leader, Voters: slices.Clone(st.Voters)}
+	case localArbiter:
+		return &arbiterInfo{Kind: "local"}
+	}
+	return nil
 }
 
 type memberInfo struct {

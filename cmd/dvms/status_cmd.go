@@ -141,6 +141,31 @@ func statusTables(reps []agentReport, now time.Time) []table {
 		parts.Rows = append(parts.Rows, []any{p.ID, p.Initiator, p.Leader, slices.Clone(p.Nodes), p.State, p.Event, p.EventKind, age})
 	}
 
+	// The merge arbiter as its voters see it (a voter knows the leader).
+	arbiter := table{Name: "arbiter", Columns: []string{"Kind", "Leader", "Voters", "Seen By"}}
+	arbSeen := map[string][]string{}
+	var arbOrder []string
+	arbRow := map[string][]any{}
+	for _, r := range reps {
+		a := r.Arbiter
+		if a == nil {
+			continue
+		}
+		key := a.Kind + "|" + a.Leader + "|" + strings.Join(a.Voters, ",")
+		if _, ok := arbRow[key]; !ok {
+			arbOrder = append(arbOrder, key)
+			voters := slices.Clone(a.Voters)
+			if voters == nil {
+				voters = []string{}
+			}
+			arbRow[key] = []any{a.Kind, a.Leader, voters}
+		}
+		arbSeen[key] = append(arbSeen[key], r.Host)
+	}
+	for _, k := range arbOrder {
+		arbiter.Rows = append(arbiter.Rows, append(arbRow[k], strings.Join(arbSeen[k], " ")))
+	}
+
 	evs := joinEvents(reps)
 	if len(evs) > statusEvents {
 		evs = evs[len(evs)-statusEvents:]
@@ -149,7 +174,7 @@ func statusTables(reps []agentReport, now time.Time) []table {
 	for _, e := range evs {
 		events.Rows = append(events.Rows, []any{e.ID, e.Kind, e.Host, stamp(e.Raised), outcomeOf(e), e.Moves, e.Reason})
 	}
-	return []table{agents, parts, events}
+	return []table{agents, parts, arbiter, events}
 }
 
 // joinEvents merges the agents' entries of each event (the raising agent
