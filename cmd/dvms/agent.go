@@ -101,7 +101,28 @@ func runAgent(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.wait()
+	// systemd (Type=notify): ready now, alive while the runner runs.
+	sd := newNotifier(os.LookupEnv, os.Getpid())
+	if err := sd.send("READY=1\nSTATUS=agent of " + cfg.Agent.ID + " running"); err != nil {
+		log.Warn().Err(err).Msg("systemd not told the agent is ready")
+	}
+	sdCtx, stopSD := context.WithCancel(context.WithoutCancel(ctx))
+	sdDone := make(chan struct{})
+	go func() {
+		defer close(sdDone)
+		sd.watch(sdCtx, a.running.Load)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = sd.send("STOPPING=1\nSTATUS=stopping: finishing the plan being executed")
+		case <-sdCtx.Done():
+		}
+	}()
+	err = a.wait()
+	stopSD()
+	<-sdDone
+	return err
 }
 
 // agentProc is a running agent: its runner, membership, arbiter and the
