@@ -68,12 +68,13 @@ func TestFunctionalAgents(t *testing.T) {
 	// minute holds exactly one period of it.
 	baseline, _ := w.measure("baseline, no agent", baselineWindow)
 
+	started := w.logs.mark(t)
 	rest := startFleet(t, fc, bin, hosts, "",
 		"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH="+w.demand,
 		"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
 		"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info")
 	w.waitMembers(rest)
-	t.Run("QuietAtRest", func(t *testing.T) { w.t = t; w.quiet(rest, baseline) })
+	t.Run("QuietAtRest", func(t *testing.T) { w.t = t; w.quiet(rest, started, baseline) })
 	t.Run("MaintenanceDrainFromOpenstackCLI", func(t *testing.T) { w.t = t; w.drain(rest, drainHost, per[drainHost]) })
 	t.Run("Overload", func(t *testing.T) { w.t = t; w.overload(rest, "compute-2") })
 	w.t = t
@@ -218,14 +219,26 @@ func (w *world) bootServers(per map[string]int) {
 	w.t.Helper()
 	start := time.Now()
 	want := 0
+	// One CLI call per host, side by side: each spends seconds starting
+	// and logging in before its one request.
+	errs := make(chan error, len(w.hosts))
 	for _, h := range w.hosts {
 		n := per[h]
-		if n == 0 {
-			continue
-		}
 		want += n
-		w.osc("server", "create", "--flavor", "dvms.tiny", "--image", "dvms-tiny", "--nic", "none",
-			"--availability-zone", "nova:"+h, "--min", fmt.Sprint(n), "--max", fmt.Sprint(n), "dvmsft-"+h)
+		go func() {
+			if n == 0 {
+				errs <- nil
+				return
+			}
+			_, err := w.fc.osc(w.t, w.ctx, "server", "create", "--flavor", "dvms.tiny", "--image", "dvms-tiny", "--nic", "none",
+				"--availability-zone", "nova:"+h, "--min", fmt.Sprint(n), "--max", fmt.Sprint(n), "dvmsft-"+h)
+			errs <- err
+		}()
+	}
+	for range w.hosts {
+		if err := <-errs; err != nil {
+			w.t.Fatal(err)
+		}
 	}
 	ok := w.eventually(fmt.Sprintf("%d servers ACTIVE", want), 5*time.Minute, func() bool {
 		out, err := w.fc.osc(w.t, w.ctx, "server", "list", "--all-projects", "--name", "^dvmsft-", "-f", "json", "-c", "ID", "-c", "Status")
@@ -313,13 +326,17 @@ func (w *world) drain(f *fleet, host string, want int) {
 	mark := w.logs.mark(t)
 	w.osc("compute", "service", "set", "--disable", "--disable-reason", "maintenance", host, "nova-compute")
 	after := w.logs.mark(t)
-	// The disable time is Nova's: when nova-api answered the PUT (its
-	// log's clock, local time, milliseconds); the CLI's own start-up
-	// around it is not the agents' time.
+	// The disable time is Nova's: when nova-api received the PUT (its
+	// log's clock, local time, milliseconds: the answer's line minus the
+	// request's time). Nova commits the status first and answers only once
+	// the compute has synced its COMPUTE_STATUS_DISABLED trait, 7 s later
+	// on a loaded machine, while the agents already see the host disabled.
+	// The CLI's own start-up before it is not the agents' time.
 	var disabled time.Time
 	for _, q := range w.logs.between(t, mark, after) {
 		if q.service == "nova-api" && q.method == "PUT" && strings.Contains(q.path, "/os-services/") && q.status == 200 {
-			disabled = q.at
+			disabled = q.received()
+			t.Logf("disable: nova-api received the PUT at %s and answered %s later", disabled.Format("15:04:05.000"), q.took.Round(time.Millisecond))
 		}
 	}
 	if disabled.IsZero() {
@@ -355,11 +372,11 @@ func (w *world) drain(f *fleet, host string, want int) {
 	for _, q := range w.logs.between(t, mark, w.logs.mark(t)) {
 		if q.method == "POST" && strings.HasSuffix(q.path, "/action") &&
 			slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(q.path, id) }) {
-			firstPost = q.at
+			firstPost = q.received()
 			break
 		}
 	}
-	t.Logf("DRAIN %s: %s; first os-migrateLive POST logged +%s after the disable", host, d, firstPost.Sub(disabled).Round(time.Millisecond))
+	t.Logf("DRAIN %s: %s; first os-migrateLive POST received +%s after the disable", host, d, firstPost.Sub(disabled).Round(time.Millisecond))
 	for _, p := range d.problems() {
 		t.Error(p)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,8 +40,12 @@ type apiMark struct {
 type apiRequest struct {
 	service, method, path, user string
 	status                      int
-	at                          time.Time
+	at                          time.Time     // when the answer was logged
+	took                        time.Duration // nova-api's "time:" (placement does not log it)
 }
+
+// received is when the service got the request, as far as its log says.
+func (r apiRequest) received() time.Time { return r.at.Add(-r.took) }
 
 // template is the request with ids and query values replaced, so that
 // the same call from different agents or for different servers counts as
@@ -69,6 +74,7 @@ var (
 	// 2026-11-23 16:44:09.736 26305 INFO placement.requestlog [ctx] 127.0.0.1 "GET /resource_providers/..." status: 200 ...
 	reqLineRE = regexp.MustCompile(`^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) \d+ \w+ (nova\.osapi_compute\.wsgi\.server|placement\.requestlog) \[([^\]]*)\] \S+ "(\w+) (\S+)[^"]*" status: (\d+)`)
 	userRE    = regexp.MustCompile(`\b[0-9a-f]{32}\b`)
+	tookRE    = regexp.MustCompile(`" status: \d+ len: \d+ time: ([0-9.]+)`)
 )
 
 const logTime = "2006-01-02 15:04:05.000"
@@ -132,7 +138,13 @@ func (l apiLogs) between(t *testing.T, from, to apiMark) []apiRequest {
 					user = n
 				}
 			}
-			out = append(out, apiRequest{service: svc, method: m[4], path: m[5], user: user, status: status, at: at})
+			var took time.Duration
+			if tm := tookRE.FindStringSubmatch(sc.Text()); tm != nil {
+				if f, err := strconv.ParseFloat(tm[1], 64); err == nil {
+					took = time.Duration(f * float64(time.Second))
+				}
+			}
+			out = append(out, apiRequest{service: svc, method: m[4], path: m[5], user: user, status: status, at: at, took: took})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b apiRequest) int { return a.at.Compare(b.at) })
@@ -232,7 +244,7 @@ func TestFunctionalRequestLogs(t *testing.T) {
 	appendTo(l.files["nova-api"], ""+
 		"2026-11-23 16:44:09.597 26697 INFO nova.osapi_compute.wsgi.server [None req-fd4c8518-3d80-4e52-b028-b5a70728519d db471f3a7e514916b0f90c6b5efe94d5 c46c1a92e1f9490994274d25e0289cf7 - - default default] 127.0.0.1 \"DELETE /v2.1/servers/01ef348d-8d76-4cca-95e7-834695624848 HTTP/1.1\" status: 204 len: 407 time: 0.0514312\x1b[00m\n"+
 		"2026-11-23 16:44:09.600 26697 WARNING oslo_messaging.rpc.client [None req-x - - - - - -] Using RPCClient manually\x1b[00m\n"+
-		"2026-11-23 16:44:10.641 26697 INFO nova.osapi_compute.wsgi.server [None req-20f119aa-523a-4fe3-b1e5-34f035eb02ea db471f3a7e514916b0f90c6b5efe94d5 c46c1a92e1f9490994274d25e0289cf7 - - default default] 127.0.0.1 \"GET /v2.1/servers/detail?all_tenants=True&host=compute-3&limit=1000 HTTP/1.1\" status: 200 len: 2247 time: 0.0385218\x1b[00m\n")
+		"2026-11-23 16:44:10.641 26697 INFO nova.osapi_compute.wsgi.server [None req-20f119aa-523a-4fe3-b1e5-34f035eb02ea db471f3a7e514916b0f90c6b5efe94d5 c46c1a92e1f9490994274d25e0289cf7 - - default default] 127.0.0.1 \"GET /v2.1/servers/detail?all_tenants=True&host=compute-3&limit=1000 HTTP/1.1\" status: 200 len: 2247 time: 6.5860933\x1b[00m\n")
 	appendTo(l.files["placement"], ""+
 		"2026-11-23 16:44:09.736 26305 INFO placement.requestlog [req-fd4c8518-3d80-4e52-b028-b5a70728519d req-1426d63c-ea1d-4f1b-a89c-174b75a50e2c 44df2497a9a14151b9b4bd9c2e18f462 3b0eb2686b9944468f446a78b5e17654 - - default default] 127.0.0.1 \"GET /resource_providers/97740ad6-8c22-4827-8b19-fe01aa7602ca/allocations\" status: 200 len: 152 microversion: 1.0\x1b[00m\n"+
 		"[pid: 20505|app: 0|req: 1687/1687] 127.0.0.1 () {34 vars in 797 bytes} [Mon Nov 23 17:33:50 2026] GET /allocations/a47f => generated 257 bytes in 69 msecs (HTTP/1.1 200)\n"+
@@ -241,13 +253,13 @@ func TestFunctionalRequestLogs(t *testing.T) {
 	reqs := l.between(t, from, l.mark(t))
 	var got []string
 	for _, q := range reqs {
-		got = append(got, fmt.Sprintf("%s %s %d %s", q.at.Format("15:04:05.000"), q.user, q.status, q.template()))
+		got = append(got, fmt.Sprintf("%s %s %s %d %s", q.at.Format("15:04:05.000"), q.received().Format("15:04:05.000"), q.user, q.status, q.template()))
 	}
 	want := []string{
-		"16:40:00.026 - 200 placement GET /",
-		"16:44:09.597 admin 204 nova-api DELETE /v2.1/servers/{id}",
-		"16:44:09.736 44df2497a9a14151b9b4bd9c2e18f462 200 placement GET /resource_providers/{id}/allocations",
-		"16:44:10.641 admin 200 nova-api GET /v2.1/servers/detail?all_tenants=*&host=*&limit=*",
+		"16:40:00.026 16:40:00.026 - 200 placement GET /",
+		"16:44:09.597 16:44:09.545 admin 204 nova-api DELETE /v2.1/servers/{id}",
+		"16:44:09.736 16:44:09.736 44df2497a9a14151b9b4bd9c2e18f462 200 placement GET /resource_providers/{id}/allocations",
+		"16:44:10.641 16:44:04.054 admin 200 nova-api GET /v2.1/servers/detail?all_tenants=*&host=*&limit=*",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("metered\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
