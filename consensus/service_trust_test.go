@@ -1,0 +1,47 @@
+package consensus
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+)
+
+// Issue 10: on a signed bus an arbiter request or answer speaks only for
+// its signer. Forged status messages (a ghost "older group" that made the
+// voters stop) and answers naming another member are ignored.
+func TestServiceTakesOnlyWhatItsSignerSays(t *testing.T) {
+	s, err := NewService(ServiceConfig{Region: "r", ID: "h1"}, bus.NewHub(1).Transport("h1"), time.Now, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(from string) []byte {
+		st := wireState{ID: from, Running: true, Member: true, IsLeader: true, Voters: []string{from}, Group: "0-" + from}
+		data, _ := json.Marshal(wireReq{V: wireVersion, ID: "x-" + from, From: from, Reply: ReplySubject("r") + ".t", Kind: kindStatus, State: &st})
+		return data
+	}
+	seen := func(id string) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, ok := s.seen[id]
+		return ok
+	}
+	s.onRequest(RequestSubject("r"), "h2", status("h3")) // h2's key, h3's name
+	if seen("h3") {
+		t.Fatal("a status signed by h2 in h3's name was taken")
+	}
+	answer, _ := json.Marshal(wireReply{V: wireVersion, ID: "y", From: "h4", State: &wireState{ID: "h4", Member: true, IsLeader: true}})
+	s.onReply(s.replySubj, "h2", answer)
+	if seen("h4") {
+		t.Fatal("an answer signed by h2 in h4's name was taken")
+	}
+	// The signer's own status, and an unsigned bus (""), are taken.
+	s.onRequest(RequestSubject("r"), "h3", status("h3"))
+	s.onRequest(RequestSubject("r"), "", status("h5"))
+	if !seen("h3") || !seen("h5") {
+		t.Fatal("a status from its own signer, or on an unsigned bus, was not taken (control)")
+	}
+}
