@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -239,6 +240,12 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	// Operators' view: the journal behind `dvms status` / `dvms events`
 	// and the Prometheus metrics, both fed by the runner's hooks.
 	p.journal = newJournal(host, time.Now)
+	// `dvms events --follow` listens on the plain connection, as status.
+	p.journal.onUpdate = func(u followUpdate) {
+		if data, err := json.Marshal(u); err == nil {
+			_ = tr.Publish(context.Background(), bus.EventsSubject(cfg.Runtime.Region), data)
+		}
+	}
 	p.metrics = newAgentMetrics(metricsSources{
 		host: host, meter: nd.meter, advise: cfg.Runtime.Exec.DryRun,
 		dropped:   func() int64 { return p.runner.Dropped() },

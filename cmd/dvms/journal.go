@@ -67,6 +67,10 @@ type journal struct {
 	host string
 	now  func() time.Time
 
+	// onUpdate, if set, is told of every step and action noted (`dvms
+	// events --follow`), outside the journal's lock.
+	onUpdate func(followUpdate)
+
 	mu     sync.Mutex
 	events map[string]*eventEntry
 	parts  map[string]string // partition id -> its first event
@@ -104,8 +108,27 @@ func (j *journal) evict() {
 	}
 }
 
+// followUpdate is one step or action of an event as it is noted.
+type followUpdate struct {
+	V      int          `json:"v"`
+	Agent  string       `json:"agent"`
+	At     time.Time    `json:"at"`
+	Event  string       `json:"event"`
+	Kind   string       `json:"kind"`
+	Host   string       `json:"host"`
+	Record string       `json:"record,omitempty"`
+	Reason string       `json:"reason,omitempty"`
+	Action *actionEntry `json:"action,omitempty"`
+}
+
 // record notes a record of the agent.
 func (j *journal) record(r scheduler.Record) {
+	if u, ok := j.noteRecord(r); ok && j.onUpdate != nil {
+		j.onUpdate(u)
+	}
+}
+
+func (j *journal) noteRecord(r scheduler.Record) (followUpdate, bool) {
 	now := j.now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -124,7 +147,7 @@ func (j *journal) record(r scheduler.Record) {
 		}
 	}
 	if e == nil {
-		return // a record of no event this agent knows (a member's view)
+		return followUpdate{}, false // a record of no event this agent knows (a member's view)
 	}
 	e.seen = now
 	switch r.Kind {
@@ -143,21 +166,30 @@ func (j *journal) record(r scheduler.Record) {
 	if len(e.Steps) < journalSteps {
 		e.Steps = append(e.Steps, eventStep{At: now, Agent: j.host, Record: r.Kind.String(), Reason: r.Reason})
 	}
+	return followUpdate{V: 1, Agent: j.host, At: now, Event: e.ID, Kind: e.Kind, Host: e.Host, Record: r.Kind.String(), Reason: r.Reason}, true
 }
 
 // exec notes the actions of ev's plan once it was executed.
 func (j *journal) exec(ev scheduler.Event, res node.ExecResult) {
 	now := j.now()
+	var us []followUpdate
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	e := j.entry(ev)
 	e.seen = now
 	for _, a := range res.Actions {
-		e.Actions = append(e.Actions, actionEntry{
+		ae := actionEntry{
 			Kind: a.Action.Kind.String(), Server: a.Action.Server, From: a.Action.From, To: a.Action.To,
 			Outcome: a.Outcome.String(), Reason: a.Reason,
 			RequestID: a.Receipt.GlobalRequestID, NovaReqID: a.Receipt.LocalRequestID, Ended: now,
-		})
+		}
+		e.Actions = append(e.Actions, ae)
+		us = append(us, followUpdate{V: 1, Agent: j.host, At: now, Event: e.ID, Kind: e.Kind, Host: e.Host, Action: &ae})
+	}
+	j.mu.Unlock()
+	if j.onUpdate != nil {
+		for _, u := range us {
+			j.onUpdate(u)
+		}
 	}
 }
 

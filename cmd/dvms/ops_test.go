@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,6 +120,24 @@ func sum(samples map[string]float64, name string, want ...string) float64 {
 	return s
 }
 
+// lockedBuffer is a bytes.Buffer for a writer and a reader goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func hasSeries(samples map[string]float64, name string) bool {
 	_, ok := samples[name]
 	return ok
@@ -173,6 +193,14 @@ func TestOperatorsViewOfAnOverload(t *testing.T) {
 	}()
 
 	waitUntil(t, 10*time.Second, "/healthz 200", func() bool { return healthz(t, a1) == 200 && healthz(t, a2) == 200 })
+	// dvms events --follow from the start.
+	var follow lockedBuffer
+	followCtx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan int, 1)
+	go func() {
+		args := []string{"dvms", "events", "--follow", "--nats-url", ns.ClientURL(), "--region", opsRegion, "--host", "compute-1"}
+		followed <- runContext(followCtx, args, &follow, &follow)
+	}()
 	waitUntil(t, 90*time.Second, "overload solved", func() bool {
 		return sum(scrape(t, a1), "dvms_events_ended_total", `kind="overload"`, `outcome="solved"`) >= 1
 	})
@@ -274,6 +302,24 @@ func TestOperatorsViewOfAnOverload(t *testing.T) {
 	if done != migrations {
 		t.Errorf("dvms events --host compute-2 shows %d actions done, Nova completed %d migrations:\n%s", done, migrations, out.String())
 	}
+
+	// What --follow printed: the event raised and its migration, with
+	// both request ids.
+	defer func() {
+		if t.Failed() {
+			t.Logf("follow output:\n%s", follow.String())
+		}
+	}()
+	waitUntil(t, 10*time.Second, "dvms events --follow shows the raise and the migration", func() bool {
+		s := follow.String()
+		return strings.Contains(s, " overload compute-1 event-raised") &&
+			regexp.MustCompile(`live-migrate s-1-\d compute-1 -> compute-2 done req-[0-9a-f-]+ req-`).MatchString(s)
+	})
+	stopFollow()
+	if code := <-followed; code != 0 {
+		t.Errorf("dvms events --follow: exit %d:\n%s", code, follow.String())
+	}
+	t.Logf("dvms events --follow --host compute-1:\n%s", follow.String())
 
 	// The tables an operator reads, in the log for the curious.
 	for _, cmd := range [][]string{{"status"}, {"events", "-c", "event", "-c", "outcome", "-c", "actions"}} {

@@ -2,10 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -43,6 +49,7 @@ func init() {
 				&cli.StringFlag{Name: "host", Usage: "only events of this host, or that moved servers from or to it"},
 				&cli.StringFlag{Name: "since", Usage: "only events changed since: a duration ago (10m) or an RFC 3339 time"},
 				&cli.BoolFlag{Name: "steps", Usage: "show each event's partition steps too"},
+				&cli.BoolFlag{Name: "follow", Usage: "then print each step and action as the agents note them, until interrupted (one line each; JSON lines with -f json)"},
 			),
 			Action: runEvents,
 		},
@@ -51,21 +58,32 @@ func init() {
 
 // askAgents connects to the agents' NATS and gathers their reports.
 func askAgents(c *cli.Context, since time.Time, maxEvents int) ([]agentReport, error) {
+	tr, err := connectCLI(c)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tr.Close() }()
+	return askOn(c, tr, since, maxEvents)
+}
+
+// connectCLI checks the common flags and connects to the agents' NATS.
+func connectCLI(c *cli.Context) (*bus.NATS, error) {
 	if c.Duration("timeout") <= 0 {
 		return nil, usageError(fmt.Errorf("--timeout must be positive"))
 	}
 	if f := c.String("format"); !slices.Contains(formats, f) {
 		return nil, usageError(fmt.Errorf("-f %q: want one of %s", f, strings.Join(formats, ", ")))
 	}
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout")+10*time.Second)
+	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 	defer cancel()
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name, bc.CredsFile, bc.MaxReconnects = c.String("nats-url"), "dvms-cli", c.String("nats-creds"), 0
-	tr, err := bus.ConnectNATS(ctx, bc)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = tr.Close() }()
+	return bus.ConnectNATS(ctx, bc)
+}
+
+func askOn(c *cli.Context, tr bus.Transport, since time.Time, maxEvents int) ([]agentReport, error) {
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout")+10*time.Second)
+	defer cancel()
 	return gatherReports(ctx, tr, gatherConfig{Region: c.String("region"), Timeout: c.Duration("timeout"), Since: since, Max: maxEvents})
 }
 
@@ -234,12 +252,75 @@ func runEvents(c *cli.Context) error {
 	if err != nil {
 		return usageError(err)
 	}
-	reps, err := askAgents(c, since, 0)
+	tr, err := connectCLI(c)
 	if err != nil {
 		return err
 	}
-	evs := filterHost(joinEvents(reps), c.String("host"))
-	return writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), eventsTable(evs, c.Bool("steps")))
+	defer func() { _ = tr.Close() }()
+	// Subscribed before the history is asked: no update falls between.
+	updates := make(chan followUpdate, 4096)
+	if c.Bool("follow") {
+		sub, err := tr.Subscribe(bus.EventsSubject(c.String("region")), func(_ string, data []byte) {
+			var u followUpdate
+			if json.Unmarshal(data, &u) != nil || u.V != 1 {
+				return
+			}
+			select {
+			case updates <- u:
+			default: // a reader too slow: the history has it
+			}
+		})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	host := c.String("host")
+	reps, err := askOn(c, tr, since, 0)
+	if err != nil && !(c.Bool("follow") && errors.Is(err, errNoAgent)) {
+		return err
+	}
+	evs := filterHost(joinEvents(reps), host)
+	if err := writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), eventsTable(evs, c.Bool("steps"))); err != nil {
+		return err
+	}
+	if !c.Bool("follow") {
+		return nil
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case u := <-updates:
+			if host != "" && u.Host != host && (u.Action == nil || (u.Action.From != host && u.Action.To != host)) {
+				continue
+			}
+			writeUpdate(c.App.Writer, c.String("format"), u)
+		}
+	}
+}
+
+// writeUpdate prints one followed update: a JSON line with -f json, else
+// "TIME AGENT EVENT KIND HOST what".
+func writeUpdate(w io.Writer, format string, u followUpdate) {
+	if format == "json" {
+		data, _ := json.Marshal(u)
+		fmt.Fprintf(w, "%s\n", data)
+		return
+	}
+	what := u.Record
+	if u.Reason != "" {
+		what += ": " + u.Reason
+	}
+	if a := u.Action; a != nil {
+		what = fmt.Sprintf("%s %s %s -> %s %s %s %s", a.Kind, a.Server, a.From, a.To, a.Outcome, a.RequestID, a.NovaReqID)
+		if a.Reason != "" {
+			what += ": " + a.Reason
+		}
+	}
+	fmt.Fprintf(w, "%s %s %s %s %s %s\n", u.At.UTC().Format("15:04:05.000"), u.Agent, u.Event, u.Kind, u.Host, what)
 }
 
 // parseSince reads --since: a duration before now or an RFC 3339 time.
