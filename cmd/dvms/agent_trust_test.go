@@ -96,3 +96,14 @@ func TestWarnReadable(t *testing.T) {
 		t.Fatalf("0644: no warning: %q", buf.String())
 	}
 }
+
+// A NATS URL the agent refuses is quoted without its password.
+func TestBadNATSURLErrorHidesPassword(t *testing.T) {
+	_, err := load(t, "", "OS_CLOUD=c", "DVMS_INSECURE_UNSIGNED=true", "DVMS_NATS_URL=nats://dvms:s3cret@n1:4222,http://u:s3cret@n2")
+	if err == nil || !strings.Contains(err.Error(), "nats") {
+		t.Fatalf("err = %v, want the bad URL refused", err)
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("the error shows the password: %v", err)
+	}
+}

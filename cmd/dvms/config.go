@@ -142,7 +142,11 @@ func loadConfig(src configSource, host string) (fileConfig, error) {
 		o := &options[i]
 		if v, ok := eff[o]; ok {
 			if err := o.set(&c, v.raw); err != nil {
-				errs = append(errs, fmt.Errorf("%s = %q: %w", v.from, v.raw, err))
+				shown := v.raw
+				if o.kind == kindNATSURLs {
+					shown = bus.RedactURLs(shown) // a bad URL may still hold a password
+				}
+				errs = append(errs, fmt.Errorf("%s = %q: %w", v.from, shown, err))
 			}
 		}
 	}
