@@ -20,21 +20,23 @@ const (
 // has raised and ended, the leader that planned it has planned and the
 // actions; `dvms events` joins the entries of every agent by ID.
 type eventEntry struct {
-	ID        string        `json:"id"`
-	Kind      string        `json:"kind"`
-	Host      string        `json:"host"`
-	Agent     string        `json:"agent"` // the agent that kept this entry
-	Raised    time.Time     `json:"raised"`
-	Planned   *time.Time    `json:"planned,omitempty"`
-	Ended     *time.Time    `json:"ended,omitempty"`
-	Outcome   string        `json:"outcome,omitempty"`
-	Reason    string        `json:"reason,omitempty"`
-	Partition string        `json:"partition,omitempty"`
-	Size      int           `json:"size,omitempty"`
-	Moves     int           `json:"moves,omitempty"`
-	Leader    string        `json:"leader,omitempty"` // the agent that planned it
-	Steps     []eventStep   `json:"steps,omitempty"`
-	Actions   []actionEntry `json:"actions,omitempty"`
+	ID        string     `json:"id"`
+	Kind      string     `json:"kind"`
+	Host      string     `json:"host"`
+	Agent     string     `json:"agent"` // the agent that kept this entry
+	Raised    time.Time  `json:"raised"`
+	Planned   *time.Time `json:"planned,omitempty"`
+	Ended     *time.Time `json:"ended,omitempty"`
+	Outcome   string     `json:"outcome,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+	Partition string     `json:"partition,omitempty"`
+	Size      int        `json:"size,omitempty"`
+	Moves     int        `json:"moves,omitempty"`
+	Leader    string     `json:"leader,omitempty"` // the agent that planned it
+	// PlanReason is the solver's reason for the plan.
+	PlanReason string        `json:"plan_reason,omitempty"`
+	Steps      []eventStep   `json:"steps,omitempty"`
+	Actions    []actionEntry `json:"actions,omitempty"`
 	// seen orders entries for eviction (last change).
 	seen time.Time
 }
@@ -152,7 +154,7 @@ func (j *journal) noteRecord(r scheduler.Record) (followUpdate, bool) {
 	e.seen = now
 	switch r.Kind {
 	case scheduler.RecPlanned:
-		e.Planned, e.Leader, e.Moves = &now, j.host, r.Moves
+		e.Planned, e.Leader, e.Moves, e.PlanReason = &now, j.host, r.Moves, r.Reason
 	case scheduler.RecEventEnded:
 		e.Ended = &now
 		e.Outcome, e.Reason = r.Outcome.String(), r.Reason

@@ -54,7 +54,7 @@ func opsCloud(t *testing.T, n int) *fake.Cloud {
 // startOpsAgent starts the `dvms agent` of host (its wiring, as
 // runAgent does) on cloud, over the NATS server at url, with /metrics on
 // a free port.
-func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, host string) *agentProc {
+func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, host string, opts ...func(*fileConfig)) *agentProc {
 	t.Helper()
 	cfg, err := loadConfig(configSource{env: fakeEnv("OS_CLOUD=fake")}, host)
 	if err != nil {
@@ -62,6 +62,9 @@ func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, ho
 	}
 	cfg.Runtime.Region, cfg.NATSURL, cfg.Arbiter, cfg.MetricsListen = opsRegion, url, "local", "127.0.0.1:0"
 	cfg.Runtime.Exec.Poll = 200 * time.Millisecond
+	for _, o := range opts {
+		o(&cfg)
+	}
 	p, err := startAgent(ctx, cfg, false, &novaDeps{client: cloud, meter: cloud.Meter(), demand: cloud}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -335,4 +338,54 @@ func TestOperatorsViewOfAnOverload(t *testing.T) {
 	// NATS gone: /healthz says so.
 	ns.Shutdown()
 	waitUntil(t, 10*time.Second, "/healthz 503 without NATS", func() bool { return healthz(t, a1) == http.StatusServiceUnavailable })
+}
+
+// In advise mode the agents plan compute-1's overload, `dvms plans` shows
+// the plan and its moves, and Nova shows no migration.
+func TestAdvisedPlansAreListed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two agents for several seconds")
+	}
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	cloud := opsCloud(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	advise := func(c *fileConfig) { c.Runtime.Exec.DryRun = true }
+	a1 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-1", advise)
+	a2 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-2", advise)
+	defer func() {
+		cancel()
+		for _, a := range []*agentProc{a1, a2} {
+			if err := a.wait(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	var plans []struct {
+		Event, Host string
+		Moves       []map[string]string
+	}
+	var out, errOut bytes.Buffer
+	waitUntil(t, 90*time.Second, "an advised plan listed", func() bool {
+		out.Reset()
+		args := []string{"dvms", "plans", "--nats-url", ns.ClientURL(), "--region", opsRegion, "-f", "json"}
+		if code := run(args, &out, &errOut); code != 0 {
+			t.Fatalf("dvms plans: exit %d: %s", code, errOut.String())
+		}
+		return json.Unmarshal(out.Bytes(), &plans) == nil && len(plans) > 0
+	})
+	p := plans[0]
+	if p.Host != "compute-1" || len(p.Moves) == 0 || p.Moves[0]["from"] != "compute-1" || p.Moves[0]["recheck"] != "holds" {
+		t.Errorf("advised plan: %s", out.String())
+	}
+	if st := cloud.Stats(); st.Started != 0 {
+		t.Errorf("advise mode, yet Nova started %d migrations", st.Started)
+	}
+	if m := scrape(t, a1); sum(m, "dvms_advise_mode") != 1 {
+		t.Error("dvms_advise_mode is not 1 in advise mode")
+	}
 }

@@ -264,6 +264,28 @@ func TestJournalJoinsAgents(t *testing.T) {
 	}
 }
 
+// dvms plans lists the advised plans only, each move with its re-check.
+func TestPlansTable(t *testing.T) {
+	planned := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	es := []eventEntry{
+		{ID: "e1", Kind: "overload", Host: "c1", Planned: &planned, Leader: "c2", PlanReason: "fixes c1", Actions: []actionEntry{
+			{Kind: "live-migrate", Server: "s1", From: "c1", To: "c2", Outcome: "skipped", Reason: "advise mode: not executed"},
+			{Kind: "live-migrate", Server: "s2", From: "c1", To: "c3", Outcome: "skipped", Reason: "destination is disabled/up"},
+		}},
+		{ID: "e2", Kind: "overload", Host: "c4", Planned: &planned, Actions: []actionEntry{
+			{Kind: "live-migrate", Server: "s9", From: "c4", To: "c5", Outcome: "done"},
+		}},
+	}
+	var b bytes.Buffer
+	if err := writeTables(&b, "value", nil, plansTable(es)); err != nil {
+		t.Fatal(err)
+	}
+	want := "e1 overload c1 2026-01-01T00:00:00Z c2 fixes c1 live-migrate s1 c1 -> c2 holds live-migrate s2 c1 -> c3 would be skipped: destination is disabled/up\n"
+	if b.String() != want {
+		t.Errorf("plans:\n got %q\nwant %q", b.String(), want)
+	}
+}
+
 // The journal keeps the last journalEvents events.
 func TestJournalIsBounded(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

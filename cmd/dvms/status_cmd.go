@@ -41,6 +41,19 @@ func init() {
 			Action: runStatus,
 		},
 		&cli.Command{
+			Name:  "plans",
+			Usage: "plans the agents computed in advise mode, with their moves (nothing was sent to Nova)",
+			Description: "Agents with [scheduler] advise_only = true compute, re-check and record plans but\n" +
+				"send nothing to Nova; this lists those plans from the agents' journals: each move\n" +
+				"with whether its re-check held (\"advise mode: not executed\") or why it would be\n" +
+				"skipped.",
+			Flags: append(natsFlags(),
+				&cli.StringFlag{Name: "host", Usage: "only plans of this host's events, or moving servers from or to it"},
+				&cli.StringFlag{Name: "since", Usage: "only plans since: a duration ago (10m) or an RFC 3339 time"},
+			),
+			Action: runPlans,
+		},
+		&cli.Command{
 			Name:  "events",
 			Usage: "recent events, with every step and each Nova action's request ids",
 			Description: "Joins what every agent of the region keeps of its last events (each agent keeps\n" +
@@ -214,7 +227,7 @@ func joinEvents(reps []agentReport) []eventEntry {
 				j.Raised = e.Raised
 			}
 			if e.Planned != nil && (j.Planned == nil || e.Planned.After(*j.Planned)) {
-				j.Planned, j.Leader, j.Moves = e.Planned, e.Leader, e.Moves
+				j.Planned, j.Leader, j.Moves, j.PlanReason = e.Planned, e.Leader, e.Moves, e.PlanReason
 			}
 			if e.Ended != nil && (j.Ended == nil || e.Ended.After(*j.Ended)) {
 				j.Ended, j.Outcome, j.Reason = e.Ended, e.Outcome, e.Reason
@@ -321,6 +334,44 @@ func writeUpdate(w io.Writer, format string, u followUpdate) {
 		}
 	}
 	fmt.Fprintf(w, "%s %s %s %s %s %s\n", u.At.UTC().Format("15:04:05.000"), u.Agent, u.Event, u.Kind, u.Host, what)
+}
+
+func runPlans(c *cli.Context) error {
+	since, err := parseSince(c.String("since"), time.Now())
+	if err != nil {
+		return usageError(err)
+	}
+	reps, err := askAgents(c, since, 0)
+	if err != nil {
+		return err
+	}
+	return writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), plansTable(filterHost(joinEvents(reps), c.String("host"))))
+}
+
+// advised: the executor's reason for an action of advise mode.
+const advised = "advise mode"
+
+// plansTable lists the events whose plan was advised, not executed.
+func plansTable(es []eventEntry) table {
+	t := table{Name: "plans", Columns: []string{"Event", "Kind", "Host", "Planned", "Leader", "Reason", "Moves"}}
+	for _, e := range es {
+		var moves []orderedMap
+		for _, a := range e.Actions {
+			if !strings.HasPrefix(a.Reason, advised) && !slices.ContainsFunc(e.Actions, func(b actionEntry) bool { return strings.HasPrefix(b.Reason, advised) }) {
+				continue
+			}
+			check := "holds"
+			if !strings.HasPrefix(a.Reason, advised) {
+				check = "would be skipped: " + a.Reason
+			}
+			moves = append(moves, orderedMap{{"action", a.Kind}, {"server", a.Server}, {"from", a.From}, {"to", "-> " + a.To}, {"recheck", check}})
+		}
+		if len(moves) == 0 {
+			continue
+		}
+		t.Rows = append(t.Rows, []any{e.ID, e.Kind, e.Host, stampPtr(e.Planned), e.Leader, e.PlanReason, moves})
+	}
+	return t
 }
 
 // parseSince reads --since: a duration before now or an RFC 3339 time.
