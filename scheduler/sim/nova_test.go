@@ -99,6 +99,9 @@ func TestSimulateReportsNovaCost(t *testing.T) {
 	if r.Samples.Due != int64(c.Hosts)*int64(c.Duration/time.Second) || r.Samples.Ratio < 0.5 || r.Samples.Ratio > 1.2 {
 		t.Errorf("samples %+v: a small run keeps up", r.Samples)
 	}
+	if secs := int(c.Duration / time.Second); r.Samples.HarnessTicks < secs/2 || r.Samples.HarnessTicks > secs+2 {
+		t.Errorf("harness ticked %d times in a %d s run", r.Samples.HarnessTicks, secs)
+	}
 	// 40 agents reading their hosts at start against 100 requests/s.
 	if n.APIRPS != 100 || n.Queued == 0 || n.QueueMaxMS <= 0 || n.P99MS < 10 {
 		t.Errorf("capped API: %d queued, longest %.0f ms, p99 %.1f ms", n.Queued, n.QueueMaxMS, n.P99MS)

@@ -472,7 +472,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	use.end() // agents stopping are no longer at rest or in events
 	if cfg.Mode == "dvms" {
-		rep.Samples.Taken = samples.Load()
+		rep.Samples.Taken, rep.Samples.HarnessTicks = samples.Load(), len(rep.Series)
 		rep.Samples.Due = int64(float64(cfg.Hosts) * cfg.Duration.Seconds() / cfg.Runtime.Monitor.Seconds())
 		if rep.Samples.Due > 0 {
 			rep.Samples.Ratio = round(float64(rep.Samples.Taken) / float64(rep.Samples.Due))
