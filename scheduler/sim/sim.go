@@ -440,12 +440,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				kl.back = -1
 			}
 		}
-		over := 0
-		for _, h := range hosts {
-			if cloud.Overloaded(h) {
-				over++
-			}
-		}
+		over := cloud.OverloadedHosts()
 		rep.OverloadSeconds += float64(over) * dt
 		st.mu.Lock()
 		inflight := len(st.inFlight)
