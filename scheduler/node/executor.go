@@ -374,15 +374,18 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) (baseline map[string]bool, held *reservation, why string) {
 	ctx, cancel := context.WithTimeout(ctx, e.wall(e.cfg.RecheckTimeout))
 	defer cancel()
-	s, err := retry(ctx, e, func() (nova.Server, error) { return e.nova.Server(ctx, a.Server) })
+	// Every read at once: on a busy nova-api the re-check costs one
+	// round trip, not seven (it is on the path of a drain's first move).
+	r := e.readAll(ctx, ev, a, f)
+	s, err := r.server, r.serverErr
 	if err != nil {
 		return nil, nil, "server re-read failed: " + err.Error()
 	}
 	if s.Host != a.From || s.Status != nova.StatusActive || s.TaskState != "" {
 		return nil, nil, fmt.Sprintf("server is now %s on %q (task %q)", s.Status, s.Host, s.TaskState)
 	}
-	if why := e.reasonHolds(ctx, ev, a, f); why != "" {
-		return nil, nil, why
+	if r.reason != "" {
+		return nil, nil, r.reason
 	}
 	if a.Kind != scheduler.LiveMigrate {
 		return nil, nil, ""
@@ -390,37 +393,36 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	if s.Group != nil && s.Group.Policy == nova.PolicyAffinity {
 		return nil, nil, "server is in affinity group " + s.Group.Name + ": it moves with its group only"
 	}
-	ms, err := retry(ctx, e, func() ([]nova.Migration, error) { return e.nova.Migrations(ctx, a.Server) })
-	if err != nil {
-		return nil, nil, "migrations re-read failed: " + err.Error()
+	if r.migrationsErr != nil {
+		return nil, nil, "migrations re-read failed: " + r.migrationsErr.Error()
 	}
 	baseline = map[string]bool{}
-	for _, m := range ms {
+	for _, m := range r.migrations {
 		if !m.Terminal() {
 			return nil, nil, fmt.Sprintf("server has migration %s %s in progress", m.ID, m.Status)
 		}
 		baseline[m.ID] = true
 	}
-	h, err := retry(ctx, e, func() (nova.Host, error) { return e.nova.Host(ctx, a.To) })
+	h, err := r.dest, r.destErr
 	if err != nil {
 		return nil, nil, "destination re-read failed: " + err.Error()
 	}
 	if h.Service.Disabled() || h.Service.State == nova.ServiceDown || h.Service.ForcedDown {
 		return nil, nil, "destination is " + h.Service.Status + "/" + h.Service.State
 	}
-	servers, err := retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, a.To) })
+	servers, err := r.destServers, r.destServersErr
 	if err != nil {
 		return nil, nil, "destination servers re-read failed: " + err.Error()
 	}
 	// The server's demand now if the source measures it, else as the
 	// plan saw it; the destination's likewise, server by server.
 	mine := nova.Demand{CPU: a.CPU, RAMMB: a.RAM}
-	if d, err := e.measure(ctx, a.From); err != nil {
-		return nil, nil, "source demand: " + err.Error()
-	} else if v, ok := d[a.Server]; ok {
+	if r.srcDemandErr != nil {
+		return nil, nil, "source demand: " + r.srcDemandErr.Error()
+	} else if v, ok := r.srcDemand[a.Server]; ok {
 		mine = v
 	}
-	dest, err := e.measure(ctx, a.To)
+	dest, err := r.destDemand, r.destDemandErr
 	if err != nil {
 		return nil, nil, "destination demand: " + err.Error()
 	}
@@ -474,6 +476,49 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 		f.groups[a.To][held.group]++
 	}
 	return baseline, held, ""
+}
+
+// reads is what a re-check reads, all at once.
+type reads struct {
+	server                      nova.Server
+	serverErr                   error
+	reason                      string
+	migrations                  []nova.Migration
+	migrationsErr               error
+	dest                        nova.Host
+	destErr                     error
+	destServers                 []nova.Server
+	destServersErr              error
+	srcDemand, destDemand       map[string]nova.Demand
+	srcDemandErr, destDemandErr error
+}
+
+// readAll runs the re-check's reads concurrently (a shelve needs only the
+// server and the reason).
+func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) *reads {
+	r := &reads{}
+	var wg sync.WaitGroup
+	do := func(fn func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); fn() }()
+	}
+	do(func() {
+		r.server, r.serverErr = retry(ctx, e, func() (nova.Server, error) { return e.nova.Server(ctx, a.Server) })
+	})
+	do(func() { r.reason = e.reasonHolds(ctx, ev, a, f) })
+	if a.Kind == scheduler.LiveMigrate {
+		do(func() {
+			r.migrations, r.migrationsErr = retry(ctx, e, func() ([]nova.Migration, error) { return e.nova.Migrations(ctx, a.Server) })
+		})
+		do(func() { r.dest, r.destErr = retry(ctx, e, func() (nova.Host, error) { return e.nova.Host(ctx, a.To) }) })
+		do(func() {
+			r.destServers, r.destServersErr = retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, a.To) })
+		})
+		do(func() { r.srcDemand, r.srcDemandErr = e.measure(ctx, a.From) })
+		do(func() { r.destDemand, r.destDemandErr = e.measure(ctx, a.To) })
+	}
+	wg.Wait()
+	return r
 }
 
 // reservation is what a re-checked live migration holds on its
