@@ -51,9 +51,19 @@ func newArrivals(cfg Config, cloud *fake.Cloud, seed int64, summary func(string)
 		wcfg: w, view: extsched.NewView(w.StaleAfter, w.PendingTTL), summary: summary}
 }
 
-// step boots the servers due after dt more simulated seconds.
-func (a *arrivals) step(dt float64, now time.Time) error {
+// step boots the servers due after dt more simulated seconds. With dvms
+// weights the view first takes every agent's current summary, as the
+// service hears them (the agents publish on change, checked every monitor
+// interval, so once a simulated second is what it would know).
+func (a *arrivals) step(dt float64, now time.Time, hosts []string) error {
 	a.due += a.rate * dt
+	if a.due >= 1 && a.weights == WeightsDvms {
+		for _, h := range hosts {
+			if s, ok := a.summary(h); ok {
+				a.view.Update(s, now)
+			}
+		}
+	}
 	for ; a.due >= 1; a.due-- {
 		if err := a.boot(now); err != nil {
 			return err
@@ -108,9 +118,6 @@ func (a *arrivals) choose(states []fake.HostState, vcpus, ramMB int, now time.Ti
 	names := make([]string, len(req.Hosts))
 	for i, h := range req.Hosts {
 		names[i] = h.Host
-		if s, ok := a.summary(h.Host); ok {
-			a.view.Update(s, now)
-		}
 	}
 	spec := extsched.Spec{VCPUs: vcpus, RAMMB: ramMB}
 	d := extsched.Weigh(a.wcfg, spec, req, a.view.States(names, now))

@@ -38,6 +38,10 @@ func TestArrivalsChooseLikeNovaThenDvms(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Arrivals, cfg.ArrivalWeights = 1, tc.weights
 		a := newArrivals(cfg, nil, 1, summary)
+		for _, st := range states {
+			s, _ := summary(st.Host.Name)
+			a.view.Update(s, now)
+		}
 		got, ok := a.choose(states, 2, 4096, now)
 		if !ok || got != tc.want {
 			t.Errorf("%s weights: boot on %q (%v), want %q", tc.weights, got, ok, tc.want)

@@ -407,7 +407,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		last = t
 		applyWorkload(t)
 		if arr != nil {
-			if err := arr.step(dt, clock.Now()); err != nil {
+			if err := arr.step(dt, clock.Now(), hosts); err != nil {
 				return nil, err
 			}
 		}
