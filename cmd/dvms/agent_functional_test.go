@@ -383,34 +383,47 @@ func (w *world) drain(f *fleet, host string, want int) {
 	moved := d.moved
 
 	// `openstack server event list`: the live-migration action of each
-	// server carries the request id the agent recorded.
+	// server carries the request id the agent recorded. One CLI call per
+	// server, side by side (each spends seconds starting and logging in).
+	type event struct {
+		RequestID string `json:"Request ID"`
+		Action    string `json:"Action"`
+	}
+	type listed struct {
+		id, out string
+		err     error
+	}
 	acts := f.actions()
+	lists := make(chan listed, len(moved))
 	for id := range moved {
+		go func() {
+			out, err := w.fc.osc(t, w.ctx, "server", "event", "list", id, "-f", "json")
+			lists <- listed{id, out, err}
+		}()
+	}
+	for range moved {
+		l := <-lists
+		if l.err != nil {
+			t.Errorf("event list %s: %v", l.id, l.err)
+			continue
+		}
 		var a *agentAction
 		for i := range acts {
-			if acts[i].Server == id && acts[i].Action == "live-migrate" {
+			if acts[i].Server == l.id && acts[i].Action == "live-migrate" {
 				a = &acts[i]
 			}
 		}
 		if a == nil || a.NovaRequestID == "" || !strings.HasPrefix(a.RequestID, "req-") || a.Event == "" {
-			t.Errorf("no agent record of the live migration of %s (with event id, request ids): %+v", id, a)
+			t.Errorf("no agent record of the live migration of %s (with event id, request ids): %+v", l.id, a)
 			continue
 		}
-		out := w.osc("server", "event", "list", id, "-f", "json")
-		var evs []struct {
-			RequestID string `json:"Request ID"`
-			Action    string `json:"Action"`
+		var evs []event
+		if err := json.Unmarshal([]byte(l.out), &evs); err != nil {
+			t.Errorf("event list %s: %v", l.id, err)
+			continue
 		}
-		if err := json.Unmarshal([]byte(out), &evs); err != nil {
-			t.Fatalf("event list: %v", err)
-		}
-		if !slices.ContainsFunc(evs, func(e struct {
-			RequestID string `json:"Request ID"`
-			Action    string `json:"Action"`
-		}) bool {
-			return e.Action == "live-migration" && e.RequestID == a.NovaRequestID
-		}) {
-			t.Errorf("server event list %s has no live-migration with request id %s (agent event %s): %+v", id, a.NovaRequestID, a.Event, evs)
+		if !slices.ContainsFunc(evs, func(e event) bool { return e.Action == "live-migration" && e.RequestID == a.NovaRequestID }) {
+			t.Errorf("server event list %s has no live-migration with request id %s (agent event %s): %+v", l.id, a.NovaRequestID, a.Event, evs)
 		}
 	}
 	// Disabled hosts are never destinations: compute-1 stays empty while
