@@ -81,8 +81,8 @@ func (d drainFigures) String() string {
 	return fmt.Sprintf("%d servers; first migration created +%s after the disable; last migration updated +%s; host seen empty +%s; "+
 		"union of the migrations' created->updated intervals %s (sum %s, host idle between migrations %s); "+
 		"limit %.2f x union + %s = %s; %d failed migrations %v",
-		d.servers, d.firstDelay, d.lastDone.Round(time.Millisecond), d.toEmpty.Round(100*time.Millisecond),
-		d.union, d.sum, d.idleBetween, drainSlowdown, drainSlack, d.limit(), len(d.failed), d.failed)
+		d.servers, d.firstDelay.Round(time.Millisecond), d.lastDone.Round(time.Millisecond), d.toEmpty.Round(100*time.Millisecond),
+		d.union, d.sum, d.idleBetween, drainSlowdown, drainSlack, d.limit().Round(10*time.Millisecond), len(d.failed), d.failed)
 }
 
 // problems are the checks the drain failed.
@@ -92,11 +92,11 @@ func (d drainFigures) problems() []string {
 		out = append(out, fmt.Sprintf("%d servers left %s but the migration list shows %d completed live migrations", d.servers, d.host, len(d.moved)))
 	}
 	if d.firstDelay > drainFirstWithin {
-		out = append(out, fmt.Sprintf("first migration off %s created %s after the disable, more than %s", d.host, d.firstDelay, drainFirstWithin))
+		out = append(out, fmt.Sprintf("first migration off %s created %s after the disable, more than %s", d.host, d.firstDelay.Round(time.Millisecond), drainFirstWithin))
 	}
 	if d.toEmpty > d.limit() {
 		out = append(out, fmt.Sprintf("%s empty %s after the disable, more than %.2f x %s (Nova's time migrating) + %s = %s: the host sat idle between migrations",
-			d.host, d.toEmpty.Round(100*time.Millisecond), drainSlowdown, d.union, drainSlack, d.limit()))
+			d.host, d.toEmpty.Round(100*time.Millisecond), drainSlowdown, d.union, drainSlack, d.limit().Round(10*time.Millisecond)))
 	}
 	if len(d.failed) > 0 {
 		out = append(out, fmt.Sprintf("%d migrations off %s did not complete: %v", len(d.failed), d.host, d.failed))
