@@ -13,6 +13,7 @@ import (
 
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/fit"
 )
 
 // ExecConfig tunes the executor.
@@ -447,24 +448,30 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 		return nil, nil, fmt.Sprintf("destination has %d VCPU of migrations in progress from elsewhere", foreign)
 	}
 	in := f.load(a.To)
-	if float64(listedVCPUs+in.vcpus+a.VCPUs) > h.AllocatableVCPUs()+1e-9 || float64(listedRAM+in.ramMB+a.RAMMB) > h.AllocatableRAMMB()+1e-9 {
-		return nil, nil, fmt.Sprintf("destination placement capacity no longer fits (%d+%d+%d VCPU of %.0f)", listedVCPUs, in.vcpus, a.VCPUs, h.AllocatableVCPUs())
-	}
-	var cpu, ram float64
+	// What the destination carries now: its listed servers (their demand
+	// as its own agent measures it; a server it has no reading of yet —
+	// one that just arrived — at its flavor, the most it can use) and the
+	// moves of this plan on their way in.
+	var used fit.Use
 	for _, sv := range servers {
 		d, ok := dest[sv.ID]
 		if !ok {
 			if d, ok = f.snap[sv.ID]; !ok {
-				d = UnknownDemand(sv)
+				d = nova.Demand{CPU: float64(sv.VCPUs), RAMMB: float64(sv.RAMMB)}
 			}
 		}
-		cpu += d.CPU
-		ram += d.RAMMB
+		used = used.Plus(fit.Use{CPU: d.CPU, RAM: d.RAMMB})
 	}
-	cpu += in.cpu + mine.CPU
-	ram += in.ram + mine.RAMMB
-	if cpu > float64(h.VCPUs)*e.thr.CPUOverload+1e-9 || ram > float64(h.RAMMB)*e.thr.RAMOverload+1e-9 {
-		return nil, nil, fmt.Sprintf("destination would be overloaded (cpu %.1f/%d, ram %.0f/%d)", cpu, h.VCPUs, ram, h.RAMMB)
+	used = used.Plus(fit.Use{CPU: in.cpu, RAM: in.ram, VCPUs: float64(listedVCPUs + in.vcpus), RAMMB: float64(listedRAM + in.ramMB)})
+	add := fit.Use{CPU: mine.CPU, RAM: mine.RAMMB, VCPUs: float64(a.VCPUs), RAMMB: float64(a.RAMMB)}
+	lim := fit.HostLimit(float64(h.VCPUs), float64(h.RAMMB), e.thr.CPUOverload, e.thr.RAMOverload, h.AllocatableVCPUs(), h.AllocatableRAMMB())
+	switch p := fit.Check(used, add, lim); {
+	case p == fit.None:
+	case p.Demand():
+		t := used.Plus(add)
+		return nil, nil, fmt.Sprintf("destination would be overloaded (%s: cpu %.1f/%.1f, ram %.0f/%.0f)", p, t.CPU, lim.CPU, t.RAM, lim.RAM)
+	default:
+		return nil, nil, fmt.Sprintf("destination placement capacity no longer fits (%s: %d+%d+%d VCPU of %.0f)", p, listedVCPUs, in.vcpus, a.VCPUs, h.AllocatableVCPUs())
 	}
 	held = &reservation{to: a.To, l: load{cpu: mine.CPU, ram: mine.RAMMB, vcpus: a.VCPUs, ramMB: a.RAMMB}}
 	in.add(held.l, 1)
@@ -531,8 +538,8 @@ type reservation struct {
 }
 
 // measure is host's demand now: from the local source, else from the
-// host's agent (Ask); nil (no error) when neither answers (the plan's
-// snapshot answers then).
+// host's agent (Ask; an error when it does not answer); nil, nil when
+// there is no agent to ask (the plan's snapshot answers then).
 func (e *Executor) measure(ctx context.Context, host string) (map[string]nova.Demand, error) {
 	if e.demand != nil {
 		d, err := e.demand.Demand(ctx, host)
@@ -541,13 +548,16 @@ func (e *Executor) measure(ctx context.Context, host string) (map[string]nova.De
 		}
 	}
 	if e.Ask != nil {
+		// The host's agent measures it; when it does not answer, its
+		// demand now is unknown: the plan's snapshot may be stale, so the
+		// move is skipped rather than risk overloading a host.
 		d, err := e.Ask(ctx, host)
-		if err == nil {
-			return d, nil
+		if err != nil {
+			return nil, fmt.Errorf("unknown now: %w", err)
 		}
-		e.log.Debug().Err(err).Str("of", host).Msg("demand from the plan's snapshot")
+		return d, nil
 	}
-	return nil, nil
+	return nil, nil // no agent to ask (tools, tests): the plan's snapshot
 }
 
 // accept notes that Nova accepted the reserved move (nil: not a move).

@@ -52,9 +52,11 @@ func (r *Runner) answerDemand(_ string, data []byte) {
 		r.log.Warn().Int("bytes", len(data)).Msg("malformed demand query rejected")
 		return
 	}
-	d, at, ok := r.lastMeasured()
+	// A fresh local measurement (cheap: cgroup files, a file, a local
+	// Prometheus); the last sample's when the source fails now.
+	d, at, ok := r.measureNow()
 	if !ok {
-		return // nothing measured yet: the asker falls back to its snapshot
+		return // nothing measured: the asker skips the move
 	}
 	out, err := json.Marshal(demandAnswer{V: 1, ID: q.ID, Host: r.agent.ID(), At: at, Demand: d})
 	if err == nil {
@@ -113,4 +115,18 @@ func (r *Runner) askDemand(ctx context.Context, host string) (map[string]nova.De
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// measureNow reads the local source for this host now, within
+// QueryTimeout; the last sample's measurement when that fails.
+func (r *Runner) measureNow() (map[string]nova.Demand, time.Time, bool) {
+	if r.d.Demand != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), QueryTimeout)
+		d, err := r.d.Demand.Demand(ctx, r.agent.ID())
+		cancel()
+		if err == nil && d != nil {
+			return d, r.d.Clock.Now(), true
+		}
+	}
+	return r.lastMeasured()
 }
