@@ -121,7 +121,13 @@ func (c *Cloud) listServers(ctx context.Context, v *View, name string) ([]nova.S
 			b.add(nova.ClassOK, tServersNext)
 		}
 		if len(out) > 0 {
-			b.groupIndex()
+			var newest time.Time
+			for _, sv := range h.servers {
+				if sv.created.After(newest) {
+					newest = sv.created
+				}
+			}
+			b.groupIndex(newest)
 		}
 	} else {
 		err = fmt.Errorf("servers on %s: %w", name, nova.ErrNotFound) // Nova lists none

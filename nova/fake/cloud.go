@@ -57,6 +57,9 @@ type server struct {
 	demand nova.Demand
 	grp    *group     // its server group, nil when none
 	mig    *migration // the migration in flight, nil when none
+	// created is when it was added (Nova's "created"): the group index
+	// of nova/openstack is listed again when a newer server is listed.
+	created time.Time
 }
 
 type group struct {
@@ -285,7 +288,7 @@ func (c *Cloud) AddServer(s nova.Server) error {
 	}
 	s.TaskState = ""
 	s.Metadata = cloneMeta(s.Metadata)
-	sv := &server{Server: s, demand: nova.Demand{RAMMB: float64(s.RAMMB)}}
+	sv := &server{Server: s, demand: nova.Demand{RAMMB: float64(s.RAMMB)}, created: c.clock.Now()}
 	if s.Group != nil {
 		sv.grp = c.group(*s.Group)
 		sv.grp.members[s.ID] = sv

@@ -40,7 +40,7 @@ type Config struct {
 	APILatency time.Duration
 	// GroupCacheTTL mirrors nova/openstack's Config.GroupCacheTTL (how
 	// long a client reuses its server-group listing) to charge the same
-	// requests. Default 10 s, as there; 0 lists every time.
+	// requests. Default 30 min, as there; 0 lists every time.
 	GroupCacheTTL time.Duration
 }
 
@@ -49,7 +49,7 @@ type Config struct {
 // and a 10 s group cache.
 func DefaultConfig() Config {
 	return Config{BandwidthMBps: 1000, MigrationOverhead: time.Second, OverloadCPU: 1, OverloadRAM: 1,
-		GroupCacheTTL: 10 * time.Second}
+		GroupCacheTTL: 30 * time.Minute}
 }
 
 // Validate returns every problem of c, joined, or nil.

@@ -252,11 +252,15 @@ func classOf(err error) string {
 	return nova.ClassServerError
 }
 
+// groupSkew mirrors nova/openstack's margin for clock skew.
+const groupSkew = time.Minute
+
 // groupIndex charges the listing of server groups when the caller's
-// index is cold, and marks it warm (c.mu held).
-func (b *bill) groupIndex() {
+// index is cold or a listed server (the newest created at newest) may be
+// missing from it, and marks it warm (c.mu held).
+func (b *bill) groupIndex(newest time.Time) {
 	now := b.c.clock.Now()
-	if b.v.groupsWarm(now, b.c.cfg.GroupCacheTTL) {
+	if b.v.groupsWarm(now, b.c.cfg.GroupCacheTTL) && newest.Before(b.v.groupsAt.Add(-groupSkew)) {
 		return
 	}
 	for range groupPages(len(b.c.groups)) {

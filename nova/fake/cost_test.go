@@ -110,8 +110,9 @@ func TestCallersAndUncharged(t *testing.T) {
 	if s := c.Meter().Snapshot(); s.Total != 0 {
 		t.Fatalf("uncharged reads charged %d requests", s.Total)
 	}
-	c2, _ := newCloud(t)
+	c2, clock2 := newCloud(t)
 	mustAdd(t, c2, server("s1", "compute-1", 1, 512))
+	clock2.Advance(time.Hour) // a server older than any group index
 	a, b := c2.Client("compute-1"), c2.Client("compute-2")
 	if _, err := a.Host(ctx, "compute-1"); err != nil {
 		t.Fatal(err)

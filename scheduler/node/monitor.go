@@ -33,6 +33,7 @@ type hostView struct {
 	servers     []nova.Server
 	serversAt   time.Time
 	placementAt time.Time
+	urgent      bool // sample at once (the service changed)
 }
 
 // ViewCost counts the Nova reads of the monitor (tests and reports).
@@ -40,39 +41,32 @@ type ViewCost struct {
 	ServerReads, HostReads int
 }
 
-// monitor samples the host and hands samples to the agent goroutine.
+// monitor samples the host every Config.Monitor and hands samples to
+// the agent goroutine. The Nova reads run in refresher, its own
+// goroutine: a slow or failing Nova never delays the per-second sample,
+// which goes on with the last view.
 func (r *Runner) monitor(ctx context.Context) {
 	defer r.wg.Done()
+	views := make(chan hostView, 1)
+	r.wg.Add(1)
+	go r.refresher(ctx, views)
 	t := r.d.Clock.NewTicker(r.cfg.Monitor)
 	defer t.Stop()
 	var v hostView
+	have := false
 	for {
-		forced := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-r.refresh:
-			// Re-read only: the next tick samples, so a refresh does not
-			// count as one more sample in the K-of-N window.
-			if err := r.refreshView(ctx, &v, true); err != nil && ctx.Err() == nil {
-				r.log.Warn().Err(err).Msg("monitor: refresh failed")
+		case nv := <-views:
+			v, have = nv, true
+			if !nv.urgent {
+				continue // the next tick samples: a refresh is not one more sample in the K-of-N window
 			}
-			continue
-		case s := <-r.svc:
-			if v.placementAt.IsZero() || sameService(v.host.Service, s) {
-				continue // nothing new: the periodic republish of the watch
-			}
-			// The watch says the service changed: re-read it from Nova
-			// before acting on it (the message is a hint, Nova the truth).
-			r.log.Info().Str("status", s.Status).Str("reason", s.DisabledReason).Msg("service change reported by the region's watch: re-reading it from nova")
-			forced = true
 		}
-		if err := r.refreshView(ctx, &v, forced); err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn().Err(err).Msg("monitor: no sample, no event from missing data")
-			}
-			continue
+		if !have {
+			continue // no view of the host yet: no sample, no event from missing data
 		}
 		var demand map[string]nova.Demand
 		if r.d.Demand != nil {
@@ -95,8 +89,71 @@ func (r *Runner) monitor(ctx context.Context) {
 	}
 }
 
-// refreshView re-reads from Nova what is due (see the package comment).
-func (r *Runner) refreshView(ctx context.Context, v *hostView, forced bool) error {
+// refresher keeps the view of the host (see the package comment) and
+// hands each new one to the monitor, the latest replacing one not taken.
+// A failed read is retried after a backoff (doubling from the monitor
+// interval up to Refresh), not every second.
+func (r *Runner) refresher(ctx context.Context, out chan hostView) {
+	defer r.wg.Done()
+	t := r.d.Clock.NewTicker(r.cfg.Monitor)
+	defer t.Stop()
+	var v hostView
+	var retryAt time.Time
+	backoff := r.cfg.Monitor
+	for {
+		forced, urgent := v.placementAt.IsZero(), false
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if r.d.Clock.Now().Before(retryAt) {
+				continue
+			}
+		case <-r.refresh:
+			forced = true
+		case s := <-r.svc:
+			if v.placementAt.IsZero() || sameService(v.host.Service, s) {
+				continue // nothing new: the periodic republish of the watch
+			}
+			// The watch says the service changed: re-read it from Nova
+			// before acting on it (the message is a hint, Nova the truth),
+			// and sample at once.
+			r.log.Info().Str("status", s.Status).Str("reason", s.DisabledReason).Msg("service change reported by the region's watch: re-reading it from nova")
+			forced, urgent = true, true
+		}
+		read, err := r.refreshView(ctx, &v, forced)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("monitor: refresh from nova failed: sampling goes on with the last view")
+			}
+			retryAt, backoff = r.d.Clock.Now().Add(backoff), min(2*backoff, r.cfg.Refresh)
+			continue
+		}
+		retryAt, backoff = time.Time{}, r.cfg.Monitor
+		if !read {
+			continue
+		}
+		nv := v
+		nv.urgent = urgent
+		select {
+		case out <- nv:
+		default:
+			select { // replace the view the monitor has not taken
+			case old := <-out:
+				nv.urgent = nv.urgent || old.urgent
+			default:
+			}
+			select {
+			case out <- nv:
+			default:
+			}
+		}
+	}
+}
+
+// refreshView re-reads from Nova what is due (see the package comment);
+// read says whether it read anything.
+func (r *Runner) refreshView(ctx context.Context, v *hostView, forced bool) (read bool, err error) {
 	now := r.d.Clock.Now()
 	host := r.agent.ID()
 	placement := forced || v.placementAt.IsZero() || now.Sub(v.placementAt) >= r.cfg.PlacementRefresh
@@ -105,7 +162,7 @@ func (r *Runner) refreshView(ctx context.Context, v *hostView, forced bool) erro
 		h, err := r.d.Nova.Host(ctx, host)
 		r.viewCost(func(c *ViewCost) { c.HostReads++ })
 		if err != nil {
-			return fmt.Errorf("refresh %s: %w", host, err)
+			return false, fmt.Errorf("refresh %s: %w", host, err)
 		}
 		v.host, v.placementAt = h, now
 	}
@@ -113,14 +170,14 @@ func (r *Runner) refreshView(ctx context.Context, v *hostView, forced bool) erro
 		ss, err := r.d.Nova.Servers(ctx, host)
 		r.viewCost(func(c *ViewCost) { c.ServerReads++ })
 		if err != nil {
-			return fmt.Errorf("refresh servers of %s: %w", host, err)
+			return placement, fmt.Errorf("refresh servers of %s: %w", host, err)
 		}
 		v.servers, v.serversAt = ss, now
 		if !placement {
 			v.host.VCPUsUsed, v.host.RAMMBUsed = flavorUsage(ss)
 		}
 	}
-	return nil
+	return placement || servers, nil
 }
 
 // flavorUsage is what placement holds for servers at rest.
@@ -135,6 +192,11 @@ func flavorUsage(ss []nova.Server) (vcpus, ramMB int) {
 func sameService(a, b nova.Service) bool {
 	return a.Status == b.Status && a.State == b.State && a.DisabledReason == b.DisabledReason && a.ForcedDown == b.ForcedDown
 }
+
+// RequestRefresh asks the monitor for a full re-read of the host from
+// Nova at its next turn (tools and tests; the runner asks on its own when
+// the agent joins or leaves a partition).
+func (r *Runner) RequestRefresh() { r.requestRefresh() }
 
 // requestRefresh asks the monitor for a full re-read at its next turn.
 func (r *Runner) requestRefresh() {

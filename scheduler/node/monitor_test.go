@@ -446,3 +446,58 @@ func TestCgroupAgentsSolveOverload(t *testing.T) {
 		t.Fatalf("violations %v, lost %d", v, cloud.ServersLost())
 	}
 }
+
+// hanging answers its first reads, then hangs every read until the caller
+// gives up: a saturated nova-api.
+type hanging struct {
+	nova.Client
+	reads atomic.Int64
+}
+
+func (h *hanging) wait(ctx context.Context) error {
+	if h.reads.Add(1) <= 2 {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (h *hanging) Host(ctx context.Context, n string) (nova.Host, error) {
+	if err := h.wait(ctx); err != nil {
+		return nova.Host{}, err
+	}
+	return h.Client.Host(ctx, n)
+}
+
+func (h *hanging) Servers(ctx context.Context, n string) ([]nova.Server, error) {
+	if err := h.wait(ctx); err != nil {
+		return nil, err
+	}
+	return h.Client.Servers(ctx, n)
+}
+
+// A Nova that stops answering does not blind the agent: it keeps sampling
+// its local source every second against the last view of its host.
+func TestSlowNovaDoesNotStopSampling(t *testing.T) {
+	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 60)
+	cloud := fake.New(fake.DefaultConfig(), clock)
+	cloud.AddHost(nova.Host{Name: "h1", VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 4, RAMAllocRatio: 1})
+	var samples atomic.Int64
+	demand := demandFunc(func(ctx context.Context, h string) (map[string]nova.Demand, error) {
+		samples.Add(1)
+		return cloud.Demand(ctx, h)
+	})
+	r := newRunner(t, "h1", []string{"h1"}, clock, &hanging{Client: cloud}, demand, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	start := clock.Now()
+	if !waitFor(t, 10*time.Second, func() bool { r.RequestRefresh(); return clock.Now().Sub(start) > 3*time.Minute }) {
+		t.Fatal("clock did not advance")
+	}
+	cancel()
+	<-done
+	if n := samples.Load(); n < 90 { // ~180 due in 3 minutes; a hung read stopped them all before
+		t.Errorf("%d samples in 3 minutes with Nova hanging: the per-second path waits on Nova", n)
+	}
+}

@@ -82,7 +82,11 @@ func twoHosts(t *testing.T) *cloud {
 
 // sameRegion is twoHosts on nova/fake.
 func sameRegion(t *testing.T, cfg fake.Config) *fake.Cloud {
-	fc := fake.New(cfg, fake.NewManualClock(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)))
+	clock := fake.NewManualClock(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
+	fc := fake.New(cfg, clock)
+	// The fixtures' servers carry no creation time: they are older than
+	// any group index. The fake's are made an hour before the calls.
+	defer clock.Advance(time.Hour)
 	for _, h := range []string{"compute-1", "compute-2"} {
 		fc.AddHost(nova.Host{Name: h, Zone: "nova", VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 4, RAMAllocRatio: 1})
 	}
