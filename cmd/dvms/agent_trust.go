@@ -47,19 +47,27 @@ func signedBus(cfg fileConfig, tr bus.Transport, log zerolog.Logger) (bus.Transp
 	if !ring.Has(host) {
 		return nil, nil, fmt.Errorf("[DEFAULT] keys_dir: no %s%s: the other agents could not verify this one", host, auth.PubExt)
 	}
-	ac := auth.DefaultConfig()
-	ac.Window = cfg.MessageWindow
-	dlog := log.Sample(&zerolog.BurstSampler{Burst: 10, Period: 10 * time.Second})
-	ac.OnDrop = func(subject, sender, reason string, count int64) {
-		dlog.Warn().Str("subject", subject).Str("signer", sender).Str("reason", reason).Int64("dropped", count).
-			Msg("unauthenticated message dropped")
-	}
+	ac, _ := authConfig(cfg, log)
 	w, err := auth.Wrap(tr, signer, ring, ac)
 	if err != nil {
 		return nil, nil, err
 	}
 	log.Info().Str("keys_dir", cfg.KeysDir).Int("keys", ring.Len()).Str("public_key", signer.PublicKey()).Msg("messages signed and verified")
 	return w, w, nil
+}
+
+// authConfig is the verification the agent and the services reading it
+// use: [DEFAULT] message_window, and dropped messages logged at most ten
+// per 10 s (dlog is that sampled logger).
+func authConfig(cfg fileConfig, log zerolog.Logger) (ac auth.Config, dlog zerolog.Logger) {
+	ac = auth.DefaultConfig()
+	ac.Window = cfg.MessageWindow
+	dlog = log.Sample(&zerolog.BurstSampler{Burst: 10, Period: 10 * time.Second})
+	ac.OnDrop = func(subject, sender, reason string, count int64) {
+		dlog.Warn().Str("subject", subject).Str("signer", sender).Str("reason", reason).Int64("dropped", count).
+			Msg("unauthenticated message dropped")
+	}
+	return ac, dlog
 }
 
 // subscribeVerified subscribes h to per-host subject (its last token is
@@ -75,13 +83,7 @@ func subscribeVerified(cfg fileConfig, tr bus.Transport, subject string, h bus.H
 	if err != nil {
 		return nil, fmt.Errorf("[DEFAULT] keys_dir: %w", err)
 	}
-	ac := auth.DefaultConfig()
-	ac.Window = cfg.MessageWindow
-	dlog := log.Sample(&zerolog.BurstSampler{Burst: 10, Period: 10 * time.Second})
-	ac.OnDrop = func(subject, sender, reason string, count int64) {
-		dlog.Warn().Str("subject", subject).Str("signer", sender).Str("reason", reason).Int64("dropped", count).
-			Msg("unauthenticated message dropped")
-	}
+	ac, dlog := authConfig(cfg, log)
 	v, err := auth.Wrap(tr, nil, ring, ac)
 	if err != nil {
 		return nil, err
