@@ -36,11 +36,6 @@ type hostView struct {
 	urgent      bool // sample at once (the service changed)
 }
 
-// ViewCost counts the Nova reads of the monitor (tests and reports).
-type ViewCost struct {
-	ServerReads, HostReads int
-}
-
 // monitor samples the host every Config.Monitor and hands samples to
 // the agent goroutine. The Nova reads run in refresher, its own
 // goroutine: a slow or failing Nova never delays the per-second sample,
@@ -160,7 +155,6 @@ func (r *Runner) refreshView(ctx context.Context, v *hostView, forced bool) (rea
 	servers := placement || now.Sub(v.serversAt) >= r.cfg.Refresh
 	if placement {
 		h, err := r.d.Nova.Host(ctx, host)
-		r.viewCost(func(c *ViewCost) { c.HostReads++ })
 		if err != nil {
 			return false, fmt.Errorf("refresh %s: %w", host, err)
 		}
@@ -168,7 +162,6 @@ func (r *Runner) refreshView(ctx context.Context, v *hostView, forced bool) (rea
 	}
 	if servers {
 		ss, err := r.d.Nova.Servers(ctx, host)
-		r.viewCost(func(c *ViewCost) { c.ServerReads++ })
 		if err != nil {
 			return placement, fmt.Errorf("refresh servers of %s: %w", host, err)
 		}
@@ -206,12 +199,6 @@ func (r *Runner) requestRefresh() {
 	}
 }
 
-func (r *Runner) viewCost(f func(*ViewCost)) {
-	r.lastMu.Lock()
-	f(&r.cost)
-	r.lastMu.Unlock()
-}
-
 func (r *Runner) setLast(h scheduler.Host, demand map[string]nova.Demand) {
 	r.lastMu.Lock()
 	r.last, r.hasLast, r.lastWhen, r.lastDemand = h, true, r.d.Clock.Now(), demand
@@ -232,13 +219,6 @@ func (r *Runner) LastSample() (h scheduler.Host, ok bool) {
 	r.lastMu.Lock()
 	defer r.lastMu.Unlock()
 	return r.last, r.hasLast
-}
-
-// MonitorCost is the number of Nova reads the monitor made.
-func (r *Runner) MonitorCost() ViewCost {
-	r.lastMu.Lock()
-	defer r.lastMu.Unlock()
-	return r.cost
 }
 
 // Sample reads one host's snapshot from Nova and the demand source (five
@@ -262,9 +242,10 @@ func Sample(ctx context.Context, c nova.Client, d nova.DemandSource, host string
 	return ToHost(h, servers, demand, drain), nil
 }
 
-// UnknownDemand is the demand assumed for a server its source does not
-// measure: the flavor's RAM, no CPU (a server that just arrived, or whose
-// source has no reading yet). One rule for ToHost and the executor.
+// UnknownDemand is the demand detection assumes for a server its source
+// does not measure: the flavor's RAM, no CPU (a server that just arrived,
+// or whose source has no reading yet), so no event fires from missing
+// data. The executor's fit check assumes the most instead: the flavor.
 func UnknownDemand(s nova.Server) nova.Demand { return nova.Demand{RAMMB: float64(s.RAMMB)} }
 
 // ToHost converts Nova's view of a host into the solver's.

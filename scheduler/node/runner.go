@@ -139,8 +139,6 @@ type Runner struct {
 	lastWhen   time.Time
 	lastDemand map[string]nova.Demand
 	q          queries
-	cost       ViewCost
-	watchReads atomic.Int64
 	moves      planMoves // of the plan being executed, for summaries (summary.go)
 
 	done    chan struct{} // closed when Run returns

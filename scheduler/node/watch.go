@@ -101,7 +101,6 @@ func (r *Runner) watch(ctx context.Context) {
 			}
 			continue
 		}
-		r.watchReads.Add(1)
 		now := r.d.Clock.Now()
 		all := now.Sub(republished) >= r.cfg.Refresh
 		if all {
@@ -127,7 +126,3 @@ func (r *Runner) watch(ctx context.Context) {
 		}
 	}
 }
-
-// WatchReads is the number of region-wide service listings this agent made
-// as the maintenance watch.
-func (r *Runner) WatchReads() int64 { return r.watchReads.Load() }
