@@ -164,12 +164,10 @@ func RequestID(eventID string) string {
 // flight is what the plan has in flight, shared by the re-checks.
 type flight struct {
 	mu sync.Mutex
-	// in: demand and flavor moving into each host (re-checked and not
-	// ended), counted on the destination by every later re-check.
-	in map[string]*load
-	// accepted: VCPUs Nova accepted to move into each host and not ended
-	// (placement may or may not hold them yet).
-	accepted map[string]int
+	// flying: the plan's moves into each host, re-checked and not ended,
+	// by server. A later re-check counts those its destination does not
+	// list yet (a completed move is listed, and measured, there).
+	flying map[string]map[string]*reservation
 	// groups: server-group members moving into each host (anti-affinity).
 	groups map[string]map[string]int
 	// snapshot demand of every server the plan's partition saw.
@@ -184,13 +182,20 @@ type load struct {
 	vcpus, ramMB int     // flavor
 }
 
-func (f *flight) load(host string) *load {
-	l := f.in[host]
-	if l == nil {
-		l = &load{}
-		f.in[host] = l
+// arriving sums the plan's moves into host that its listing (listed, by
+// server) does not show yet: their load, and the VCPUs of those Nova
+// accepted (placement holds them, or will soon) (f.mu held).
+func (f *flight) arriving(host string, listed map[string]bool) (in load, acceptedVCPUs int) {
+	for id, r := range f.flying[host] {
+		if listed[id] {
+			continue
+		}
+		in.add(r.l, 1)
+		if r.accepted {
+			acceptedVCPUs += r.l.vcpus
+		}
 	}
-	return l
+	return in, acceptedVCPUs
 }
 
 // task is one action's progress in Execute.
@@ -213,7 +218,7 @@ type progress struct {
 // order).
 func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan scheduler.Plan) ExecResult {
 	ctx = nova.WithRequestID(ctx, RequestID(ev.ID))
-	f := &flight{in: map[string]*load{}, accepted: map[string]int{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{}, reasons: map[string]string{}}
+	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{}, reasons: map[string]string{}}
 	for _, h := range plan.Snapshot {
 		for _, s := range h.Servers {
 			f.snap[s.ID] = nova.Demand{CPU: s.CPU, RAMMB: s.RAM}
@@ -440,14 +445,19 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 		}
 	}
 	listedVCPUs, listedRAM := flavorUsage(servers)
+	listed := make(map[string]bool, len(servers))
+	for _, sv := range servers {
+		listed[sv.ID] = true
+	}
+	in, accepted := f.arriving(a.To, listed)
 	// Placement holds a moving server on both hosts: allocations on the
-	// destination beyond its listed servers and the moves this plan had
-	// accepted are migrations from elsewhere (a partition that lost this
-	// host): do not pile on.
-	if foreign := h.VCPUsUsed - listedVCPUs - f.accepted[a.To]; foreign > 0 {
+	// destination beyond its listed servers and the moves of this plan
+	// still on their way are migrations from elsewhere (a partition that
+	// lost this host): do not pile on. A move of this plan that completed
+	// is listed, so it cannot hide one from elsewhere.
+	if foreign := h.VCPUsUsed - listedVCPUs - accepted; foreign > 0 {
 		return nil, nil, fmt.Sprintf("destination has %d VCPU of migrations in progress from elsewhere", foreign)
 	}
-	in := f.load(a.To)
 	// What the destination carries now: its listed servers (their demand
 	// as its own agent measures it; a server it has no reading of yet —
 	// one that just arrived — at its flavor, the most it can use) and the
@@ -473,8 +483,11 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	default:
 		return nil, nil, fmt.Sprintf("destination placement capacity no longer fits (%s: %d+%d+%d VCPU of %.0f)", p, listedVCPUs, in.vcpus, a.VCPUs, h.AllocatableVCPUs())
 	}
-	held = &reservation{to: a.To, l: load{cpu: mine.CPU, ram: mine.RAMMB, vcpus: a.VCPUs, ramMB: a.RAMMB}}
-	in.add(held.l, 1)
+	held = &reservation{to: a.To, server: a.Server, l: load{cpu: mine.CPU, ram: mine.RAMMB, vcpus: a.VCPUs, ramMB: a.RAMMB}}
+	if f.flying[a.To] == nil {
+		f.flying[a.To] = map[string]*reservation{}
+	}
+	f.flying[a.To][a.Server] = held
 	if s.Group != nil {
 		held.group = s.Group.ID
 		if f.groups[a.To] == nil {
@@ -531,10 +544,10 @@ func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.
 // reservation is what a re-checked live migration holds on its
 // destination until it ends.
 type reservation struct {
-	to       string
-	l        load
-	group    string
-	accepted bool
+	to, server string
+	l          load
+	group      string
+	accepted   bool
 }
 
 // measure is host's demand now: from the local source, else from the
@@ -567,7 +580,6 @@ func (f *flight) accept(h *reservation) {
 	}
 	f.mu.Lock()
 	h.accepted = true
-	f.accepted[h.to] += h.l.vcpus
 	f.mu.Unlock()
 }
 
@@ -579,12 +591,9 @@ func (f *flight) release(h *reservation) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.load(h.to).add(h.l, -1)
+	delete(f.flying[h.to], h.server)
 	if h.group != "" {
 		f.groups[h.to][h.group]--
-	}
-	if h.accepted {
-		f.accepted[h.to] -= h.l.vcpus
 	}
 }
 
