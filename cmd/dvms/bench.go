@@ -49,11 +49,14 @@ func runBench(c *cli.Context) error {
 	if c.Bool("json") {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{
+		if err := enc.Encode(map[string]any{
 			"dvms": d, "central": b,
 			"overload_ratio_central_over_dvms":      ratio(b.OverloadSeconds, d.OverloadSeconds),
 			"nova_requests_ratio_central_over_dvms": ratio(float64(b.Nova.Requests.Total), float64(d.Nova.Requests.Total)),
-		})
+		}); err != nil {
+			return err
+		}
+		return invalid(d, b)
 	}
 	fmt.Printf("%-28s %14s %14s\n", "", "dvms", "central")
 	fmt.Printf("%-28s %14.0f %14.0f   central/dvms = %.1fx\n", "overload host-seconds", d.OverloadSeconds, b.OverloadSeconds, ratio(b.OverloadSeconds, d.OverloadSeconds))
@@ -66,5 +69,6 @@ func runBench(c *cli.Context) error {
 	fmt.Printf("%-28s %14.1f %14.1f\n", "nova latency p99 (ms)", d.Nova.P99MS, b.Nova.P99MS)
 	fmt.Printf("%-28s %14d %14d\n", "safety violations", d.Safety.Violations, b.Safety.Violations)
 	fmt.Printf("%-28s %14.1f %14.1f\n", "wall seconds", d.WallS, b.WallS)
-	return nil
+	fmt.Printf("%-28s %14t %14t\n", "valid", d.Valid, b.Valid)
+	return invalid(d, b)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -118,8 +119,24 @@ func runSimulate(c *cli.Context) error {
 		}
 	}
 	if c.Bool("json") {
-		return rep.WriteJSON(os.Stdout)
+		if err := rep.WriteJSON(os.Stdout); err != nil {
+			return err
+		}
+	} else {
+		rep.WriteText(os.Stdout)
 	}
-	rep.WriteText(os.Stdout)
-	return nil
+	return invalid(rep)
+}
+
+// invalid is the error of a run that did not keep up with its clock
+// (exit 1, after the report): its figures are not DVMS's.
+func invalid(reps ...*sim.Report) error {
+	var errs []error
+	for _, r := range reps {
+		if !r.Valid {
+			errs = append(errs, fmt.Errorf("the %s run is not valid (it did not keep up with its clock; fewer hosts or a lower --time-scale): %s",
+				r.Mode, strings.Join(r.InvalidBecause, "; ")))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -30,7 +30,17 @@ type Report struct {
 		Due          int64   `json:"due"`
 		Ratio        float64 `json:"ratio"`
 		HarnessTicks int     `json:"harness_ticks"`
+		// HarnessDue is the observer's samples due (one per simulated
+		// second); MaxGapS the largest simulated time between two of
+		// its samples (the run's end included).
+		HarnessDue int     `json:"harness_due"`
+		MaxGapS    float64 `json:"max_gap_s"`
 	} `json:"samples"`
+	// Valid says whether the run kept up with its clock (see validity):
+	// the figures of an invalid run describe a starved simulation, not
+	// DVMS. InvalidBecause says why.
+	Valid          bool     `json:"valid"`
+	InvalidBecause []string `json:"invalid_because,omitempty"`
 
 	Events struct {
 		Total      int `json:"total"`
@@ -190,6 +200,32 @@ type Sample struct {
 	Migrating  int
 }
 
+// Validity thresholds: a run is valid when the observer took at least
+// minObserved of its samples, never went more than maxGap without one,
+// and (dvms) the agents took at least minSampled of theirs. A gap longer
+// than a few monitor samples delays detection (K of N) by the harness's
+// doing, not the protocol's.
+const (
+	minObserved = 0.9
+	minSampled  = 0.9
+	maxGap      = 5.0 // simulated seconds
+)
+
+// validity fills Valid and InvalidBecause from the samples.
+func (r *Report) validity() {
+	r.InvalidBecause = nil
+	if due := r.Samples.HarnessDue; due > 0 && float64(r.Samples.HarnessTicks) < minObserved*float64(due) {
+		r.InvalidBecause = append(r.InvalidBecause, fmt.Sprintf("the observer took %d of %d samples due (under %.0f%%)", r.Samples.HarnessTicks, due, 100*minObserved))
+	}
+	if r.Samples.MaxGapS > maxGap {
+		r.InvalidBecause = append(r.InvalidBecause, fmt.Sprintf("the observer went %.1f s of simulated time without a sample (over %.0f s)", r.Samples.MaxGapS, maxGap))
+	}
+	if r.Samples.Due > 0 && r.Samples.Ratio < minSampled {
+		r.InvalidBecause = append(r.InvalidBecause, fmt.Sprintf("the agents took %d of %d samples due (under %.0f%%)", r.Samples.Taken, r.Samples.Due, 100*minSampled))
+	}
+	r.Valid = len(r.InvalidBecause) == 0
+}
+
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
@@ -201,8 +237,13 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "dvms simulate (%s): %d hosts, %d servers, workload %s, seed %d, %.0fs simulated in %.1fs\n",
 		r.Mode, r.Hosts, r.Servers, r.Workload, r.Seed, r.Duration, r.WallS)
+	validity := "valid"
+	if !r.Valid {
+		validity = "NOT VALID: " + strings.Join(r.InvalidBecause, "; ")
+	}
+	fmt.Fprintf(w, "  run         %s; observer took %d of %d samples due, largest gap %.1f s\n", validity, r.Samples.HarnessTicks, r.Samples.HarnessDue, r.Samples.MaxGapS)
 	if r.Samples.Due > 0 {
-		fmt.Fprintf(w, "  kept up     %d of %d samples due (%.2f); harness ticked %d of %.0f s\n", r.Samples.Taken, r.Samples.Due, r.Samples.Ratio, r.Samples.HarnessTicks, r.Duration)
+		fmt.Fprintf(w, "  kept up     agents took %d of %d samples due (%.2f)\n", r.Samples.Taken, r.Samples.Due, r.Samples.Ratio)
 	}
 	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution, %d one in the union of the blocked partitions), %d failed, %d aborted, %d in flight\n",
 		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.UnsolvableWithUnion, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)

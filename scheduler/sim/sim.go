@@ -395,7 +395,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	tick := clock.NewTicker(time.Second)
 	defer tick.Stop()
 	lastProgress := time.Now()
-	var last time.Duration
+	var last, maxGap time.Duration
 	for {
 		select {
 		case <-ctx.Done():
@@ -404,6 +404,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		t := clock.Now().Sub(epoch)
 		dt := (t - last).Seconds()
+		maxGap = max(maxGap, t-last)
 		last = t
 		applyWorkload(t)
 		if arr != nil {
@@ -466,8 +467,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	use.end() // agents stopping are no longer at rest or in events
+	rep.Samples.HarnessTicks, rep.Samples.HarnessDue = len(rep.Series), int(cfg.Duration/time.Second)
+	rep.Samples.MaxGapS = round(maxGap.Seconds())
 	if cfg.Mode == "dvms" {
-		rep.Samples.Taken, rep.Samples.HarnessTicks = samples.Load(), len(rep.Series)
+		rep.Samples.Taken = samples.Load()
 		rep.Samples.Due = int64(float64(cfg.Hosts) * cfg.Duration.Seconds() / cfg.Runtime.Monitor.Seconds())
 		if rep.Samples.Due > 0 {
 			rep.Samples.Ratio = round(float64(rep.Samples.Taken) / float64(rep.Samples.Due))
@@ -488,6 +491,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		arr.report(rep)
 	}
 	novaReport(rep, use, cloud, cfg)
+	rep.validity()
 	return rep, nil
 }
 

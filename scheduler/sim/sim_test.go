@@ -39,6 +39,9 @@ func TestSimulateSeeds(t *testing.T) {
 		if r.Events.UnsolvableWithGlobal != 0 {
 			t.Fatalf("seed %d: %d events given up with a solution in the cloud", seed, r.Events.UnsolvableWithGlobal)
 		}
+		if r.Samples.HarnessDue != 40 || r.Samples.HarnessTicks == 0 || r.Samples.MaxGapS < 1 {
+			t.Fatalf("seed %d: the observer's samples are not reported: %+v", seed, r.Samples)
+		}
 	}
 }
 
@@ -139,5 +142,37 @@ func TestReportSVG(t *testing.T) {
 	}
 	if !strings.HasPrefix(b.String(), "<svg") || strings.Count(b.String(), "<polyline") != 3 {
 		t.Fatalf("svg %q", b.String()[:80])
+	}
+}
+
+// A run that did not keep up says so, and why; one that did is valid.
+func TestValidity(t *testing.T) {
+	kept := func() *Report {
+		r := &Report{}
+		r.Samples.HarnessTicks, r.Samples.HarnessDue, r.Samples.MaxGapS = 120, 120, 1.1
+		r.Samples.Taken, r.Samples.Due, r.Samples.Ratio = 990, 1000, 0.99
+		return r
+	}
+	r := kept()
+	r.validity()
+	if !r.Valid || len(r.InvalidBecause) != 0 {
+		t.Fatalf("a run that kept up: valid %v %q", r.Valid, r.InvalidBecause)
+	}
+	for name, spoil := range map[string]func(*Report){
+		"observer samples": func(r *Report) { r.Samples.HarnessTicks = 17 },
+		"gap":              func(r *Report) { r.Samples.MaxGapS = 34 },
+		"agents' samples":  func(r *Report) { r.Samples.Taken, r.Samples.Ratio = 210, 0.21 },
+	} {
+		r := kept()
+		spoil(r)
+		r.validity()
+		if r.Valid || len(r.InvalidBecause) != 1 {
+			t.Errorf("%s: valid %v %q", name, r.Valid, r.InvalidBecause)
+		}
+		var b strings.Builder
+		r.WriteText(&b)
+		if !strings.Contains(b.String(), "NOT VALID: "+r.InvalidBecause[0]) {
+			t.Errorf("%s: the text report does not say why:\n%s", name, b.String())
+		}
 	}
 }
