@@ -57,6 +57,7 @@ type actionEntry struct {
 	From      string    `json:"from,omitempty"`
 	To        string    `json:"to,omitempty"`
 	Outcome   string    `json:"outcome"`
+	Class     string    `json:"class,omitempty"` // node.ReasonClass: why skipped or failed
 	Reason    string    `json:"reason,omitempty"`
 	RequestID string    `json:"request_id,omitempty"`      // dvms's global request id (req-<uuid of the event>)
 	NovaReqID string    `json:"nova_request_id,omitempty"` // Nova's own, as `openstack server event list` shows
@@ -181,7 +182,7 @@ func (j *journal) exec(ev scheduler.Event, res node.ExecResult) {
 	for _, a := range res.Actions {
 		ae := actionEntry{
 			Kind: a.Action.Kind.String(), Server: a.Action.Server, From: a.Action.From, To: a.Action.To,
-			Outcome: a.Outcome.String(), Reason: a.Reason,
+			Outcome: a.Outcome.String(), Class: string(a.Class), Reason: a.Reason,
 			RequestID: a.Receipt.GlobalRequestID, NovaReqID: a.Receipt.LocalRequestID, Ended: now,
 		}
 		e.Actions = append(e.Actions, ae)

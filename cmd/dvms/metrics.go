@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -214,41 +213,13 @@ func (m *agentMetrics) exec(res node.ExecResult) {
 	}
 }
 
-// reasonClass sorts an action's reason into a few label values (the
-// reason itself names servers and hosts: unbounded). The executor's
-// re-check reasons are matched by their wording (scheduler/node
-// executor.go); an unknown one is "other".
+// reasonClass is the action's reason class as the executor set it
+// where it decided (node.ReasonClass); "other" for a result without one.
 func reasonClass(a node.ActionResult) string {
-	r := a.Reason
-	switch {
-	case a.Outcome == node.ActionDone:
-		return "none"
-	case strings.HasPrefix(r, "advise mode"):
-		return "advise"
-	case strings.HasPrefix(r, "stopping"):
-		return "stopping"
-	case strings.HasPrefix(r, "cancelled"):
-		return "cancelled"
-	case strings.Contains(r, "re-read failed"), strings.HasPrefix(r, "source demand"), strings.HasPrefix(r, "destination demand"):
-		return "read_failed"
-	case strings.HasPrefix(r, "server is now"), strings.HasPrefix(r, "server has migration"):
-		return "server_changed"
-	case strings.Contains(r, "affinity"):
-		return "server_group"
-	case strings.HasPrefix(r, "destination is "):
-		return "destination_disabled"
-	case strings.Contains(r, "migrations in progress from elsewhere"):
-		return "destination_busy"
-	case strings.Contains(r, "placement capacity"):
-		return "placement"
-	case strings.Contains(r, "would be overloaded"):
-		return "overload"
-	case strings.Contains(r, "conflict"):
-		return "conflict"
-	case a.Outcome == node.ActionFailed && strings.Contains(r, "timeout"), strings.Contains(r, "outcome unknown"):
-		return "timeout"
+	if a.Class == "" {
+		return "other"
 	}
-	return "other"
+	return string(a.Class)
 }
 
 // meterCollector exports a nova.Meter at scrape time: the requests this

@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 // statusEvents is how many recent events `dvms status` shows.
@@ -348,8 +349,8 @@ func runPlans(c *cli.Context) error {
 	return writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), plansTable(filterHost(joinEvents(reps), c.String("host"))))
 }
 
-// advised: the executor's reason for an action of advise mode.
-const advised = "advise mode"
+// advised: the executor's reason class for an action of advise mode.
+const advised = string(node.ReasonAdvise)
 
 // plansTable lists the events whose plan was advised, not executed.
 func plansTable(es []eventEntry) table {
@@ -357,11 +358,11 @@ func plansTable(es []eventEntry) table {
 	for _, e := range es {
 		var moves []orderedMap
 		for _, a := range e.Actions {
-			if !strings.HasPrefix(a.Reason, advised) && !slices.ContainsFunc(e.Actions, func(b actionEntry) bool { return strings.HasPrefix(b.Reason, advised) }) {
+			if a.Class != advised && !slices.ContainsFunc(e.Actions, func(b actionEntry) bool { return b.Class == advised }) {
 				continue
 			}
 			check := "holds"
-			if !strings.HasPrefix(a.Reason, advised) {
+			if a.Class != advised {
 				check = "would be skipped: " + a.Reason
 			}
 			moves = append(moves, orderedMap{{"action", a.Kind}, {"server", a.Server}, {"from", a.From}, {"to", "-> " + a.To}, {"recheck", check}})

@@ -101,12 +101,51 @@ func (o ActionOutcome) String() string {
 	return "unknown"
 }
 
+// ReasonClass sorts why an action was skipped or failed into a few
+// values, set where the executor decides (Reason says it in words, with
+// servers and hosts: unbounded). The values are Prometheus label values
+// (cmd/dvms metrics.go): renaming one breaks dashboards.
+type ReasonClass string
+
+// Reason classes.
+const (
+	ReasonNone                ReasonClass = "none"                 // done
+	ReasonAdvise              ReasonClass = "advise"               // advise mode: re-checked, not sent
+	ReasonPaused              ReasonClass = "paused"               // the operator paused the region
+	ReasonExcluded            ReasonClass = "excluded"             // source or destination excluded by the operator
+	ReasonStopping            ReasonClass = "stopping"             // the agent is stopping
+	ReasonCancelled           ReasonClass = "cancelled"            // an earlier action failed
+	ReasonReadFailed          ReasonClass = "read_failed"          // a re-check read failed
+	ReasonEvent               ReasonClass = "event_reason"         // the plan's event no longer justifies it
+	ReasonServerChanged       ReasonClass = "server_changed"       // moved, busy or migrating
+	ReasonServerGroup         ReasonClass = "server_group"         // (anti-)affinity
+	ReasonDestinationDisabled ReasonClass = "destination_disabled" // service disabled, down or forced down
+	ReasonDestinationBusy     ReasonClass = "destination_busy"     // migrations from elsewhere into it
+	ReasonPlacement           ReasonClass = "placement"            // allocation no longer fits
+	ReasonOverload            ReasonClass = "overload"             // demand would overload the destination
+	ReasonConflict            ReasonClass = "conflict"             // Nova refused with 409
+	ReasonTimeout             ReasonClass = "timeout"              // no end in time, or outcome unknown
+	ReasonFailed              ReasonClass = "failed"               // Nova refused or the action failed otherwise
+)
+
 // ActionResult is what happened to one action.
 type ActionResult struct {
 	Action  scheduler.Action
 	Outcome ActionOutcome
+	Class   ReasonClass
 	Reason  string
 	Receipt nova.Receipt
+}
+
+// skip is a re-check's verdict: why the action does not run ("" when
+// it does) and its class.
+type skip struct {
+	class ReasonClass
+	why   string
+}
+
+func skipf(c ReasonClass, format string, args ...any) skip {
+	return skip{class: c, why: fmt.Sprintf(format, args...)}
 }
 
 // ExecResult sums up a plan's execution.
@@ -233,12 +272,12 @@ func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan schedul
 	results := make([]ActionResult, len(tasks))
 	reports := make(chan progress, 2*len(tasks))
 	outstanding := map[string]int{} // started and not ended, by source host
-	running, stop := 0, ""
+	running, stop := 0, skip{}
 	for {
-		if stop == "" && ctx.Err() != nil {
-			stop = "stopping: " + ctx.Err().Error()
+		if stop.why == "" && ctx.Err() != nil {
+			stop = skip{ReasonStopping, "stopping: " + ctx.Err().Error()}
 		}
-		if stop == "" {
+		if stop.why == "" {
 			for i, t := range tasks {
 				if t.started || !e.eligible(tasks, i, outstanding) {
 					continue
@@ -262,8 +301,8 @@ func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan schedul
 		outstanding[t.a.From]--
 		running--
 		results[p.i] = *p.res
-		if p.res.Outcome == ActionFailed && stop == "" {
-			stop = "cancelled: an earlier action failed"
+		if p.res.Outcome == ActionFailed && stop.why == "" {
+			stop = skip{ReasonCancelled, "cancelled: an earlier action failed"}
 		}
 		if e.OnAction != nil {
 			e.OnAction(*p.res)
@@ -272,7 +311,7 @@ func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan schedul
 	var out ExecResult
 	for i, t := range tasks {
 		if !t.started {
-			results[i] = ActionResult{Action: t.a, Outcome: ActionSkipped, Reason: stop}
+			results[i] = ActionResult{Action: t.a, Outcome: ActionSkipped, Class: stop.class, Reason: stop.why}
 		}
 		out.Actions = append(out.Actions, results[i])
 		switch results[i].Outcome {
@@ -315,27 +354,27 @@ func (e *Executor) runTask(ctx context.Context, ev scheduler.Event, i int, a sch
 func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight, accepted func()) ActionResult {
 	r := ActionResult{Action: a}
 	log := e.log.With().Str("event", ev.ID).Str("server", a.Server).Str("from", a.From).Str("action", a.Kind.String()).Str("dest", a.To).Logger()
-	baseline, held, why := e.recheck(ctx, ev, a, f)
-	if why != "" {
-		r.Outcome, r.Reason = ActionSkipped, why
-		log.Info().Str("reason", why).Msg("action skipped after re-check")
+	baseline, held, sk := e.recheck(ctx, ev, a, f)
+	if sk.why != "" {
+		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
+		log.Info().Str("reason", sk.why).Str("class", string(sk.class)).Msg("action skipped after re-check")
 		return r
 	}
 	defer f.release(held)
 	if e.cfg.DryRun {
-		r.Outcome, r.Reason = ActionSkipped, "advise mode: not executed"
+		r.Outcome, r.Class, r.Reason = ActionSkipped, ReasonAdvise, "advise mode: not executed"
 		log.Info().Msg("advise: would run action")
 		return r
 	}
 	if err := ctx.Err(); err != nil {
-		r.Outcome, r.Reason = ActionSkipped, "stopping: "+err.Error()
+		r.Outcome, r.Class, r.Reason = ActionSkipped, ReasonStopping, "stopping: "+err.Error()
 		return r
 	}
 	if a.Kind == scheduler.Shelve {
 		// Mark it first: only servers dvms shelved are unshelved by dvms
 		// (Reviver). Without the mark, no shelve.
 		if err := e.nova.SetServerMetadata(ctx, a.Server, nova.MetaShelved, ev.ID); err != nil {
-			r.Outcome, r.Reason = ActionFailed, "mark before shelving: "+err.Error()
+			r.Outcome, r.Class, r.Reason = ActionFailed, ReasonFailed, "mark before shelving: "+err.Error()
 			log.Warn().Err(err).Msg("action failed: server not marked, not shelved")
 			return r
 		}
@@ -344,9 +383,9 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 	rc, err := e.call(ctx, a)
 	r.Receipt = rc
 	if err != nil {
-		r.Outcome, r.Reason = ActionFailed, err.Error()
+		r.Outcome, r.Class, r.Reason = ActionFailed, ReasonFailed, err.Error()
 		if errors.Is(err, nova.ErrConflict) {
-			r.Outcome = ActionSkipped // the server got busy: nothing was done
+			r.Outcome, r.Class = ActionSkipped, ReasonConflict // the server got busy: nothing was done
 		}
 		log.Warn().Err(err).Msg("action refused by nova")
 		if a.Kind == scheduler.Shelve {
@@ -360,11 +399,14 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 	accepted()
 	log.Info().Str("request_id", rc.GlobalRequestID).Str("nova_request_id", rc.LocalRequestID).Msg("action accepted by nova")
 	if err := e.follow(ctx, a, baseline); err != nil {
-		r.Outcome, r.Reason = ActionFailed, err.Error()
+		r.Outcome, r.Class, r.Reason = ActionFailed, ReasonFailed, err.Error()
+		if errors.Is(err, nova.ErrTimeout) || errors.Is(err, nova.ErrUnavailable) {
+			r.Class = ReasonTimeout // no end in time, or outcome unknown
+		}
 		log.Warn().Err(err).Msg("action failed")
 		return r
 	}
-	r.Outcome = ActionDone
+	r.Outcome, r.Class = ActionDone, ReasonNone
 	log.Info().Dur("took", e.clock.Now().Sub(start)).Msg("action done")
 	if a.Kind == scheduler.Shelve && e.OnShelved != nil {
 		e.OnShelved(a.Server)
@@ -377,7 +419,7 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 // action's load is reserved on its destination (release gives it back)
 // and baseline holds the server's migrations known before the action, so
 // following it never depends on the agent's clock against Nova's.
-func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) (baseline map[string]bool, held *reservation, why string) {
+func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) (baseline map[string]bool, held *reservation, sk skip) {
 	ctx, cancel := context.WithTimeout(ctx, e.wall(e.cfg.RecheckTimeout))
 	defer cancel()
 	// Every read at once: on a busy nova-api the re-check costs one
@@ -385,63 +427,63 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	r := e.readAll(ctx, ev, a, f)
 	s, err := r.server, r.serverErr
 	if err != nil {
-		return nil, nil, "server re-read failed: " + err.Error()
+		return nil, nil, skip{ReasonReadFailed, "server re-read failed: " + err.Error()}
 	}
 	if s.Host != a.From || s.Status != nova.StatusActive || s.TaskState != "" {
-		return nil, nil, fmt.Sprintf("server is now %s on %q (task %q)", s.Status, s.Host, s.TaskState)
+		return nil, nil, skipf(ReasonServerChanged, "server is now %s on %q (task %q)", s.Status, s.Host, s.TaskState)
 	}
 	if r.reason != "" {
-		return nil, nil, r.reason
+		return nil, nil, skip{ReasonEvent, r.reason}
 	}
 	if a.Kind != scheduler.LiveMigrate {
-		return nil, nil, ""
+		return nil, nil, skip{}
 	}
 	if s.Group != nil && s.Group.Policy == nova.PolicyAffinity {
-		return nil, nil, "server is in affinity group " + s.Group.Name + ": it moves with its group only"
+		return nil, nil, skip{ReasonServerGroup, "server is in affinity group " + s.Group.Name + ": it moves with its group only"}
 	}
 	if r.migrationsErr != nil {
-		return nil, nil, "migrations re-read failed: " + r.migrationsErr.Error()
+		return nil, nil, skip{ReasonReadFailed, "migrations re-read failed: " + r.migrationsErr.Error()}
 	}
 	baseline = map[string]bool{}
 	for _, m := range r.migrations {
 		if !m.Terminal() {
-			return nil, nil, fmt.Sprintf("server has migration %s %s in progress", m.ID, m.Status)
+			return nil, nil, skipf(ReasonServerChanged, "server has migration %s %s in progress", m.ID, m.Status)
 		}
 		baseline[m.ID] = true
 	}
 	h, err := r.dest, r.destErr
 	if err != nil {
-		return nil, nil, "destination re-read failed: " + err.Error()
+		return nil, nil, skip{ReasonReadFailed, "destination re-read failed: " + err.Error()}
 	}
 	if h.Service.Disabled() || h.Service.State == nova.ServiceDown || h.Service.ForcedDown {
-		return nil, nil, "destination is " + h.Service.Status + "/" + h.Service.State
+		return nil, nil, skip{ReasonDestinationDisabled, "destination is " + h.Service.Status + "/" + h.Service.State}
 	}
 	servers, err := r.destServers, r.destServersErr
 	if err != nil {
-		return nil, nil, "destination servers re-read failed: " + err.Error()
+		return nil, nil, skip{ReasonReadFailed, "destination servers re-read failed: " + err.Error()}
 	}
 	// The server's demand now if the source measures it, else as the
 	// plan saw it; the destination's likewise, server by server.
 	mine := nova.Demand{CPU: a.CPU, RAMMB: a.RAM}
 	if r.srcDemandErr != nil {
-		return nil, nil, "source demand: " + r.srcDemandErr.Error()
+		return nil, nil, skip{ReasonReadFailed, "source demand: " + r.srcDemandErr.Error()}
 	} else if v, ok := r.srcDemand[a.Server]; ok {
 		mine = v
 	}
 	dest, err := r.destDemand, r.destDemandErr
 	if err != nil {
-		return nil, nil, "destination demand: " + err.Error()
+		return nil, nil, skip{ReasonReadFailed, "destination demand: " + err.Error()}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if g := s.Group; g != nil && g.Policy == nova.PolicyAntiAffinity {
 		for _, o := range servers {
 			if o.Group != nil && o.Group.ID == g.ID && o.ID != s.ID {
-				return nil, nil, fmt.Sprintf("anti-affinity group %s already has %s on the destination", g.Name, o.ID)
+				return nil, nil, skipf(ReasonServerGroup, "anti-affinity group %s already has %s on the destination", g.Name, o.ID)
 			}
 		}
 		if f.groups[a.To][g.ID] > 0 {
-			return nil, nil, fmt.Sprintf("anti-affinity group %s has a member moving to the destination", g.Name)
+			return nil, nil, skipf(ReasonServerGroup, "anti-affinity group %s has a member moving to the destination", g.Name)
 		}
 	}
 	listedVCPUs, listedRAM := flavorUsage(servers)
@@ -456,7 +498,7 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	// lost this host): do not pile on. A move of this plan that completed
 	// is listed, so it cannot hide one from elsewhere.
 	if foreign := h.VCPUsUsed - listedVCPUs - accepted; foreign > 0 {
-		return nil, nil, fmt.Sprintf("destination has %d VCPU of migrations in progress from elsewhere", foreign)
+		return nil, nil, skipf(ReasonDestinationBusy, "destination has %d VCPU of migrations in progress from elsewhere", foreign)
 	}
 	// What the destination carries now: its listed servers (their demand
 	// as its own agent measures it; a server it has no reading of yet —
@@ -479,9 +521,9 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	case p == fit.None:
 	case p.Demand():
 		t := used.Plus(add)
-		return nil, nil, fmt.Sprintf("destination would be overloaded (%s: cpu %.1f/%.1f, ram %.0f/%.0f)", p, t.CPU, lim.CPU, t.RAM, lim.RAM)
+		return nil, nil, skipf(ReasonOverload, "destination would be overloaded (%s: cpu %.1f/%.1f, ram %.0f/%.0f)", p, t.CPU, lim.CPU, t.RAM, lim.RAM)
 	default:
-		return nil, nil, fmt.Sprintf("destination placement capacity no longer fits (%s: %d+%d+%d VCPU of %.0f)", p, listedVCPUs, in.vcpus, a.VCPUs, h.AllocatableVCPUs())
+		return nil, nil, skipf(ReasonPlacement, "destination placement capacity no longer fits (%s: %d+%d+%d VCPU of %.0f)", p, listedVCPUs, in.vcpus, a.VCPUs, h.AllocatableVCPUs())
 	}
 	held = &reservation{to: a.To, server: a.Server, l: load{cpu: mine.CPU, ram: mine.RAMMB, vcpus: a.VCPUs, ramMB: a.RAMMB}}
 	if f.flying[a.To] == nil {
@@ -495,7 +537,7 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 		}
 		f.groups[a.To][held.group]++
 	}
-	return baseline, held, ""
+	return baseline, held, skip{}
 }
 
 // reads is what a re-check reads, all at once.

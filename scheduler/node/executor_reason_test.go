@@ -75,6 +75,9 @@ func TestExecutorRechecksTheReason(t *testing.T) {
 				if !strings.HasPrefix(got, want) {
 					t.Errorf("action %d: %q, want %q...", i, got, want)
 				}
+				if strings.Contains(want, "reason not verified") && a.Class != node.ReasonEvent {
+					t.Errorf("action %d: class %q, want %q", i, a.Class, node.ReasonEvent)
+				}
 			}
 			if tc.want[0] != "done" {
 				for _, id := range []string{"s1", "s2"} {

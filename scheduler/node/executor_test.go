@@ -74,37 +74,37 @@ func TestExecutorRecheck(t *testing.T) {
 		local bool // the demand source measures h1 only (cgroup-like)
 		want  []string
 	}{
-		{name: "moves", plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"done"}},
+		{name: "moves", plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"done[none]"}},
 		{name: "server moved meanwhile", plan: []scheduler.Action{move("s1", "h3", "h2", 2)},
-			want: []string{"skipped: server is now ACTIVE on \"h1\""}},
+			want: []string{"skipped[server_changed]: server is now ACTIVE on \"h1\""}},
 		{name: "destination disabled", setup: func(w *execWorld) {
 			_ = w.cloud.SetServiceStatus(context.Background(), "h2", true, "maintenance")
-		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped: destination is disabled"}},
+		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped[destination_disabled]: destination is disabled"}},
 		{name: "migration from elsewhere on the destination", setup: func(w *execWorld) {
 			w.server("x", "h3", 1, nil)
 			if _, err := w.cloud.LiveMigrate(context.Background(), "x", "h2"); err != nil {
 				w.t.Fatal(err)
 			}
-		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped: destination has 2 VCPU of migrations in progress from elsewhere"}},
+		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped[destination_busy]: destination has 2 VCPU of migrations in progress from elsewhere"}},
 		{name: "placement full", setup: func(w *execWorld) {
 			for i := range 3 {
 				w.server(fmt.Sprintf("f%d", i), "h2", 0.1, nil) // 6 of 8 VCPU allocated, little demand
 			}
 		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2), move("s2", "h1", "h2", 0.5)},
-			want: []string{"done", "skipped: destination placement capacity no longer fits"}},
+			want: []string{"done[none]", "skipped[placement]: destination placement capacity no longer fits"}},
 		{name: "destination would be overloaded", setup: func(w *execWorld) {
 			w.server("busy", "h2", 7, nil)
-		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped: destination would be overloaded"}},
+		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped[overload]: destination would be overloaded"}},
 		{name: "destination overloaded as its agent would measure, not as the plan saw it", local: true, setup: func(w *execWorld) {
 			w.server("busy", "h2", 7, nil)
-		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped: destination would be overloaded"}},
+		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped[overload]: destination would be overloaded"}},
 		{name: "anti-affinity", setup: func(w *execWorld) {
 			w.server("peer", "h2", 0.5, group)
-		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped: anti-affinity group web already has peer"}},
+		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped[server_group]: anti-affinity group web already has peer"}},
 		{name: "advise mode", cfg: func(c *node.ExecConfig) { c.DryRun = true },
-			plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped: advise mode"}},
+			plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped[advise]: advise mode"}},
 		{name: "unmeasured destination is no reason to skip", local: true,
-			plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"done"}},
+			plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"done[none]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newExecWorld(t, 3)
@@ -141,7 +141,7 @@ func TestExecutorRecheck(t *testing.T) {
 			// The actions of one step run in parallel: compare as a set.
 			var got []string
 			for _, a := range res.Actions {
-				g := a.Outcome.String()
+				g := a.Outcome.String() + "[" + string(a.Class) + "]"
 				if a.Reason != "" {
 					g += ": " + a.Reason
 				}
@@ -241,7 +241,7 @@ func TestExecutorGivesUpOnSilentNova(t *testing.T) {
 	start := w.clock.Now()
 	res := w.executor(cfg, b, w.cloud, w.clock).Execute(context.Background(), scheduler.Event{ID: "silent"},
 		scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 1)}}})
-	if res.Failed != 1 || !strings.Contains(res.Actions[0].Reason, "outcome unknown") {
+	if res.Failed != 1 || !strings.Contains(res.Actions[0].Reason, "outcome unknown") || res.Actions[0].Class != node.ReasonTimeout {
 		t.Fatalf("%+v, want failed with an unknown outcome", res.Actions)
 	}
 	if took := w.clock.Now().Sub(start); took > time.Minute {
