@@ -99,6 +99,9 @@ type ServiceStatus struct {
 	Voter  bool     // this agent's raft node is a voter of the group
 	Leader string   // leader's host as last known ("" = unknown)
 	Voters []string // the group's voters as last known, sorted
+	// Term is this agent's raft node's current term (0: it runs no
+	// node, so it cannot say).
+	Term uint64
 }
 
 // Service is an agent's part in its region's merge arbiter (DESIGN §5.4):
@@ -296,7 +299,8 @@ func (s *Service) Status() ServiceStatus {
 		return known
 	}
 	conf := f.Configuration()
-	st := ServiceStatus{Voter: slices.Contains(members(conf, raft.Voter), s.cfg.ID), Leader: string(lid), Voters: members(conf, raft.Voter)}
+	st := ServiceStatus{Voter: slices.Contains(members(conf, raft.Voter), s.cfg.ID), Leader: string(lid), Voters: members(conf, raft.Voter),
+		Term: n.raft.r.CurrentTerm()}
 	if len(conf.Servers) == 0 { // not in a group yet: what others said
 		st.Leader, st.Voters = known.Leader, known.Voters
 	}

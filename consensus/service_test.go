@@ -319,12 +319,15 @@ func (c *cluster) converged(within time.Duration) *agent {
 			if isVoter && !slices.Equal(st.Voters, want) {
 				ok = false
 			}
+			if st.Voter && st.Term == 0 { // a voter's node knows its term
+				ok = false
+			}
 		}
 		if leader == nil {
 			ok = false
 		} else {
 			for _, id := range want {
-				if st := c.agent(id).svc.Status(); st.Leader != leader.id {
+				if st := c.agent(id).svc.Status(); st.Leader != leader.id || st.Term != leader.svc.Status().Term {
 					ok = false
 				}
 			}

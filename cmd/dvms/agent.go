@@ -81,6 +81,9 @@ func agentConfig(c *cli.Context) (fileConfig, error) {
 			src.flags = append(src.flags, flagValue{o, c.String(o.flag)})
 		}
 	}
+	if lv, ok := logLevel(c); ok && !c.IsSet("log-level") { // dvms --log-level LEVEL agent
+		src.flags = append(src.flags, flagValue{lookupOption("DEFAULT", "log_level"), lv})
+	}
 	cfg, err := loadConfig(src, host)
 	if cfg.Arbiter == "local" && !c.Bool("embedded-nats") {
 		err = errors.Join(err, errors.New("[consensus] arbiter = local lets every agent decide merges alone: only for a single agent with --embedded-nats; use raft"))

@@ -65,11 +65,15 @@ func init() {
 // drainClient connects to the cloud the flags name.
 func drainClient(c *cli.Context) (string, *openstack.Client, zerolog.Logger, error) {
 	host, err := hostArg(c)
-	log := newLogger(c.String("log-level"), "console")
+	level := c.String("log-level")
+	if lv, ok := logLevel(c); ok {
+		level = lv
+	}
+	log := newLogger(level, "console")
 	if err != nil {
 		return "", nil, log, err
 	}
-	if _, err := parseLevel(c.String("log-level")); err != nil {
+	if _, err := parseLevel(level); err != nil {
 		return "", nil, log, err
 	}
 	cloud, err := resolveCloud(c.String("os-cloud"), os.LookupEnv)

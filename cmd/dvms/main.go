@@ -72,6 +72,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Usage:        "decentralized dynamic scheduler for OpenStack Nova",
 		Version:      version,
 		Commands:     commands,
+		Flags:        []cli.Flag{logLevelFlag},
+		Before:       checkGlobalLogLevel,
 		Writer:       stdout,
 		ErrWriter:    stderr,
 		OnUsageError: onUsage,

@@ -58,7 +58,7 @@ var metricNames = []string{
 	"dvms_merges_total", "dvms_actions_total", "dvms_messages_sent_total",
 	"dvms_messages_stale_total", "dvms_messages_dropped_total", "dvms_solver_seconds",
 	"dvms_members", "dvms_maintenance_watch", "dvms_in_partition", "dvms_partition_leader",
-	"dvms_arbiter_voter", "dvms_arbiter_leader",
+	"dvms_arbiter_voter", "dvms_arbiter_leader", "dvms_arbiter_term",
 	"dvms_nova_requests_total", "dvms_nova_request_errors_total", "dvms_nova_request_seconds",
 }
 
@@ -132,6 +132,13 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 				Help: "1 when this agent leads the region's merge arbiter (Raft group)."}, func() float64 {
 				a := src.arbiter()
 				return b2f(a != nil && a.Leader == src.host)
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_arbiter_term",
+				Help: "The Raft term of the region's merge arbiter as this agent's raft node knows it (0: it runs none)."}, func() float64 {
+				if a := src.arbiter(); a != nil {
+					return float64(a.Term)
+				}
+				return 0
 			}))
 	}
 	if src.meter != nil {

@@ -29,13 +29,13 @@ func TestStatusTables(t *testing.T) {
 	ev := scheduler.Event{ID: "e1", Kind: scheduler.Maintenance, Host: "c1", Detected: now.Add(-30 * time.Second)}
 	stale := partInfo(&scheduler.Partition{ID: "p1", Initiator: "c1", Leader: "c2", Nodes: []string{"c1"}, State: scheduler.Growing, Events: []scheduler.Event{ev}})
 	fresh := partInfo(&scheduler.Partition{ID: "p1", Initiator: "c1", Leader: "c2", Nodes: []string{"c1", "c2"}, State: scheduler.Blocked, Events: []scheduler.Event{ev}})
-	raft := func(leader string) *arbiterInfo {
-		return &arbiterInfo{Kind: "raft", Voter: true, Leader: leader, Voters: []string{"c1", "c2", "c3"}}
+	raft := func(leader string, term uint64) *arbiterInfo {
+		return &arbiterInfo{Kind: "raft", Voter: true, Leader: leader, Voters: []string{"c1", "c2", "c3"}, Term: term}
 	}
 	members := []memberInfo{{Host: "c1"}, {Host: "c2"}, {Host: "c3", Version: "v9", LastHeard: now.Add(-3 * time.Second)}}
 	reps := []agentReport{
-		{Host: "c1", State: "member", Now: now, Partition: stale, Members: members, Arbiter: raft("c2")},
-		{Host: "c2", State: "leader", Now: now, Partition: fresh, Members: members, Arbiter: raft("c2")},
+		{Host: "c1", State: "member", Now: now, Partition: stale, Members: members, Arbiter: raft("c2", 7)},
+		{Host: "c2", State: "leader", Now: now, Partition: fresh, Members: members, Arbiter: raft("c2", 8)},
 	}
 	ts := statusTables(reps, now)
 	var b bytes.Buffer
@@ -46,7 +46,7 @@ func TestStatusTables(t *testing.T) {
 		"c2  leader p1  0s ago false false\n" +
 		"c3  no answer  v9 3s ago false false\n" +
 		"p1 c1 c2 c1 c2 blocked e1 maintenance 30s\n" +
-		"raft c2 c1 c2 c3 c1 c2\n"
+		"raft c2 8 c1 c2 c3 c1 c2\n"
 	if b.String() != want {
 		t.Errorf("status:\n got %q\nwant %q", b.String(), want)
 	}

@@ -58,6 +58,9 @@ func schedAPIConfig(c *cli.Context) (fileConfig, error) {
 			src.flags = append(src.flags, flagValue{lookupOption(opt[0], opt[1]), c.String(flag)})
 		}
 	}
+	if lv, ok := logLevel(c); ok && !c.IsSet("log-level") { // dvms --log-level LEVEL scheduler-api
+		src.flags = append(src.flags, flagValue{lookupOption("DEFAULT", "log_level"), lv})
+	}
 	cfg, err := loadConfig(src, "scheduler-api")
 	return cfg, withoutCloudError(err)
 }

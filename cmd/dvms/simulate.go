@@ -84,10 +84,14 @@ func simConfig(c *cli.Context) (sim.Config, error) {
 		return cfg, fmt.Errorf("--kill-agents %q: %w", c.String("kill-agents"), err)
 	}
 	cfg.KillAgents = k
-	if _, err := parseLevel(c.String("log-level")); err != nil {
+	level := c.String("log-level")
+	if lv, ok := logLevel(c); ok {
+		level = lv
+	}
+	if _, err := parseLevel(level); err != nil {
 		return cfg, fmt.Errorf("--log-level: %w", err)
 	}
-	cfg.Log = newLogger(c.String("log-level"), "console")
+	cfg.Log = newLogger(level, "console")
 	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 		cfg.Progress = os.Stderr
 	}

@@ -74,6 +74,9 @@ type arbiterInfo struct {
 	Voter  bool     `json:"voter"`
 	Leader string   `json:"leader,omitempty"`
 	Voters []string `json:"voters,omitempty"`
+	// Term is the Raft term as this agent's node knows it (0: it runs
+	// no raft node, or the arbiter is local).
+	Term uint64 `json:"term,omitempty"`
 }
 
 // arbiterStatus reads what arb knows of its group (nil: it cannot say).
@@ -83,7 +86,7 @@ func arbiterStatus(arb any) *arbiterInfo {
 		Status() consensus.ServiceStatus
 	}:
 		st := a.Status()
-		return &arbiterInfo{Kind: "raft", Voter: st.Voter, Leader: st.Leader, Voters: slices.Clone(st.Voters)}
+		return &arbiterInfo{Kind: "raft", Voter: st.Voter, Leader: st.Leader, Voters: slices.Clone(st.Voters), Term: st.Term}
 	case localArbiter:
 		return &arbiterInfo{Kind: "local"}
 	}

@@ -173,9 +173,12 @@ func statusTables(reps []agentReport, now time.Time) []table {
 		parts.Rows = append(parts.Rows, []any{p.ID, p.Initiator, p.Leader, slices.Clone(p.Nodes), p.State, p.Event, p.EventKind, age})
 	}
 
-	// The merge arbiter as its voters see it (a voter knows the leader).
-	arbiter := table{Name: "arbiter", Columns: []string{"Kind", "Leader", "Voters", "Seen By"}}
+	// The merge arbiter as its agents see it (a voter knows the leader),
+	// with the highest Raft term those agents' nodes know (agents that
+	// run no raft node cannot say).
+	arbiter := table{Name: "arbiter", Columns: []string{"Kind", "Leader", "Term", "Voters", "Seen By"}}
 	arbSeen := map[string][]string{}
+	arbTerm := map[string]uint64{}
 	var arbOrder []string
 	arbRow := map[string][]any{}
 	for _, r := range reps {
@@ -193,9 +196,15 @@ func statusTables(reps []agentReport, now time.Time) []table {
 			arbRow[key] = []any{a.Kind, a.Leader, voters}
 		}
 		arbSeen[key] = append(arbSeen[key], r.Host)
+		arbTerm[key] = max(arbTerm[key], a.Term)
 	}
 	for _, k := range arbOrder {
-		arbiter.Rows = append(arbiter.Rows, append(arbRow[k], strings.Join(arbSeen[k], " ")))
+		row := arbRow[k]
+		term := any("")
+		if t := arbTerm[k]; t > 0 {
+			term = t
+		}
+		arbiter.Rows = append(arbiter.Rows, []any{row[0], row[1], term, row[2], strings.Join(arbSeen[k], " ")})
 	}
 
 	evs := joinEvents(reps)
