@@ -69,6 +69,9 @@ type Agent struct {
 	rd       Ready
 
 	retired bool // stopping: raises no event, joins no partition
+	// The operator's run-time controls (Control): paused, the agent
+	// raises no event; excluded, it raises none and joins no partition.
+	paused, excluded bool
 }
 
 type ended struct {

@@ -799,3 +799,47 @@ func TestFinishingMemberWaitsLonger(t *testing.T) {
 		})
 	}
 }
+
+// The operator's controls: paused, an agent raises no event but joins a
+// partition; excluded, it raises none and passes requests on; both
+// lifted, it raises its event again.
+func TestControl(t *testing.T) {
+	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	g := only(t, overload(t, h1), MsgGrow)
+
+	h2.Control(false, true) // excluded
+	h2.Step(g.Msg)
+	rd := h2.Ready()
+	if h2.Partition() != nil {
+		t.Fatal("an excluded agent joined a partition")
+	}
+	if fw := only(t, rd, MsgGrow); fw.To != "h3" {
+		t.Fatalf("request forwarded to %s, want h3", fw.To)
+	}
+	for range 5 {
+		h2.Observe(t0, hostWith("h2", 6))
+	}
+	if h2.Partition() != nil || len(records(h2.Ready(), RecEventRaised)) != 0 {
+		t.Fatal("an excluded agent raised an event")
+	}
+
+	h2.Control(true, false) // paused
+	h2.Observe(t0, hostWith("h2", 6))
+	if h2.Partition() != nil || len(records(h2.Ready(), RecEventRaised)) != 0 {
+		t.Fatal("a paused agent raised an event")
+	}
+	h3 := newAgent(t, "h3")
+	h3.Control(true, false)
+	h3.Observe(t0, hostWith("h3", 1))
+	h3.Step(g.Msg)
+	if p := h3.Partition(); p == nil || p.Leader != "h3" {
+		t.Fatalf("a paused agent did not join: %+v", p)
+	}
+
+	h2.Control(false, false)
+	h2.Observe(t0, hostWith("h2", 6))
+	if h2.Partition() == nil || len(records(h2.Ready(), RecEventRaised)) != 1 {
+		t.Fatal("resumed and included, the agent did not raise its event")
+	}
+}

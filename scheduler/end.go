@@ -115,6 +115,17 @@ func (a *Agent) Retire(now time.Time) (busy bool) {
 	return false
 }
 
+// Control applies the operator's run-time controls (`dvms pause`,
+// `dvms exclude`). Paused: the agent raises no new event; it still joins
+// partitions (their plans are the executor's to hold back). Excluded: it
+// raises no event and joins no partition (requests go past it, as past a
+// busy node), so its host is never a source nor a destination of a plan
+// made after this. A partition the agent is in already goes on: its
+// plan's moves are re-checked against the controls by the executor.
+func (a *Agent) Control(paused, excluded bool) {
+	a.paused, a.excluded = paused, excluded
+}
+
 // Retired reports whether Retire was called.
 func (a *Agent) Retired() bool { return a.retired }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -275,5 +276,36 @@ func BenchmarkSeal(b *testing.B) {
 	payload := make([]byte, 1024)
 	for b.Loop() {
 		se.seal("dvms.RegionOne.agent.compute-2", payload, time.Now())
+	}
+}
+
+// A kept record verifies long after it was signed (no freshness check),
+// only on its subject and only with its signer's key.
+func TestVerifyKeptRecord(t *testing.T) {
+	f := newFixture(t)
+	rec := f.signers["h1"].Seal("s.control", []byte("pause"), f.now.Add(-time.Hour))
+	v, reason := f.keys.Verify("s.control", rec)
+	if reason != "" || v.Host != "h1" || string(v.Payload) != "pause" || !v.At.Equal(f.now.Add(-time.Hour)) {
+		t.Fatalf("Verify = %+v, %q", v, reason)
+	}
+	tampered := slices.Clone(rec)
+	tampered[len(tampered)-ed25519SigLen-1] ^= 1
+	stranger, _ := GenerateKey(t.TempDir(), "op")
+	for name, tc := range map[string]struct {
+		subject string
+		data    []byte
+		want    string
+	}{
+		"other subject": {"s.other", rec, DropSignature},
+		"tampered":      {"s.control", tampered, DropSignature},
+		"unknown key":   {"s.control", stranger.Seal("s.control", []byte("pause"), f.now), DropUnknown},
+		"not signed":    {"s.control", []byte(`{"op":"pause"}`), DropMalformed},
+	} {
+		if _, r := f.keys.Verify(tc.subject, tc.data); r != tc.want {
+			t.Errorf("%s: reason %q, want %q", name, r, tc.want)
+		}
+	}
+	if h, p, ok := Unverified(tampered); !ok || h != "h1" || len(p) != len("pause") {
+		t.Errorf("Unverified = %q %q %v", h, p, ok)
 	}
 }

@@ -118,3 +118,52 @@ func parse(data []byte) (opened, error) {
 	}
 	return o, nil
 }
+
+// Verified is an envelope whose signature holds.
+type Verified struct {
+	Host    string    // the signer, as the keyring names it
+	At      time.Time // signing time, the signer's clock
+	Payload []byte
+	nonce   nonce
+}
+
+// Verify checks that data is an envelope signed for subject by the key
+// the keyring has for the host it names; reason (a Drop* constant) is ""
+// when it is. Unlike a Transport it checks neither freshness nor
+// replays: it is for signed records kept and passed on (an operator's
+// command that agents re-publish to a peer that missed it), whose order
+// the caller decides; v.Host is set whenever the envelope parses.
+func (k *Keyring) Verify(subject string, data []byte) (v Verified, reason string) {
+	o, err := parse(data)
+	if err != nil {
+		return v, DropMalformed
+	}
+	v.Host = o.host
+	pub, ok := k.keys[o.host]
+	if !ok {
+		return v, DropUnknown
+	}
+	if !ed25519.Verify(pub, signedBytes(subject, o.body), o.sig) {
+		return v, DropSignature
+	}
+	v.At, v.Payload, v.nonce = o.at, o.payload, o.nonce
+	return v, ""
+}
+
+// Unverified returns the signer an envelope names and its payload
+// without checking anything: only to answer or log about a message that
+// was refused, never to act on it.
+func Unverified(data []byte) (host string, payload []byte, ok bool) {
+	o, err := parse(data)
+	if err != nil {
+		return "", nil, false
+	}
+	return o.host, o.payload, true
+}
+
+// Seal signs payload for subject at now as s: an envelope any holder of
+// s's public key can verify, for a one-off publisher (the operator's
+// commands) that needs no Transport.
+func (s *Signer) Seal(subject string, payload []byte, now time.Time) []byte {
+	return newSealer(s).seal(subject, payload, now)
+}

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -136,25 +135,18 @@ func (w *Transport) SubscribeFrom(subject string, h bus.FromHandler) (bus.Subscr
 
 // open verifies data received on subject; reason is "" when it holds.
 func (w *Transport) open(subject string, data []byte, seen *replayCache) (sender string, payload []byte, reason string) {
-	o, err := parse(data)
-	if err != nil {
-		return "", nil, DropMalformed
-	}
-	pub, ok := w.keys.keys[o.host]
-	if !ok {
-		return o.host, nil, DropUnknown
-	}
-	if !ed25519.Verify(pub, signedBytes(subject, o.body), o.sig) {
-		return o.host, nil, DropSignature
+	v, reason := w.keys.Verify(subject, data)
+	if reason != "" {
+		return v.Host, nil, reason
 	}
 	now := w.cfg.Now()
-	if d := now.Sub(o.at); d > w.cfg.Window || d < -w.cfg.Window {
-		return o.host, nil, DropStale
+	if d := now.Sub(v.At); d > w.cfg.Window || d < -w.cfg.Window {
+		return v.Host, nil, DropStale
 	}
-	if !seen.add(o.host, o.nonce, o.at.Add(w.cfg.Window), now) {
-		return o.host, nil, DropReplay
+	if !seen.add(v.Host, v.nonce, v.At.Add(w.cfg.Window), now) {
+		return v.Host, nil, DropReplay
 	}
-	return o.host, o.payload, ""
+	return v.Host, v.Payload, ""
 }
 
 // Close implements bus.Transport (closes the wrapped transport).

@@ -156,6 +156,20 @@ type ExecResult struct {
 	Failed  int
 }
 
+// Controls are the operator's run-time controls as this agent knows them
+// (`dvms pause`, `dvms exclude`, `dvms mode`; cmd/dvms keeps them
+// converged across the region). Implementations are safe for concurrent
+// use and answer from memory.
+type Controls interface {
+	// Paused: the region is paused, no action starts.
+	Paused() bool
+	// Excluded: host is never a source nor a destination.
+	Excluded(host string) bool
+	// Advise: the moves from or to host are re-checked and recorded, not
+	// sent to Nova.
+	Advise(host string) bool
+}
+
 // Executor runs plans against Nova (DESIGN §5.5). Before each action it
 // re-reads the server and the destination and skips what no longer
 // holds; it follows each action to its end. It keeps each source host
@@ -184,6 +198,11 @@ type Executor struct {
 	// DrainReason: a disabled service whose reason matches is being
 	// drained (executor_reason.go); nil: DefaultConfig's.
 	DrainReason *regexp.Regexp
+	// Controls, if set, are read before each action starts (paused,
+	// excluded) and after its re-check (advise, which then replaces
+	// ExecConfig.DryRun); an action already in Nova's hands is followed to
+	// its end whatever they say.
+	Controls Controls
 }
 
 // NewExecutor returns an executor.
@@ -354,6 +373,11 @@ func (e *Executor) runTask(ctx context.Context, ev scheduler.Event, i int, a sch
 func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight, accepted func()) ActionResult {
 	r := ActionResult{Action: a}
 	log := e.log.With().Str("event", ev.ID).Str("server", a.Server).Str("from", a.From).Str("action", a.Kind.String()).Str("dest", a.To).Logger()
+	if sk := e.controlled(a); sk.why != "" {
+		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
+		log.Info().Str("reason", sk.why).Msg("action skipped: operator control")
+		return r
+	}
 	baseline, held, sk := e.recheck(ctx, ev, a, f)
 	if sk.why != "" {
 		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
@@ -361,7 +385,7 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 		return r
 	}
 	defer f.release(held)
-	if e.cfg.DryRun {
+	if e.advise(a) {
 		r.Outcome, r.Class, r.Reason = ActionSkipped, ReasonAdvise, "advise mode: not executed"
 		log.Info().Msg("advise: would run action")
 		return r
@@ -412,6 +436,30 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 		e.OnShelved(a.Server)
 	}
 	return r
+}
+
+// controlled says why the operator's controls hold a back ("" when they
+// do not).
+func (e *Executor) controlled(a scheduler.Action) skip {
+	c := e.Controls
+	switch {
+	case c == nil:
+	case c.Paused():
+		return skip{ReasonPaused, "region paused by the operator (dvms resume)"}
+	case c.Excluded(a.From):
+		return skip{ReasonExcluded, a.From + " is excluded by the operator (dvms include)"}
+	case a.To != "" && c.Excluded(a.To):
+		return skip{ReasonExcluded, a.To + " is excluded by the operator (dvms include)"}
+	}
+	return skip{}
+}
+
+// advise: a is re-checked and recorded, not sent (advise mode).
+func (e *Executor) advise(a scheduler.Action) bool {
+	if c := e.Controls; c != nil {
+		return c.Advise(a.From) || (a.To != "" && c.Advise(a.To))
+	}
+	return e.cfg.DryRun
 }
 
 // recheck re-reads Nova right before an action, within RecheckTimeout,

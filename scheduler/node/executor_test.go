@@ -248,3 +248,50 @@ func TestExecutorGivesUpOnSilentNova(t *testing.T) {
 		t.Errorf("gave up after %s of cloud time, want about Unresponsive (5 s)", took)
 	}
 }
+
+// ctl is a fixed set of operator controls.
+type ctl struct {
+	paused   bool
+	excluded map[string]bool
+	advise   map[string]bool
+}
+
+func (c ctl) Paused() bool              { return c.paused }
+func (c ctl) Excluded(host string) bool { return c.excluded[host] }
+func (c ctl) Advise(host string) bool   { return c.advise[host] }
+
+// The operator's controls hold actions back before any Nova request;
+// advise for one end of a move replaces the configured mode.
+func TestExecutorControls(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    ctl
+		want string
+	}{
+		{"paused", ctl{paused: true}, "skipped[paused]: region paused"},
+		{"source excluded", ctl{excluded: map[string]bool{"h1": true}}, "skipped[excluded]: h1 is excluded"},
+		{"destination excluded", ctl{excluded: map[string]bool{"h2": true}}, "skipped[excluded]: h2 is excluded"},
+		{"destination in advise mode", ctl{advise: map[string]bool{"h2": true}}, "skipped[advise]: advise mode"},
+		{"another host excluded", ctl{excluded: map[string]bool{"h3": true}}, "done[none]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newExecWorld(t, 3)
+			w.server("s1", "h1", 2, nil)
+			e := w.executor(fastExec(), w.cloud, w.cloud, w.clock)
+			e.Controls = tc.c
+			res := e.Execute(context.Background(), scheduler.Event{ID: "ev"}, scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 2)}}})
+			a := res.Actions[0]
+			got := a.Outcome.String() + "[" + string(a.Class) + "]"
+			if a.Reason != "" {
+				got += ": " + a.Reason
+			}
+			if !strings.HasPrefix(got, tc.want) {
+				t.Errorf("got %q, want %q...", got, tc.want)
+			}
+			s, _ := w.cloud.Server(context.Background(), "s1")
+			if moved := s.Host == "h2"; moved != (tc.want == "done[none]") {
+				t.Errorf("s1 on %s after %q", s.Host, got)
+			}
+		})
+	}
+}

@@ -113,6 +113,10 @@ type Deps struct {
 	// Watcher, if set, says whether this agent is the region's
 	// maintenance watch now (see watch.go); nil: never.
 	Watcher func() bool
+	// Controls, if set, are the operator's run-time controls the
+	// executor reads (Executor.Controls); the agent learns them through
+	// Runner.Control.
+	Controls Controls
 }
 
 // Runner owns one agent and its goroutines.
@@ -175,6 +179,7 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 	r.q.waiting = map[string]chan demandAnswer{}
 	r.exec.Ask = r.askDemand
 	r.exec.DrainReason = cfg.DrainReason
+	r.exec.Controls = d.Controls
 	r.exec.OnShelved = func(string) {
 		// Best effort: revivers also look on their own, only later.
 		_ = d.Bus.Publish(context.Background(), bus.ShelvedSubject(cfg.Region), []byte(ac.ID))
@@ -287,6 +292,12 @@ func (r *Runner) MemberDown(id string) { r.control(func(a *scheduler.Agent) { a.
 
 // MemberUp tells the agent that a member (re)joined.
 func (r *Runner) MemberUp(id string) { r.control(func(a *scheduler.Agent) { a.MemberUp(id) }) }
+
+// Control tells the agent the operator's controls for its host (see
+// scheduler.Agent.Control). It never blocks on a stopped runner.
+func (r *Runner) Control(paused, excluded bool) {
+	r.control(func(a *scheduler.Agent) { a.Control(paused, excluded) })
+}
 
 func (r *Runner) control(f func(*scheduler.Agent)) {
 	select {
