@@ -88,3 +88,11 @@ func SubscribeFrom(t Transport, subject string, h FromHandler) (Subscription, er
 	}
 	return t.Subscribe(subject, func(s string, d []byte) { h(s, "", d) })
 }
+
+// ControlSubject is where operators publish run-time controls (`dvms
+// pause`, `dvms mode`, `dvms exclude`), signed with an operator's key.
+func ControlSubject(region string) string { return "dvms." + region + ".control" }
+
+// ControlStateSubject is where agents pass on the operators' controls
+// they hold (to an agent that starts or missed one).
+func ControlStateSubject(region string) string { return "dvms." + region + ".control-state" }

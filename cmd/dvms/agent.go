@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand"
 	"net/url"
 	"os"
 	"os/signal"
@@ -143,6 +144,7 @@ type agentProc struct {
 	signed   *auth.Transport // nil when unsigned
 	embedded *bus.Embedded
 	journal  *journal
+	controls *controls // the operators' run-time controls
 	metrics  *agentMetrics
 	httpSrv  *metricsServer // /metrics and /healthz, nil when off
 	stopping atomic.Bool    // ctx ended: the runner is retiring
@@ -249,8 +251,13 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 			_ = tr.Publish(context.Background(), bus.EventsSubject(cfg.Runtime.Region), data)
 		}
 	}
+	// The operators' run-time controls (control.go).
+	p.controls = newControls(cfg.Runtime.Exec.DryRun)
 	p.metrics = newAgentMetrics(metricsSources{
-		host: host, meter: nd.meter, advise: cfg.Runtime.Exec.DryRun,
+		host: host, meter: nd.meter,
+		advise:    func() bool { return p.controls.Advise(host) },
+		paused:    p.controls.Paused,
+		excluded:  func() bool { return p.controls.Excluded(host) },
 		dropped:   func() int64 { return p.runner.Dropped() },
 		members:   func() int { return len(p.member.Members()) },
 		watch:     watcher,
@@ -262,6 +269,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	p.runner, err = node.New(cfg.Runtime, cfg.Agent, []string{host}, node.Deps{
 		Bus: bt, Nova: nc, Demand: src, Arbiter: arb, Clock: node.Wall{}, Log: log,
 		Seed: time.Now().UnixNano(), Watcher: watcher, Hooks: observeHooks(p.metrics, p.journal, time.Now),
+		Controls: p.controls,
 	})
 	if err != nil {
 		return nil, err
@@ -313,6 +321,19 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		return p.report(cfg, req)
 	}}
 	p.goRun(func() error { return status.run(rest) }, "status service")
+	ctlSvc := &controlService{region: cfg.Runtime.Region, host: host, tr: tr, secure: cfg.KeysDir != "", window: cfg.MessageWindow,
+		ring: operatorKeys(cfg, log), ctl: p.controls, watch: watcher, log: log, dlog: log.Sample(&zerolog.BurstSampler{Burst: 10, Period: 10 * time.Second}),
+		now: time.Now, rng: mrand.New(mrand.NewSource(time.Now().UnixNano())),
+		members: func() []string {
+			var hs []string
+			for _, m := range p.member.Members() {
+				hs = append(hs, m.Host)
+			}
+			return hs
+		},
+		apply: func() { p.runner.Control(p.controls.Paused(), p.controls.Excluded(host)) },
+	}
+	p.goRun(func() error { return ctlSvc.run(rest) }, "operator controls")
 	p.running.Store(true)
 	go func() {
 		err := p.runner.Run(ctx)
@@ -390,7 +411,8 @@ func (p *agentProc) report(cfg fileConfig, req statusRequest) agentReport {
 	return agentReport{
 		V: 1, Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation,
 		Started: p.started, Now: time.Now(), State: agentState(host, part, p.stopping.Load()),
-		Advise: cfg.Runtime.Exec.DryRun, Watch: len(ms) > 0 && ms[0].Host == host,
+		Advise: p.controls.Advise(host), Excluded: p.controls.Excluded(host), Control: p.controls.view(),
+		Watch:     len(ms) > 0 && ms[0].Host == host,
 		Partition: partInfo(part), Members: membersInfo(ms), Arbiter: arbiterStatus(p.arbiter),
 		Events: filterEvents(p.journal.snapshot(), req.Since, req.MaxEvents),
 	}

@@ -59,6 +59,24 @@ func signedBus(cfg fileConfig, tr bus.Transport, log zerolog.Logger) (bus.Transp
 // authConfig is the verification the agent and the services reading it
 // use: [DEFAULT] message_window, and dropped messages logged at most ten
 // per 10 s (dlog is that sampled logger).
+// operatorKeys are the public keys of the operators allowed to send
+// run-time controls (keys_dir/operators/*.pub; control.go); nil when
+// keys_dir is not set or has none (every signed command is then refused).
+func operatorKeys(cfg fileConfig, log zerolog.Logger) *auth.Keyring {
+	if cfg.KeysDir == "" {
+		log.Warn().Msg("insecure_unsigned: operator commands (dvms pause, mode, exclude) are taken unsigned from anyone able to publish on NATS")
+		return nil
+	}
+	dir := filepath.Join(cfg.KeysDir, operatorsDir)
+	ring, err := auth.LoadKeyring(dir)
+	if err != nil {
+		log.Warn().Err(err).Str("dir", dir).Msg("no operator key: operator commands (dvms pause, mode, exclude) will be refused")
+		return nil
+	}
+	log.Info().Str("dir", dir).Int("keys", ring.Len()).Msg("operator commands verified with these keys")
+	return ring
+}
+
 func authConfig(cfg fileConfig, log zerolog.Logger) (ac auth.Config, dlog zerolog.Logger) {
 	ac = auth.DefaultConfig()
 	ac.Window = cfg.MessageWindow

@@ -46,13 +46,15 @@ type metricsSources struct {
 	arbiter   func() *arbiterInfo // nil result: unknown
 	host      string
 	meter     *nova.Meter
-	advise    bool
+	// The operators' controls as they apply to this agent (nil: not
+	// registered).
+	advise, paused, excluded func() bool
 }
 
 // metricNames lists every metric family an agent registers (the Grafana
 // dashboard test reads it).
 var metricNames = []string{
-	"dvms_build_info", "dvms_advise_mode",
+	"dvms_build_info", "dvms_advise_mode", "dvms_paused", "dvms_excluded",
 	"dvms_records_total", "dvms_events_raised_total", "dvms_events_ended_total",
 	"dvms_event_solve_seconds", "dvms_event_fix_seconds", "dvms_partition_size",
 	"dvms_merges_total", "dvms_actions_total", "dvms_messages_sent_total",
@@ -93,11 +95,20 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dvms_build_info", Help: "Always 1: the agent's build version and host."}, []string{"version", "host"})
 	info.WithLabelValues(version, src.host).Set(1)
-	advise := prometheus.NewGauge(prometheus.GaugeOpts{Name: "dvms_advise_mode", Help: "1 when the agent runs in advise mode (plans not executed)."})
-	if src.advise {
-		advise.Set(1)
+	m.reg.MustRegister(info)
+	for _, g := range []struct {
+		name, help string
+		f          func() bool
+	}{
+		{"dvms_advise_mode", "1 when this agent's host is in advise mode (plans re-checked, not executed): dvms mode, else advise_only.", src.advise},
+		{"dvms_paused", "1 while the operator paused the region (dvms pause): no new event, no action started.", src.paused},
+		{"dvms_excluded", "1 while the operator excluded this agent's host (dvms exclude): never a source nor a destination.", src.excluded},
+	} {
+		if g.f != nil {
+			f := g.f
+			m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, func() float64 { return b2f(f()) }))
+		}
 	}
-	m.reg.MustRegister(info, advise)
 	if src.dropped != nil {
 		m.messagesBad = prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dvms_messages_dropped_total",
 			Help: "Protocol messages dropped on receipt: malformed, or the agent's inbox full."}, func() float64 { return float64(src.dropped()) })

@@ -34,17 +34,20 @@ func TestStatusTables(t *testing.T) {
 	}
 	members := []memberInfo{{Host: "c1"}, {Host: "c2"}, {Host: "c3", Version: "v9", LastHeard: now.Add(-3 * time.Second)}}
 	reps := []agentReport{
-		{Host: "c1", State: "member", Now: now, Partition: stale, Members: members, Arbiter: raft("c2", 7)},
-		{Host: "c2", State: "leader", Now: now, Partition: fresh, Members: members, Arbiter: raft("c2", 8)},
+		{Host: "c1", State: "member", Now: now, Partition: stale, Members: members, Arbiter: raft("c2", 7),
+			Control: controlView{Paused: true, Mode: "advise", HostModes: map[string]string{"c3": "enforce"}, Excluded: []string{"c2"}, Latest: now.Add(-time.Minute)}},
+		{Host: "c2", State: "leader", Now: now, Partition: fresh, Members: members, Arbiter: raft("c2", 8), Excluded: true},
 	}
 	ts := statusTables(reps, now)
 	var b bytes.Buffer
 	if err := writeTables(&b, "value", nil, ts...); err != nil {
 		t.Fatal(err)
 	}
-	want := "c1  member p1  0s ago false false\n" +
-		"c2  leader p1  0s ago false false\n" +
-		"c3  no answer  v9 3s ago false false\n" +
+	want := "c1  member p1  0s ago false false false\n" +
+		"c2  leader p1  0s ago false false true\n" +
+		"c3  no answer  v9 3s ago false false false\n" +
+		"true advise c3=enforce c2 2026-01-01T11:59:00Z c1\n" +
+		"false advise_only of each agent    c2\n" +
 		"p1 c1 c2 c1 c2 blocked e1 maintenance 30s\n" +
 		"raft c2 8 c1 c2 c3 c1 c2\n"
 	if b.String() != want {
@@ -59,7 +62,8 @@ func TestMetricNamesAreWhatTheAgentRegisters(t *testing.T) {
 	meter.Record(nova.Request{Template: nova.Template{Service: nova.ServiceCompute, Method: "GET", Path: "/servers/detail"}, Latency: time.Millisecond, Class: nova.ClassOK})
 	m := newAgentMetrics(metricsSources{host: "h1", meter: meter,
 		dropped: func() int64 { return 0 }, members: func() int { return 1 }, watch: func() bool { return true },
-		partition: func() *scheduler.Partition { return nil }, arbiter: func() *arbiterInfo { return nil }})
+		partition: func() *scheduler.Partition { return nil }, arbiter: func() *arbiterInfo { return nil },
+		advise: func() bool { return false }, paused: func() bool { return false }, excluded: func() bool { return false }})
 	now := time.Now()
 	ev := scheduler.Event{ID: "e1", Kind: scheduler.Overload, Host: "h1", Detected: now.Add(-time.Second)}
 	h := observeHooks(m, nil, func() time.Time { return now })

@@ -62,7 +62,9 @@ var options = []option{
 	{section: "DEFAULT", name: "keys_dir", kind: kindPath,
 		help: "Directory of the region's message keys: <host>.pub of every agent (nkeys user keys, `dvms keygen`) and this host's " +
 			"private <host>.key (mode 0600). Every message, heartbeat and arbiter request is signed with the private key and " +
-			"accepted only when it verifies against its sender's public key. Empty: the agent refuses to start unless insecure_unsigned.",
+			"accepted only when it verifies against its sender's public key. Its subdirectory operators/ holds the public keys (NAME.pub) of the " +
+			"operators whose run-time commands (dvms pause, resume, mode, exclude, include) the agent takes; without it, every such command is refused. " +
+			"Empty: the agent refuses to start unless insecure_unsigned.",
 		field: func(c *fileConfig) any { return &c.KeysDir }},
 	{section: "DEFAULT", name: "message_window", kind: kindSeconds, def: "30", bounds: "> 0",
 		help:  "A signed message is accepted within this long of its signing time, either way (clock skew and delivery), and its replay refused.",

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -47,8 +48,10 @@ type agentReport struct {
 	Incarnation string         `json:"incarnation"`
 	Started     time.Time      `json:"started"`
 	Now         time.Time      `json:"now"`
-	State       string         `json:"state"` // free, member, leader, stopping
-	Advise      bool           `json:"advise"`
+	State       string         `json:"state"`    // free, member, leader, stopping
+	Advise      bool           `json:"advise"`   // this host's mode now (control.go)
+	Excluded    bool           `json:"excluded"` // this host is excluded by the operator
+	Control     controlView    `json:"control"`  // the operators' controls this agent holds
 	Watch       bool           `json:"maintenance_watch"`
 	Partition   *partitionInfo `json:"partition,omitempty"`
 	Arbiter     *arbiterInfo   `json:"arbiter,omitempty"`
@@ -237,19 +240,49 @@ var errNoAgent = errors.New("no dvms agent answered (is --nats-url the agents' N
 
 // gatherReports asks every agent of the region for its report.
 func gatherReports(ctx context.Context, tr bus.Transport, gc gatherConfig) ([]agentReport, error) {
+	got, err := gatherAnswers(ctx, tr, gc.Timeout, bus.StatusSubject(gc.Region), func(inbox string) []byte {
+		req, _ := json.Marshal(statusRequest{V: 1, Reply: inbox, Since: gc.Since, MaxEvents: gc.Max})
+		return req
+	}, func(data []byte) (r agentReport, host string, members []string, ok bool) {
+		if json.Unmarshal(data, &r) != nil || r.V != 1 || r.Host == "" {
+			return r, "", nil, false
+		}
+		for _, m := range r.Members {
+			members = append(members, m.Host)
+		}
+		return r, r.Host, members, true
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agentReport, 0, len(got))
+	for _, h := range slices.Sorted(mapKeys(got)) {
+		out = append(out, got[h])
+	}
+	return out, nil
+}
+
+// gatherAnswers publishes the request req builds (given the reply
+// subject) on subject and collects the agents' answers, by host, until
+// every member any answer lists has answered or timeout passed; decode
+// returns an answer's host and the members it lists (ok false: ignored).
+// No answer at all is errNoAgent.
+func gatherAnswers[T any](ctx context.Context, tr bus.Transport, timeout time.Duration, subject string,
+	req func(inbox string) []byte, decode func([]byte) (T, string, []string, bool)) (map[string]T, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	inbox := "_INBOX.dvms." + hex.EncodeToString(b)
 	var mu sync.Mutex
-	got := map[string]agentReport{}
+	got := map[string]T{}
+	lists := map[string][]string{}
 	changed := make(chan struct{}, 1)
 	sub, err := tr.Subscribe(inbox, func(_ string, data []byte) {
-		var r agentReport
-		if json.Unmarshal(data, &r) != nil || r.V != 1 || r.Host == "" {
+		v, host, members, ok := decode(data)
+		if !ok {
 			return
 		}
 		mu.Lock()
-		got[r.Host] = r
+		got[host], lists[host] = v, members
 		mu.Unlock()
 		select {
 		case changed <- struct{}{}:
@@ -268,59 +301,44 @@ func gatherReports(ctx context.Context, tr bus.Transport, gc gatherConfig) ([]ag
 			return nil, fmt.Errorf("nats: %w", err)
 		}
 	}
-	req, _ := json.Marshal(statusRequest{V: 1, Reply: inbox, Since: gc.Since, MaxEvents: gc.Max})
-	if err := tr.Publish(ctx, bus.StatusSubject(gc.Region), req); err != nil {
+	if err := tr.Publish(ctx, subject, req(inbox)); err != nil {
 		return nil, err
 	}
-	timeout := time.NewTimer(gc.Timeout)
-	defer timeout.Stop()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	result := func() (map[string]T, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) == 0 {
+			return nil, errNoAgent
+		}
+		return maps.Clone(got), nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-timeout.C:
-			return collected(&mu, got)
+		case <-timer.C:
+			return result()
 		case <-changed:
 			mu.Lock()
-			done := allAnswered(got)
+			done := allAnswered(lists)
 			mu.Unlock()
 			if done {
-				return collected(&mu, got)
+				return result()
 			}
 		}
 	}
 }
 
 // allAnswered: every member any answer lists has answered.
-func allAnswered(got map[string]agentReport) bool {
-	for _, r := range got {
-		for _, m := range r.Members {
-			if _, ok := got[m.Host]; !ok {
+func allAnswered(lists map[string][]string) bool {
+	for _, ms := range lists {
+		for _, m := range ms {
+			if _, ok := lists[m]; !ok {
 				return false
 			}
 		}
 	}
-	return len(got) > 0
-}
-
-func collected(mu *sync.Mutex, got map[string]agentReport) ([]agentReport, error) {
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) == 0 {
-		return nil, errNoAgent
-	}
-	out := make([]agentReport, 0, len(got))
-	for _, r := range got {
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b agentReport) int {
-		if a.Host < b.Host {
-			return -1
-		}
-		if a.Host > b.Host {
-			return 1
-		}
-		return 0
-	})
-	return out, nil
+	return len(lists) > 0
 }

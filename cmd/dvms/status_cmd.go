@@ -23,15 +23,17 @@ import (
 // statusEvents is how many recent events `dvms status` shows.
 const statusEvents = 10
 
+// natsFlags are the flags of the commands that ask the agents over NATS.
+func natsFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "nats-url", EnvVars: []string{"DVMS_NATS_URL"}, Value: "nats://127.0.0.1:4222", Usage: "NATS URL(s) of the agents"},
+		&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"DVMS_NATS_CREDS_FILE"}, Usage: "NATS credentials file (optional)"},
+		&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms region of the agents"},
+		&cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, Usage: "wait at most this long for the agents' answers (less once every member answered)"},
+	}, outputFlags()...)
+}
+
 func init() {
-	natsFlags := func() []cli.Flag {
-		return append([]cli.Flag{
-			&cli.StringFlag{Name: "nats-url", EnvVars: []string{"DVMS_NATS_URL"}, Value: "nats://127.0.0.1:4222", Usage: "NATS URL(s) of the agents"},
-			&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"DVMS_NATS_CREDS_FILE"}, Usage: "NATS credentials file (optional)"},
-			&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms region of the agents"},
-			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, Usage: "wait at most this long for the agents' answers (less once every member answered)"},
-		}, outputFlags()...)
-	}
 	commands = append(commands,
 		&cli.Command{
 			Name:  "status",
@@ -112,7 +114,7 @@ func runStatus(c *cli.Context) error {
 // statusTables are the agents, the partitions in flight and the recent
 // events of the region, from the agents' reports.
 func statusTables(reps []agentReport, now time.Time) []table {
-	agents := table{Name: "agents", Columns: []string{"Host", "Site", "State", "Partition", "Version", "Last Heard", "Watch", "Advise"}}
+	agents := table{Name: "agents", Columns: []string{"Host", "Site", "State", "Partition", "Version", "Last Heard", "Watch", "Advise", "Excluded"}}
 	answered := map[string]agentReport{}
 	for _, r := range reps {
 		answered[r.Host] = r
@@ -147,11 +149,11 @@ func statusTables(reps []agentReport, now time.Time) []table {
 			if r.Partition != nil {
 				part = r.Partition.ID
 			}
-			agents.Rows = append(agents.Rows, []any{r.Host, r.Site, r.State, part, r.Version, ago(now, r.Now), r.Watch, r.Advise})
+			agents.Rows = append(agents.Rows, []any{r.Host, r.Site, r.State, part, r.Version, ago(now, r.Now), r.Watch, r.Advise, r.Excluded})
 			continue
 		}
 		m := heard[h]
-		agents.Rows = append(agents.Rows, []any{m.Host, m.Site, "no answer", "", m.Version, ago(now, m.LastHeard), false, false})
+		agents.Rows = append(agents.Rows, []any{m.Host, m.Site, "no answer", "", m.Version, ago(now, m.LastHeard), false, false, false})
 	}
 
 	parts := table{Name: "partitions", Columns: []string{"ID", "Initiator", "Leader", "Members", "State", "Event", "Kind", "Age"}}
@@ -215,7 +217,43 @@ func statusTables(reps []agentReport, now time.Time) []table {
 	for _, e := range evs {
 		events.Rows = append(events.Rows, []any{e.ID, e.Kind, e.Host, stamp(e.Raised), outcomeOf(e), e.Moves, e.Reason})
 	}
-	return []table{agents, parts, arbiter, events}
+	return []table{agents, controlTable(reps), parts, arbiter, events}
+}
+
+// controlTable: the operators' controls as the agents hold them, one row
+// per distinct view (more than one: a command has not reached everyone
+// yet).
+func controlTable(reps []agentReport) table {
+	t := table{Name: "control", Columns: []string{"Paused", "Mode", "Host Modes", "Excluded", "Latest", "Seen By"}}
+	var order []string
+	rows := map[string][]any{}
+	seen := map[string][]string{}
+	for _, r := range reps {
+		v := r.Control
+		mode := v.Mode
+		if mode == "" {
+			mode = "advise_only of each agent"
+		}
+		var hm []string
+		for _, h := range slices.Sorted(mapKeys(v.HostModes)) {
+			hm = append(hm, h+"="+v.HostModes[h])
+		}
+		excl := slices.Clone(v.Excluded)
+		if excl == nil {
+			excl = []string{}
+		}
+		row := []any{v.Paused, mode, strings.Join(hm, " "), excl, stamp(v.Latest)}
+		key := fmt.Sprint(row...)
+		if _, ok := rows[key]; !ok {
+			order = append(order, key)
+			rows[key] = row
+		}
+		seen[key] = append(seen[key], r.Host)
+	}
+	for _, k := range order {
+		t.Rows = append(t.Rows, append(rows[k], strings.Join(seen[k], " ")))
+	}
+	return t
 }
 
 // joinEvents merges the agents' entries of each event (the raising agent

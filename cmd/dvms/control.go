@@ -1,0 +1,532 @@
+package main
+
+// Operators' run-time controls (issue 13): `dvms mode`, `dvms pause` /
+// `resume` and `dvms exclude` / `include` reach every agent of the region
+// over NATS, without restarts.
+//
+// Who may send them. A command is signed (bus/auth envelope) with an
+// operator's key, whose public half is keys_dir/operators/NAME.pub on the
+// agents: a keyring of its own, so an agent's key cannot steer the region
+// and an operator's key cannot speak as an agent. An agent with keys_dir
+// refuses an unsigned, unknown, badly signed or stale command, logs why
+// and answers the sender with the reason. An agent without keys_dir
+// (insecure_unsigned) takes unsigned commands, as it takes every message.
+//
+// State. Each command sets one register: paused, the region's mode, one
+// host's mode, one host's exclusion. A register holds the command with
+// the latest signed time (then the larger id): commands commute, a
+// repeated or replayed one changes nothing, and agents that heard the same
+// commands agree whatever the order they heard them in.
+//
+// Convergence. Each agent keeps, for each register, the command as it
+// received it, signature included, and passes it on: an agent that starts
+// publishes what it holds on the state subject (an ask); an agent holding
+// something newer than a message it hears answers after a random delay of
+// up to controlAnswerJitter, unless an answer covering its own came
+// first; the maintenance watch re-publishes every controlRepublish, which
+// heals an agent that missed a command. Every command passed on is
+// verified again with the operators' keys by the agent that takes it, so
+// no agent can forge one. Not a NATS JetStream KV bucket: the agents run
+// on core NATS (a JetStream-enabled server is not required of operators)
+// and the state is a handful of registers that every agent keeps in
+// memory anyway. The limit: a region whose agents all stop at once
+// forgets the controls (each agent's advise_only applies again); `dvms
+// status` shows what every agent holds.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/bus/auth"
+)
+
+const (
+	// controlRepublish: how often the maintenance watch re-publishes the
+	// controls it holds (one message to the region, only when there are
+	// controls).
+	controlRepublish = 30 * time.Second
+	// controlAnswerJitter bounds the random delay before an agent answers
+	// a state message that lacks something it holds.
+	controlAnswerJitter = time.Second
+	// operatorsDir is the subdirectory of keys_dir with the operators'
+	// public keys.
+	operatorsDir = "operators"
+)
+
+// Modes of `dvms mode`; modeRegion (one host only) follows the region's.
+const (
+	modeAdvise  = "advise"
+	modeEnforce = "enforce"
+	modeRegion  = "region"
+)
+
+// Operations of a control command.
+const (
+	opMode    = "mode"
+	opPause   = "pause"
+	opResume  = "resume"
+	opExclude = "exclude"
+	opInclude = "include"
+)
+
+// controlCommand is what an operator sends.
+type controlCommand struct {
+	V  int    `json:"v"`
+	ID string `json:"id"` // random: orders equal times, names the command in logs
+	// At is the operator's clock when sending: the latest command of a
+	// register wins.
+	At   time.Time `json:"at"`
+	Op   string    `json:"op"`
+	Host string    `json:"host,omitempty"` // mode of one host; exclude, include
+	Mode string    `json:"mode,omitempty"` // advise, enforce; region (with host)
+	// Reply: where agents answer (the sender's inbox); not kept.
+	Reply string `json:"reply,omitempty"`
+}
+
+// validate says what is wrong with a command.
+func (c controlCommand) validate() error {
+	switch {
+	case c.V != 1:
+		return fmt.Errorf("version %d", c.V)
+	case c.ID == "" || c.At.IsZero():
+		return errors.New("no id or time")
+	case c.Host != "" && !auth.ValidHost(c.Host):
+		return fmt.Errorf("host %q", c.Host)
+	}
+	switch c.Op {
+	case opPause, opResume:
+		if c.Host != "" {
+			return fmt.Errorf("%s is region-wide: no host", c.Op)
+		}
+	case opExclude, opInclude:
+		if c.Host == "" {
+			return fmt.Errorf("%s needs a host", c.Op)
+		}
+	case opMode:
+		if c.Mode != modeAdvise && c.Mode != modeEnforce && !(c.Mode == modeRegion && c.Host != "") {
+			return fmt.Errorf("mode %q: want advise or enforce (region: a host follows the region's)", c.Mode)
+		}
+	default:
+		return fmt.Errorf("operation %q", c.Op)
+	}
+	return nil
+}
+
+// register is the one register a command sets, and the value it sets.
+func (c controlCommand) register() (key, value string) {
+	switch c.Op {
+	case opPause, opResume:
+		return "paused", fmt.Sprint(c.Op == opPause)
+	case opExclude, opInclude:
+		return "excluded/" + c.Host, fmt.Sprint(c.Op == opExclude)
+	}
+	if c.Host != "" {
+		return "mode/" + c.Host, c.Mode
+	}
+	return "mode", c.Mode
+}
+
+// after: c wins over o in a register.
+func (c controlCommand) after(o controlCommand) bool {
+	if !c.At.Equal(o.At) {
+		return c.At.After(o.At)
+	}
+	return c.ID > o.ID
+}
+
+// controlRecord is a command an agent holds: as received (raw, passed on
+// as is) and decoded.
+type controlRecord struct {
+	cmd controlCommand
+	by  string // the operator's key name ("" unsigned)
+	raw []byte
+}
+
+// controls are the registers one agent holds. Safe for concurrent use;
+// implements node.Controls.
+type controls struct {
+	mu   sync.Mutex
+	recs map[string]controlRecord
+	// advise is the configured advise_only: the mode while no command
+	// set one.
+	advise bool
+}
+
+func newControls(advise bool) *controls {
+	return &controls{recs: map[string]controlRecord{}, advise: advise}
+}
+
+// merge keeps r if it is the latest of its register; it reports whether
+// the register's value changed.
+func (c *controls) merge(r controlRecord) bool {
+	key, val := r.cmd.register()
+	r.cmd.Reply = ""
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, ok := c.recs[key]
+	if ok && !r.cmd.after(old.cmd) {
+		return false
+	}
+	c.recs[key] = r
+	if !ok {
+		return true
+	}
+	_, was := old.cmd.register()
+	return was != val
+}
+
+func (c *controls) value(key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.recs[key]
+	if !ok {
+		return ""
+	}
+	_, v := r.cmd.register()
+	return v
+}
+
+// Paused implements node.Controls.
+func (c *controls) Paused() bool { return c.value("paused") == "true" }
+
+// Excluded implements node.Controls.
+func (c *controls) Excluded(host string) bool { return c.value("excluded/"+host) == "true" }
+
+// Advise implements node.Controls: the host's mode, else the region's,
+// else the configured advise_only.
+func (c *controls) Advise(host string) bool {
+	if m := c.value("mode/" + host); m != "" && m != modeRegion {
+		return m == modeAdvise
+	}
+	if m := c.value("mode"); m != "" {
+		return m == modeAdvise
+	}
+	return c.advise
+}
+
+// ahead: c holds a command newer than (or missing from) theirs.
+func (c *controls) ahead(theirs map[string]controlCommand) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, r := range c.recs {
+		if t, ok := theirs[k]; !ok || r.cmd.after(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// raws are the commands held, as received.
+func (c *controls) raws() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([][]byte, 0, len(c.recs))
+	for _, k := range slices.Sorted(mapKeys(c.recs)) {
+		out = append(out, c.recs[k].raw)
+	}
+	return out
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// controlView is what an agent holds, for `dvms status` and answers.
+type controlView struct {
+	Paused bool `json:"paused"`
+	// Mode is the region's ("" while no command set it: each agent's
+	// advise_only).
+	Mode      string            `json:"mode,omitempty"`
+	HostModes map[string]string `json:"host_modes,omitempty"`
+	Excluded  []string          `json:"excluded,omitempty"`
+	// Latest is the time of the newest command held.
+	Latest time.Time `json:"latest,omitzero"`
+}
+
+func (c *controls) view() controlView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var v controlView
+	for _, k := range slices.Sorted(mapKeys(c.recs)) {
+		r := c.recs[k]
+		_, val := r.cmd.register()
+		switch {
+		case k == "paused":
+			v.Paused = val == "true"
+		case k == "mode":
+			v.Mode = val
+		case strings.HasPrefix(k, "mode/") && val != modeRegion:
+			if v.HostModes == nil {
+				v.HostModes = map[string]string{}
+			}
+			v.HostModes[r.cmd.Host] = val
+		case strings.HasPrefix(k, "excluded/") && val == "true":
+			v.Excluded = append(v.Excluded, r.cmd.Host)
+		}
+		if r.cmd.At.After(v.Latest) {
+			v.Latest = r.cmd.At
+		}
+	}
+	return v
+}
+
+// controlState is what agents pass on (ControlStateSubject).
+type controlState struct {
+	V    int    `json:"v"`
+	From string `json:"from"`
+	// Ask: the sender just started: agents that hold more answer.
+	Ask     bool     `json:"ask,omitempty"`
+	Records [][]byte `json:"records"`
+}
+
+// controlAck is an agent's answer to a command.
+type controlAck struct {
+	V        int         `json:"v"`
+	ID       string      `json:"id"`
+	Host     string      `json:"host"`
+	Accepted bool        `json:"accepted"`
+	Changed  bool        `json:"changed,omitempty"`
+	Reason   string      `json:"reason,omitempty"` // why refused
+	Control  controlView `json:"control"`
+	Advise   bool        `json:"advise"` // this host's mode now
+	Members  []string    `json:"members,omitempty"`
+}
+
+// controlService is one agent's part: it takes commands and passes on
+// what it holds.
+type controlService struct {
+	region, host string
+	tr           bus.Transport // plain: commands carry their own signature
+	// secure: keys_dir is set, commands must be signed by an operator's
+	// key in ring (nil: keys_dir/operators has none, every command is
+	// refused).
+	secure  bool
+	ring    *auth.Keyring
+	window  time.Duration
+	ctl     *controls
+	watch   func() bool     // this agent is the maintenance watch
+	members func() []string // live members, for answers
+	apply   func()          // tell the runner (the controls changed)
+	log     zerolog.Logger
+	dlog    zerolog.Logger // rate-limited: refusals
+	now     func() time.Time
+	rng     *rand.Rand
+}
+
+// run serves until ctx ends.
+func (s *controlService) run(ctx context.Context) error {
+	cmds := make(chan []byte, 64)
+	states := make(chan controlState, 64)
+	sub, err := s.tr.Subscribe(bus.ControlSubject(s.region), func(_ string, data []byte) {
+		select {
+		case cmds <- data:
+		default:
+			s.dlog.Warn().Msg("operator command dropped: too many at once")
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", bus.ControlSubject(s.region), err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	ssub, err := s.tr.Subscribe(bus.ControlStateSubject(s.region), func(_ string, data []byte) {
+		var st controlState
+		if json.Unmarshal(data, &st) != nil || st.V != 1 || st.From == "" {
+			s.dlog.Debug().Int("bytes", len(data)).Msg("malformed control state ignored")
+			return
+		}
+		if st.From == s.host {
+			return
+		}
+		select {
+		case states <- st:
+		default:
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", bus.ControlStateSubject(s.region), err)
+	}
+	defer func() { _ = ssub.Unsubscribe() }()
+	if f, ok := s.tr.(interface{ Flush(context.Context) error }); ok {
+		_ = f.Flush(ctx)
+	}
+	s.publishState(ctx, true)
+
+	tick := time.NewTicker(controlRepublish)
+	defer tick.Stop()
+	answer := time.NewTimer(time.Hour)
+	answer.Stop()
+	defer answer.Stop()
+	pending := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case raw := <-cmds:
+			s.command(ctx, raw)
+		case st := <-states:
+			switch s.takeState(st) {
+			case true:
+				if !pending {
+					pending = true
+					answer.Reset(time.Duration(s.rng.Int63n(int64(controlAnswerJitter))))
+				}
+			case false:
+				if pending { // someone covered what this agent holds
+					pending = false
+					answer.Stop()
+				}
+			}
+		case <-answer.C:
+			pending = false
+			s.publishState(ctx, false)
+		case <-tick.C:
+			if s.watch() {
+				s.publishState(ctx, false)
+			}
+		}
+	}
+}
+
+func (s *controlService) publishState(ctx context.Context, ask bool) {
+	recs := s.ctl.raws()
+	if len(recs) == 0 && !ask {
+		return
+	}
+	data, _ := json.Marshal(controlState{V: 1, From: s.host, Ask: ask, Records: recs})
+	if err := s.tr.Publish(ctx, bus.ControlStateSubject(s.region), data); err != nil && ctx.Err() == nil {
+		s.log.Warn().Err(err).Msg("operator controls not passed on")
+	}
+}
+
+// takeState merges what a peer passed on and reports whether this agent
+// holds something newer than the peer said.
+func (s *controlService) takeState(st controlState) (ahead bool) {
+	theirs := map[string]controlCommand{}
+	changed := false
+	for _, raw := range st.Records {
+		r, why := s.open(raw, false)
+		if why != "" {
+			s.dlog.Warn().Str("from", st.From).Str("reason", why).Msg("operator command passed on by a peer refused")
+			continue
+		}
+		k, _ := r.cmd.register()
+		if t, ok := theirs[k]; !ok || r.cmd.after(t) {
+			theirs[k] = r.cmd
+		}
+		if s.ctl.merge(r) {
+			changed = true
+			s.logCommand(r, "operator control learned from a peer", st.From)
+		}
+	}
+	if changed {
+		s.apply()
+	}
+	return s.ctl.ahead(theirs)
+}
+
+// command takes one command an operator published.
+func (s *controlService) command(ctx context.Context, raw []byte) {
+	r, why := s.open(raw, true)
+	if why != "" {
+		by, cmd := s.peek(raw)
+		s.dlog.Warn().Str("reason", why).Str("signer", by).Str("op", cmd.Op).Str("command", cmd.ID).Msg("operator command refused")
+		if strings.HasPrefix(cmd.Reply, "_INBOX.") { // the sender learns why (the CLI's inbox only)
+			s.reply(ctx, cmd, controlAck{Reason: why})
+		}
+		return
+	}
+	changed := s.ctl.merge(r)
+	if changed {
+		s.logCommand(r, "operator control applied", "")
+		s.apply()
+	}
+	s.reply(ctx, r.cmd, controlAck{Accepted: true, Changed: changed})
+}
+
+func (s *controlService) logCommand(r controlRecord, msg, from string) {
+	e := s.log.Info().Str("op", r.cmd.Op).Str("operator", r.by).Str("command", r.cmd.ID).Time("at", r.cmd.At)
+	if r.cmd.Host != "" {
+		e = e.Str("target", r.cmd.Host)
+	}
+	if r.cmd.Mode != "" {
+		e = e.Str("mode", r.cmd.Mode)
+	}
+	if from != "" {
+		e = e.Str("from", from)
+	}
+	e.Msg(msg)
+}
+
+func (s *controlService) reply(ctx context.Context, cmd controlCommand, a controlAck) {
+	if cmd.Reply == "" {
+		return
+	}
+	a.V, a.ID, a.Host, a.Control, a.Advise, a.Members = 1, cmd.ID, s.host, s.ctl.view(), s.ctl.Advise(s.host), s.members()
+	data, _ := json.Marshal(a)
+	if err := s.tr.Publish(ctx, cmd.Reply, data); err != nil && ctx.Err() == nil {
+		s.log.Warn().Err(err).Msg("answer to an operator command not sent")
+	}
+}
+
+// open verifies and decodes a command (live: just published, so its
+// signing time must be within the message window); why says why it is
+// refused ("" when it is not).
+func (s *controlService) open(raw []byte, live bool) (controlRecord, string) {
+	payload, by := raw, ""
+	if s.secure {
+		if s.ring == nil {
+			return controlRecord{}, "no operator key on this agent (keys_dir/" + operatorsDir + "/*.pub): operator commands are refused"
+		}
+		v, drop := s.ring.Verify(bus.ControlSubject(s.region), raw)
+		switch drop {
+		case "":
+		case auth.DropMalformed:
+			return controlRecord{}, "not signed: this region takes operator commands signed with an operator's key (--key)"
+		case auth.DropUnknown:
+			return controlRecord{}, fmt.Sprintf("signed by %q, which is not an operator's key (keys_dir/%s/%s%s)", v.Host, operatorsDir, v.Host, auth.PubExt)
+		default:
+			return controlRecord{}, "signature of " + v.Host + ": " + drop
+		}
+		if d := s.now().Sub(v.At); live && (d > s.window || d < -s.window) {
+			return controlRecord{}, fmt.Sprintf("stale: signed %s from this agent's clock (message_window %s)", d.Round(time.Second), s.window)
+		}
+		payload, by = v.Payload, v.Host
+	} else if h, p, ok := auth.Unverified(raw); ok {
+		payload, by = p, h // unsigned region: a signature is not checked
+	}
+	var cmd controlCommand
+	if err := json.Unmarshal(payload, &cmd); err != nil {
+		return controlRecord{}, "malformed command: " + err.Error()
+	}
+	if err := cmd.validate(); err != nil {
+		return controlRecord{}, "malformed command: " + err.Error()
+	}
+	return controlRecord{cmd: cmd, by: by, raw: raw}, ""
+}
+
+// peek reads a refused command for the log and the answer, trusting
+// nothing.
+func (s *controlService) peek(raw []byte) (by string, cmd controlCommand) {
+	payload := raw
+	if h, p, ok := auth.Unverified(raw); ok {
+		by, payload = h, p
+	}
+	_ = json.Unmarshal(payload, &cmd)
+	return by, cmd
+}

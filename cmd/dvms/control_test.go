@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/bus/auth"
+)
+
+func cmdAt(op, host, mode string, at time.Time, id string) controlRecord {
+	c := controlCommand{V: 1, ID: id, At: at, Op: op, Host: host, Mode: mode}
+	raw, _ := json.Marshal(c)
+	return controlRecord{cmd: c, raw: raw}
+}
+
+// Commands commute: agents that took the same commands in any order hold
+// the same controls; a replay changes nothing; a host's mode wins over
+// the region's, which wins over advise_only.
+func TestControlsLastWriterWins(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	recs := []controlRecord{
+		cmdAt(opPause, "", "", t0, "a"),
+		cmdAt(opResume, "", "", t0.Add(time.Second), "b"),
+		cmdAt(opPause, "", "", t0.Add(2*time.Second), "c"),
+		cmdAt(opExclude, "c2", "", t0, "d"),
+		cmdAt(opInclude, "c2", "", t0, "e"), // same time: the larger id wins
+		cmdAt(opExclude, "c3", "", t0, "f"),
+		cmdAt(opMode, "", modeAdvise, t0, "g"),
+		cmdAt(opMode, "c4", modeEnforce, t0, "h"),
+		cmdAt(opMode, "c5", modeEnforce, t0, "i"),
+		cmdAt(opMode, "c5", modeRegion, t0.Add(time.Second), "j"),
+	}
+	want := controlView{Paused: true, Mode: modeAdvise, HostModes: map[string]string{"c4": modeEnforce}, Excluded: []string{"c3"}, Latest: t0.Add(2 * time.Second)}
+	rng := rand.New(rand.NewSource(1))
+	for range 20 {
+		c := newControls(false)
+		for _, i := range rng.Perm(len(recs)) {
+			c.merge(recs[i])
+		}
+		if got := c.view(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("view %+v, want %+v", got, want)
+		}
+		if c.merge(recs[0]) || c.merge(recs[2]) {
+			t.Fatal("a replayed command changed the controls")
+		}
+		if !c.Paused() || c.Excluded("c2") || !c.Excluded("c3") || !c.Advise("c1") || c.Advise("c4") || !c.Advise("c5") {
+			t.Fatalf("paused %v excluded c2 %v c3 %v advise c1 %v c4 %v c5 %v", c.Paused(), c.Excluded("c2"), c.Excluded("c3"), c.Advise("c1"), c.Advise("c4"), c.Advise("c5"))
+		}
+	}
+	if c := newControls(true); !c.Advise("c1") || c.Paused() || c.Excluded("c1") {
+		t.Fatal("without a command: advise_only, not paused, nobody excluded")
+	}
+}
+
+// The operator's command line against a region of signed agents: only a
+// command signed with an operator's key is taken (the others are refused
+// with their reason); an agent that starts later learns the controls
+// from its peers; paused, no event is raised and nothing moves; switched
+// to enforce and resumed at run time, the overload is fixed without
+// touching the excluded host.
+func TestOperatorControls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three agents for several seconds")
+	}
+	keys := t.TempDir()
+	for _, h := range []string{"compute-1", "compute-2", "compute-3"} {
+		if _, err := auth.GenerateKey(keys, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := auth.GenerateKey(filepath.Join(keys, operatorsDir), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := t.TempDir()
+	if _, err := auth.GenerateKey(elsewhere, "mallory"); err != nil {
+		t.Fatal(err)
+	}
+	alice, mallory := filepath.Join(keys, operatorsDir, "alice.key"), filepath.Join(elsewhere, "mallory.key")
+	agentKey := filepath.Join(keys, "compute-2.key") // an agent's key is no operator's
+
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	cloud := opsCloud(t, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signed := func(c *fileConfig) { c.KeysDir, c.Runtime.Exec.DryRun = keys, true }
+	a1 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-1", signed)
+	a2 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-2", signed)
+	agents := []*agentProc{a1, a2}
+	defer func() {
+		cancel()
+		for _, a := range agents {
+			if err := a.wait(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	dvms := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		args = append([]string{"dvms", args[0], "--nats-url", ns.ClientURL(), "--region", opsRegion}, args[1:]...)
+		code := run(args, &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	waitUntil(t, 10*time.Second, "both agents hear each other", func() bool {
+		return len(a1.member.Members()) == 2 && len(a2.member.Members()) == 2
+	})
+
+	for _, tc := range []struct{ name, key, reason string }{
+		{"unsigned", "", "not signed"},
+		{"stranger's key", mallory, `signed by "mallory", which is not an operator's key`},
+		{"an agent's key", agentKey, `signed by "compute-2", which is not an operator's key`},
+	} {
+		args := []string{"pause"}
+		if tc.key != "" {
+			args = append(args, "--key", tc.key)
+		}
+		code, out := dvms(args...)
+		if code != exitFailed || strings.Count(out, tc.reason) < 2 || !strings.Contains(out, "refused by 2 of 2 agents") {
+			t.Errorf("%s: exit %d, want %d and both agents' reason %q:\n%s", tc.name, code, exitFailed, tc.reason, out)
+		}
+		if a1.controls.Paused() || a2.controls.Paused() {
+			t.Fatalf("%s: a refused command paused the region", tc.name)
+		}
+	}
+
+	if code, out := dvms("pause", "--key", alice); code != 0 || strings.Count(out, "applied") != 2 {
+		t.Fatalf("dvms pause: exit %d:\n%s", code, out)
+	}
+	if code, out := dvms("exclude", "--key", alice, "compute-2"); code != 0 {
+		t.Fatalf("dvms exclude: exit %d:\n%s", code, out)
+	}
+	// A later agent learns both from its peers.
+	a3 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-3", signed)
+	agents = append(agents, a3)
+	waitUntil(t, 10*time.Second, "compute-3 learns the controls", func() bool {
+		return a3.controls.Paused() && a3.controls.Excluded("compute-2")
+	})
+	// Paused: no event raised for several monitor intervals, nothing moved.
+	raised := sum(scrape(t, a1), "dvms_events_raised_total")
+	time.Sleep(4 * time.Second) // an absence: it can only be watched for a while
+	if now := sum(scrape(t, a1), "dvms_events_raised_total"); now != raised {
+		t.Errorf("paused, compute-1 raised %v events", now-raised)
+	}
+	if m := scrape(t, a2); sum(m, "dvms_paused") != 1 || sum(m, "dvms_excluded") != 1 {
+		t.Error("compute-2's metrics do not say paused and excluded")
+	}
+
+	// Enforce at run time, then resume: the overload is fixed, through
+	// compute-3 only.
+	for _, args := range [][]string{{"mode", "--key", alice, "enforce"}, {"resume", "--key", alice}} {
+		if code, out := dvms(args...); code != 0 || strings.Count(out, "applied") != 3 {
+			t.Fatalf("dvms %s: exit %d:\n%s", args, code, out)
+		}
+	}
+	waitUntil(t, 60*time.Second, "compute-1's overload fixed", func() bool {
+		ss, _ := cloud.Servers(context.Background(), "compute-1")
+		return len(ss) < 5 && cloud.Stats().Started > 0 && cloud.Stats().InFlight == 0
+	})
+	if ss, _ := cloud.Servers(context.Background(), "compute-2"); len(ss) != 1 {
+		t.Errorf("compute-2 is excluded, yet it holds %d servers (1 before)", len(ss))
+	}
+	code, out := dvms("status", "-f", "json")
+	var st struct {
+		Control []map[string]any `json:"control"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Control) != 1 ||
+		st.Control[0]["Paused"] != false || st.Control[0]["Mode"] != "enforce" || fmt.Sprint(st.Control[0]["Excluded"]) != "[compute-2]" ||
+		st.Control[0]["Seen By"] != "compute-1 compute-2 compute-3" {
+		t.Errorf("dvms status: exit %d, control %v:\n%s", code, st.Control, out)
+	}
+}
