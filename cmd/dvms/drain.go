@@ -42,13 +42,20 @@ func init() {
 				"`openstack compute service set --disable --disable-reason R HOST nova-compute` does;\n" +
 				"the dvms agents see it and move every server off the host. With --wait, follows the\n" +
 				"host until it is empty (exit 0) or nothing changed on it for --stall (exit 1, listing\n" +
-				"the servers that remain).",
-			Flags: append(cloudFlags(),
-				&cli.StringFlag{Name: "reason", Value: defaultDrainReason, Usage: "disabled reason (dvms agents react to their drain_reason_pattern)"},
-				&cli.BoolFlag{Name: "wait", Usage: "wait until the host is empty"},
-				&cli.DurationFlag{Name: "poll", Value: 5 * time.Second, Usage: "with --wait: how often to list the host's servers"},
-				&cli.DurationFlag{Name: "stall", Value: 10 * time.Minute, Usage: "with --wait: give up when nothing changed on the host for this long"},
-			),
+				"the servers that remain). With --dry-run, changes nothing: prints the plan that would\n" +
+				"empty the host (what moves where, in which step), computed as the agents would from a\n" +
+				"partition growing along the ring of host names, each server at its flavor; exit 1 when\n" +
+				"no plan empties it within --max-hosts hosts.",
+			Flags: append(append(cloudFlags(),
+				&cli.BoolFlag{Name: "dry-run", Usage: "print the plan that would empty the host; disable nothing, move nothing"},
+				&cli.IntFlag{Name: "max-hosts", Value: 16, Usage: "with --dry-run: hosts the partition may grow to (the host included)"},
+				&cli.StringFlag{Name: "config", Usage: "with --dry-run: the agents' configuration file, for their thresholds and limits"}),
+				append(outputFlags(),
+					&cli.StringFlag{Name: "reason", Value: defaultDrainReason, Usage: "disabled reason (dvms agents react to their drain_reason_pattern)"},
+					&cli.BoolFlag{Name: "wait", Usage: "wait until the host is empty"},
+					&cli.DurationFlag{Name: "poll", Value: 5 * time.Second, Usage: "with --wait: how often to list the host's servers"},
+					&cli.DurationFlag{Name: "stall", Value: 10 * time.Minute, Usage: "with --wait: give up when nothing changed on the host for this long"},
+				)...),
 			Action: runDrain,
 		},
 		&cli.Command{
@@ -132,6 +139,9 @@ func runDrain(c *cli.Context) error {
 	host, cl, log, err := drainClient(c)
 	if err != nil {
 		return err
+	}
+	if c.Bool("dry-run") {
+		return runDrainDryRun(c, host, cl, log)
 	}
 	if c.Duration("poll") <= 0 || c.Duration("stall") <= 0 {
 		return errors.New("drain: --poll and --stall must be positive")
