@@ -76,6 +76,7 @@ func TestFunctionalAgents(t *testing.T) {
 	w.waitMembers(rest)
 	t.Run("QuietAtRest", func(t *testing.T) { w.t = t; w.quiet(rest, started, baseline) })
 	t.Run("MaintenanceDrainFromOpenstackCLI", func(t *testing.T) { w.t = t; w.drain(rest, drainHost, per[drainHost]) })
+	t.Run("OperatorsViewOfTheDrain", func(t *testing.T) { w.t = t; w.operatorsView(rest, bin, drainHost) })
 	t.Run("Overload", func(t *testing.T) { w.t = t; w.overload(rest, "compute-2") })
 	w.t = t
 	rest.stop(t)
@@ -646,7 +647,9 @@ func startFleet(t *testing.T, fc funcCloud, bin string, hosts []string, name str
 			t.Fatal(err)
 		}
 		cmd := exec.Command(bin, "agent", "--host", h, "--config", filepath.Join(fc.dir, "etc", "dvms.conf"))
-		cmd.Env = fc.env(env...)
+		// Eight agents on one machine: each serves /metrics on a port of
+		// its own (logged; fleet.metricsAddr), not all on 9464.
+		cmd.Env = fc.env(append([]string{"DVMS_METRICS_LISTEN=127.0.0.1:0"}, env...)...)
 		cmd.Stdout, cmd.Stderr = lf, lf
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start agent %s: %v", h, err)

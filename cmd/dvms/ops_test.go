@@ -78,7 +78,14 @@ func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, ho
 // scrape returns the samples of /metrics: series (name{labels}) -> value.
 func scrape(t *testing.T, p *agentProc) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.httpSrv.Addr() + "/metrics")
+	return scrapeAt(t, p.httpSrv.Addr())
+}
+
+// scrapeAt returns the samples of the /metrics served at addr.
+func scrapeAt(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,152 @@
+//go:build functional
+
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// operatorsView checks, after the drain of host, that what an operator
+// sees through `dvms status -f json`, `dvms events -f json` and each
+// agent's /metrics matches what Nova shows: every live migration
+// `openstack server migration list` lists from host is an action done of
+// a maintenance event of host, to the same destination, with the Nova
+// request id the agents logged (which the drain's check found in
+// `openstack server event list`); the agents' counters moved by as much.
+func (w *world) operatorsView(f *fleet, bin, host string) {
+	t := w.t
+	cfg, err := loadConfig(configSource{file: filepath.Join(w.fc.dir, "etc", "dvms.conf"), env: os.LookupEnv}, host)
+	if err = withoutCloudError(err); err != nil {
+		t.Fatalf("read the agents' configuration: %v", err)
+	}
+	dvms := func(args ...string) []byte {
+		t.Helper()
+		args = append([]string{args[0], "--nats-url", cfg.NATSURL, "--region", cfg.Runtime.Region, "--timeout", "5s", "-f", "json"}, args[1:]...)
+		out, err := exec.CommandContext(w.ctx, bin, args...).Output()
+		if err != nil {
+			t.Fatalf("dvms %s: %v", strings.Join(args, " "), err)
+		}
+		return out
+	}
+
+	// Nova's side: the completed live migrations off host of this run's
+	// servers (the list keeps those of servers deleted since).
+	current := map[string]bool{}
+	for _, ss := range w.placement() {
+		for _, s := range ss {
+			current[s.ID] = true
+		}
+	}
+	migrated := map[string]string{} // server -> destination
+	for _, m := range w.migrationsFrom(host) {
+		if m.Status == "completed" && m.Type == "live-migration" && current[m.Server] {
+			migrated[m.Server] = m.Dest
+		}
+	}
+	if len(migrated) == 0 {
+		t.Fatalf("no completed live migration from %s in Nova", host)
+	}
+	logged := map[string]string{} // server -> Nova request id, from the agents' logs
+	for _, a := range f.actions() {
+		if a.Action == "live-migrate" && a.NovaRequestID != "" {
+			logged[a.Server] = a.NovaRequestID
+		}
+	}
+
+	// dvms status: every agent answers; the arbiter has a leader and a term.
+	var st struct {
+		Agents []struct {
+			Host, State string
+		} `json:"agents"`
+		Arbiter []map[string]any `json:"arbiter"`
+		Control []map[string]any `json:"control"`
+	}
+	if out := dvms("status"); json.Unmarshal(out, &st) != nil {
+		t.Fatalf("status json:\n%s", out)
+	}
+	answered := 0
+	for _, a := range st.Agents {
+		if a.State != "no answer" {
+			answered++
+		}
+	}
+	if answered != len(w.hosts) {
+		t.Errorf("dvms status: %d of %d agents answered: %+v", answered, len(w.hosts), st.Agents)
+	}
+	if len(st.Arbiter) == 0 || st.Arbiter[0]["Leader"] == "" || st.Arbiter[0]["Term"] == "" || st.Arbiter[0]["Term"] == nil {
+		t.Errorf("dvms status: arbiter without a leader or a term: %v", st.Arbiter)
+	}
+	if len(st.Control) != 1 || st.Control[0]["Paused"] != false {
+		t.Errorf("dvms status: the agents' controls differ or say paused: %v", st.Control)
+	}
+
+	// dvms events: the drain's event, its actions as Nova shows them.
+	var evs []struct {
+		Event, Kind, Host, Outcome string
+		Actions                    []map[string]string
+	}
+	if out := dvms("events", "--host", host); json.Unmarshal(out, &evs) != nil {
+		t.Fatalf("events json:\n%s", out)
+	}
+	seen := map[string]bool{}
+	for _, e := range evs {
+		if e.Kind != "maintenance" || e.Host != host {
+			continue
+		}
+		for _, a := range e.Actions {
+			if a["outcome"] != "done" || a["action"] != "live-migrate" {
+				continue
+			}
+			s := a["server"]
+			seen[s] = true
+			if dest := migrated[s]; "-> "+dest != a["to"] || a["nova_request_id"] != logged[s] || a["nova_request_id"] == "" {
+				t.Errorf("dvms events: %s of event %s: to %q, Nova request id %q; Nova migrated it to %q, the agent logged %q",
+					s, e.Event, a["to"], a["nova_request_id"], dest, logged[s])
+			}
+		}
+	}
+	for s := range migrated {
+		if !seen[s] {
+			t.Errorf("dvms events: Nova live-migrated %s off %s, no maintenance event shows it done", s, host)
+		}
+	}
+
+	// /metrics of every agent: the counters moved by as much.
+	var done, ended, novaReqs float64
+	for _, h := range w.hosts {
+		m := scrapeAt(t, f.metricsAddr(w, h))
+		done += sum(m, "dvms_actions_total", `kind="live-migrate"`, `outcome="done"`)
+		ended += sum(m, "dvms_events_ended_total", `kind="maintenance"`)
+		novaReqs += sum(m, "dvms_nova_requests_total")
+	}
+	if int(done) < len(migrated) || ended < 1 || novaReqs == 0 {
+		t.Errorf("/metrics: %v live migrations done (Nova: %d), %v maintenance events ended, %v Nova requests", done, len(migrated), ended, novaReqs)
+	}
+	t.Logf("OPERATORS' VIEW: %d migrations off %s in Nova = actions done in dvms events; /metrics: %v done, %v maintenance events ended", len(migrated), host, done, ended)
+}
+
+// metricsAddr is the address host's agent serves /metrics on, from its
+// log (each agent listens on a port of its own: metrics_listen port 0).
+func (f *fleet) metricsAddr(w *world, host string) string {
+	w.t.Helper()
+	file, err := os.Open(f.logs[host])
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l struct{ Message, Listen string }
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Message == "serving /metrics and /healthz" {
+			return l.Listen
+		}
+	}
+	w.t.Fatalf("agent %s logged no /metrics address (%s)", host, f.logs[host])
+	return ""
+}
