@@ -84,9 +84,6 @@ func runMode(c *cli.Context) error {
 		return usageError(errors.New("dvms mode advise|enforce [--host HOST] (dvms mode --help)"))
 	}
 	cmd := controlCommand{Op: opMode, Mode: c.Args().First(), Host: c.String("host")}
-	if cmd.Mode == "act" { // the word DESIGN uses
-		cmd.Mode = modeEnforce
-	}
 	return runControl(c, cmd)
 }
 
