@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,42 @@ func TestOperatorControls(t *testing.T) {
 		st.Control[0]["Paused"] != false || st.Control[0]["Mode"] != "enforce" || fmt.Sprint(st.Control[0]["Excluded"]) != "[compute-2]" ||
 		st.Control[0]["Seen By"] != "compute-1 compute-2 compute-3" {
 		t.Errorf("dvms status: exit %d, control %v:\n%s", code, st.Control, out)
+	}
+}
+
+// A command signed long ago is refused when published (stale) but taken
+// when a peer passes it on (it was verified when it was new, and its
+// signature still holds); a tampered one is refused either way.
+func TestControlCommandFreshness(t *testing.T) {
+	dir := t.TempDir()
+	op, err := auth.GenerateKey(dir, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := auth.LoadKeyring(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	s := &controlService{region: "r", secure: true, ring: ring, window: 30 * time.Second, now: func() time.Time { return now }}
+	old := now.Add(-time.Hour)
+	payload, _ := json.Marshal(controlCommand{V: 1, ID: "x", At: old, Op: opPause})
+	raw := op.Seal(bus.ControlSubject("r"), payload, old)
+	if _, why := s.open(raw, true); !strings.HasPrefix(why, "stale") {
+		t.Errorf("published an hour late: %q, want stale", why)
+	}
+	if r, why := s.open(raw, false); why != "" || r.by != "alice" || r.cmd.Op != opPause {
+		t.Errorf("passed on: %+v, %q", r, why)
+	}
+	bad := slices.Clone(raw)
+	bad[len(bad)-70] ^= 1
+	for _, live := range []bool{true, false} {
+		if _, why := s.open(bad, live); !strings.Contains(why, "bad-signature") {
+			t.Errorf("tampered (live %v): %q", live, why)
+		}
+	}
+	s.ring = nil // keys_dir without operators/
+	if _, why := s.open(raw, false); !strings.Contains(why, "no operator key") {
+		t.Errorf("no operator keys: %q", why)
 	}
 }
