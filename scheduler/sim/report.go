@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -56,6 +57,13 @@ type Report struct {
 		// UnsolvableWithUnion: of those, the ones the union of the
 		// partitions blocked at the time could solve (merges missed them).
 		UnsolvableWithUnion int `json:"unsolvable_with_union_solution"`
+		// AbortedBy counts aborted events by reason (names and numbers
+		// replaced by *). AbortedChecked of them were solved on the whole
+		// cloud when they ended (at most 20 a simulated second), and
+		// AbortedWithGlobal had a solution there.
+		AbortedBy         map[string]int `json:"aborted_by_reason,omitempty"`
+		AbortedChecked    int            `json:"aborted_checked"`
+		AbortedWithGlobal int            `json:"aborted_with_global_solution"`
 	} `json:"events"`
 	SolveMS    Percentiles `json:"solve_ms"`
 	Migrations struct {
@@ -247,6 +255,14 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution, %d one in the union of the blocked partitions), %d failed, %d aborted, %d in flight\n",
 		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.UnsolvableWithUnion, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)
+	if r.Events.Aborted > 0 {
+		fmt.Fprintf(w, "  aborted     %d of %d checked had a global solution; by reason:\n", r.Events.AbortedWithGlobal, r.Events.AbortedChecked)
+		reasons := slices.Sorted(maps.Keys(r.Events.AbortedBy))
+		slices.SortStableFunc(reasons, func(a, b string) int { return r.Events.AbortedBy[b] - r.Events.AbortedBy[a] })
+		for _, k := range reasons {
+			fmt.Fprintf(w, "              %8d  %s\n", r.Events.AbortedBy[k], k)
+		}
+	}
 	fmt.Fprintf(w, "  solve time  p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms (%d plans)\n",
 		r.SolveMS.P50, r.SolveMS.P95, r.SolveMS.P99, r.SolveMS.Max, r.SolveMS.Count)
 	fmt.Fprintf(w, "  migrations  %d (%d failed)   overload %.0f host-seconds\n", r.Migrations.Total, r.Migrations.Failed, r.OverloadSeconds)

@@ -157,6 +157,10 @@ type stats struct {
 	merges     int
 	refused    int
 	unsolvable []scheduler.Record
+	// aborted: events ended Aborted since the last global check, and
+	// abortedBy their count by reason (reasonKind).
+	aborted   []scheduler.Record
+	abortedBy map[string]int
 	// blocked: the node sets of partitions as they last blocked (wall
 	// time), for the union-of-blocked check.
 	blocked  map[string]blockedPart
@@ -204,6 +208,12 @@ func (s *stats) record(host string, r scheduler.Record) {
 			slices.Sort(union)
 			r.Nodes = slices.Compact(union)
 			s.unsolvable = append(s.unsolvable, r)
+		}
+		if r.Outcome == scheduler.Aborted {
+			s.abortedBy[reasonKind(r.Reason)]++
+			if len(s.aborted) < maxAbortedChecks {
+				s.aborted = append(s.aborted, r)
+			}
 		}
 	case scheduler.RecBlocked:
 		if s.blocked == nil {
@@ -277,7 +287,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer nc.Close()
 
-	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}}
+	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{}}
 	var arb consensus.Arbiter = consensus.NewLocal(clock.Now)
 	if cfg.Arbiter == "raft" {
 		g, err := consensus.StartInProcessGroup(3, clock.Now)
@@ -445,13 +455,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.OverloadSeconds += float64(over) * dt
 		st.mu.Lock()
 		inflight := len(st.inFlight)
-		pending := st.unsolvable
-		st.unsolvable = nil
+		pending, aborted := st.unsolvable, st.aborted
+		st.unsolvable, st.aborted = nil, nil
 		st.mu.Unlock()
 		if cfg.Mode == "dvms" {
-			g, u := globalCheck(pending, cloud, cfg, hosts)
+			g, u, a := globalCheck(pending, aborted, cloud, cfg, hosts)
 			rep.Events.UnsolvableWithGlobal += g
 			rep.Events.UnsolvableWithUnion += u
+			rep.Events.AbortedChecked += len(aborted)
+			rep.Events.AbortedWithGlobal += a
 		}
 		migrating.Store(int64(cloud.Stats().InFlight))
 		rep.Series = append(rep.Series, Sample{T: t.Seconds(), Overloaded: over, InFlight: inflight, Migrating: int(migrating.Load())})
@@ -541,6 +553,7 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 	rep.Events.Unsolvable = st.ended[scheduler.Unsolvable]
 	rep.Events.Failed = st.ended[scheduler.Failed]
 	rep.Events.Aborted = st.ended[scheduler.Aborted]
+	rep.Events.AbortedBy = st.abortedBy
 	rep.Events.InFlight = len(st.inFlight)
 	rep.Events.Total = rep.Events.Solved + rep.Events.Unsolvable + rep.Events.Failed + rep.Events.Aborted + rep.Events.InFlight
 	rep.SolveMS = percentiles(st.solveMS)
@@ -573,15 +586,38 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 	rep.WallS = round(time.Since(wallStart).Seconds())
 }
 
+// maxAbortedChecks bounds the aborted events checked against the whole
+// cloud per simulated second (each is a solve over every host, run by
+// the harness): the report says how many were checked.
+const maxAbortedChecks = 20
+
+// reasonKind is an abort reason without its names and numbers (host
+// names, partition ids, versions), to count reasons.
+func reasonKind(reason string) string {
+	words := strings.Fields(reason)
+	for i, w := range words {
+		if strings.ContainsAny(w, "0123456789") {
+			words[i] = "*"
+			if strings.HasSuffix(w, ":") {
+				words[i] = "*:"
+			}
+		}
+	}
+	return strings.Join(words, " ")
+}
+
 // globalCheck runs the solver over the whole cloud, within a simulated
-// second of each unsolvable event's end: a solution there means the
-// protocol missed one (a liveness miss, reported, not hidden). It also
-// runs it over the union of the partitions blocked when the event was
-// given up (the record's Nodes, see stats.record): a solution there is
-// what DESIGN §5.4's merges are meant never to miss.
-func globalCheck(recs []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts []string) (global, union int) {
-	if len(recs) == 0 {
-		return 0, 0
+// second of each unsolvable or aborted event's end: for an unsolvable
+// event a solution there means the protocol missed one (a liveness
+// miss, reported, not hidden). For an unsolvable event it also runs it
+// over the union of the partitions blocked when the event was given up
+// (the record's Nodes, see stats.record): a solution there is what
+// DESIGN §5.4's merges are meant never to miss. An aborted event is
+// raised again after its backoff; a global solution says what its abort
+// may have delayed.
+func globalCheck(recs, aborted []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts []string) (global, union, abortedGlobal int) {
+	if len(recs) == 0 && len(aborted) == 0 {
+		return 0, 0, 0
 	}
 	ctx := context.Background()
 	all := make([]scheduler.Host, 0, len(hosts))
@@ -614,7 +650,12 @@ func globalCheck(recs []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts [
 			union++
 		}
 	}
-	return global, union
+	for _, r := range aborted {
+		if solvable(r.Event, all) {
+			abortedGlobal++
+		}
+	}
+	return global, union, abortedGlobal
 }
 
 // ---- what the agents cost Nova ----

@@ -91,6 +91,7 @@ func TestSimulateSaturatedMerges(t *testing.T) {
 		}
 		checkSafe(t, r)
 		merges += r.Merges.Committed
+		checkAborted(t, r)
 	}
 	if merges == 0 {
 		t.Fatal("no merge under saturation in three runs")
@@ -173,6 +174,35 @@ func TestValidity(t *testing.T) {
 		r.WriteText(&b)
 		if !strings.Contains(b.String(), "NOT VALID: "+r.InvalidBecause[0]) {
 			t.Errorf("%s: the text report does not say why:\n%s", name, b.String())
+		}
+	}
+}
+
+// checkAborted: every aborted event is counted under a reason, and the
+// ones checked against the whole cloud are at most those aborted.
+func checkAborted(t *testing.T, r *Report) {
+	t.Helper()
+	n := 0
+	for reason, k := range r.Events.AbortedBy {
+		if reason == "" || k <= 0 {
+			t.Errorf("aborted by reason %q: %d", reason, k)
+		}
+		n += k
+	}
+	if n != r.Events.Aborted || r.Events.AbortedChecked > r.Events.Aborted || r.Events.AbortedWithGlobal > r.Events.AbortedChecked {
+		t.Fatalf("aborted %d, by reason %v (sum %d), checked %d, with a global solution %d",
+			r.Events.Aborted, r.Events.AbortedBy, n, r.Events.AbortedChecked, r.Events.AbortedWithGlobal)
+	}
+}
+
+func TestReasonKind(t *testing.T) {
+	for in, want := range map[string]string{
+		"request lost: no progress":                                          "request lost: no progress",
+		"partition timeout: no word from leader compute-00042":               "partition timeout: no word from leader *",
+		"fork of p-compute-00001-3 at version 5: the partition goes on at 6": "fork of * at version *: the partition goes on at *",
+	} {
+		if got := reasonKind(in); got != want {
+			t.Errorf("reasonKind(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
