@@ -21,8 +21,11 @@ const (
 type Agent struct {
 	cfg  Config
 	ring []string // live members, sorted
-	now  time.Time
-	seq  uint64
+	// ringOwned: ring is this agent's own copy; otherwise it is a Ring
+	// shared with other agents, copied before the first change.
+	ringOwned bool
+	now       time.Time
+	seq       uint64
 
 	part *Partition
 	// fromLeader (a member) is when its leader last spoke: heartbeat,
@@ -84,10 +87,34 @@ func NewAgent(cfg Config, members []string) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.ID, err)
 	}
+	return NewAgentOnRing(cfg, NewRing(members))
+}
+
+// NewAgentOnRing returns a free agent whose initial ring is r, shared
+// (not copied) until the agent's membership changes: many agents in one
+// process (dvms simulate) hold one member list, not one each.
+func NewAgentOnRing(cfg Config, r Ring) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("agent %s: %w", cfg.ID, err)
+	}
 	a := &Agent{cfg: cfg, ended: map[string]ended{}, absorbed: map[string]time.Time{}, backoff: cfg.RetryBackoff}
-	a.SetMembers(members)
+	a.SetRing(r)
 	return a, nil
 }
+
+// Ring is an immutable member list, sorted and without duplicates, that
+// agents share (NewAgentOnRing, SetRing).
+type Ring struct{ ids []string }
+
+// NewRing returns the ring of members (copied).
+func NewRing(members []string) Ring {
+	r := slices.Clone(members)
+	slices.Sort(r)
+	return Ring{ids: slices.Compact(r)}
+}
+
+// Len is the ring's size.
+func (r Ring) Len() int { return len(r.ids) }
 
 // ID is the agent's host.
 func (a *Agent) ID() string { return a.cfg.ID }
@@ -117,18 +144,29 @@ func (a *Agent) Ready() Ready {
 }
 
 // SetMembers replaces the ring (live members, this agent included or not).
-func (a *Agent) SetMembers(members []string) {
-	r := slices.Clone(members)
-	if !slices.Contains(r, a.cfg.ID) {
-		r = append(r, a.cfg.ID)
+func (a *Agent) SetMembers(members []string) { a.SetRing(NewRing(members)) }
+
+// SetRing replaces the ring with r, shared until the agent changes it
+// (this agent is added to its own copy if r lacks it).
+func (a *Agent) SetRing(r Ring) {
+	a.ring, a.ringOwned = r.ids, false
+	if i, ok := slices.BinarySearch(a.ring, a.cfg.ID); !ok {
+		a.ownRing()
+		a.ring = slices.Insert(a.ring, i, a.cfg.ID)
 	}
-	slices.Sort(r)
-	a.ring = slices.Compact(r)
+}
+
+// ownRing makes the ring this agent's own copy before a change.
+func (a *Agent) ownRing() {
+	if !a.ringOwned {
+		a.ring, a.ringOwned = slices.Clone(a.ring), true
+	}
 }
 
 // MemberUp adds a (re)joined member to the ring.
 func (a *Agent) MemberUp(id string) {
 	if i, ok := slices.BinarySearch(a.ring, id); !ok {
+		a.ownRing()
 		a.ring = slices.Insert(a.ring, i, id)
 	}
 }

@@ -40,11 +40,9 @@ func (a *Agent) settle(ss []Server) bool {
 	if first {
 		a.arrived = make(map[string]time.Time, len(ss))
 	}
-	present := make(map[string]bool, len(ss))
 	any := false
 	for k := range ss {
 		id := ss[k].ID
-		present[id] = true
 		at, ok := a.arrived[id]
 		if !ok {
 			if first {
@@ -57,6 +55,15 @@ func (a *Agent) settle(ss []Server) bool {
 		if !at.IsZero() && a.now.Sub(at) < a.cfg.ConsolidationCooldown {
 			ss[k].Settling, any = true, true
 		}
+	}
+	if len(a.arrived) == len(ss) {
+		// Every server remembered is still here (the usual sample): no
+		// map to build. Server ids are unique on a host.
+		return any
+	}
+	present := make(map[string]bool, len(ss))
+	for k := range ss {
+		present[ss[k].ID] = true
 	}
 	for id := range a.arrived {
 		if !present[id] {
@@ -82,14 +89,20 @@ func (a *Agent) detected() EventKind {
 	if n := len(a.window); n > 0 && a.window[n-1] == Maintenance {
 		return Maintenance
 	}
-	count := map[EventKind]int{}
+	over, under := 0, 0 // counted without a map: every sample of every agent comes here
 	for _, k := range a.window {
-		count[k]++
-	}
-	for _, k := range []EventKind{Overload, Underload} {
-		if count[k] >= a.cfg.K {
-			return k
+		switch k {
+		case Overload:
+			over++
+		case Underload:
+			under++
 		}
+	}
+	switch {
+	case over >= a.cfg.K:
+		return Overload
+	case under >= a.cfg.K:
+		return Underload
 	}
 	return NoEvent
 }

@@ -12,6 +12,7 @@ import (
 // partition that counted on it reacts (DESIGN §5.6).
 func (a *Agent) MemberDown(id string) {
 	if i, ok := slices.BinarySearch(a.ring, id); ok && id != a.cfg.ID {
+		a.ownRing()
 		a.ring = slices.Delete(a.ring, i, i+1)
 	}
 	p := a.part

@@ -72,6 +72,7 @@ type Cluster struct {
 	Now     time.Time
 	Agents  map[string]*scheduler.Agent
 	names   []string
+	ring    scheduler.Ring             // shared by the agents
 	Hosts   map[string]*scheduler.Host // ground truth
 	Crashed map[string]bool
 	Arbiter *consensus.Local
@@ -117,6 +118,7 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 		c.servers += len(h.Servers)
 	}
 	sort.Strings(c.names)
+	c.ring = scheduler.NewRing(c.names)
 	for _, n := range c.names {
 		c.start(n)
 	}
@@ -130,7 +132,7 @@ func (c *Cluster) start(n string) {
 	}
 	cfg.ID = n
 	cfg.Incarnation = fmt.Sprint(c.rng.Intn(1 << 30))
-	a, err := scheduler.NewAgent(cfg, c.names)
+	a, err := scheduler.NewAgentOnRing(cfg, c.ring)
 	if err != nil {
 		panic(err) // options are the test's own
 	}

@@ -117,6 +117,10 @@ type Deps struct {
 	// executor reads (Executor.Controls); the agent learns them through
 	// Runner.Control.
 	Controls Controls
+	// Ring, if set, is the initial member list shared with the other
+	// runners of the process (dvms simulate: one list, not one per
+	// agent); New's members must then be nil.
+	Ring *scheduler.Ring
 }
 
 // Runner owns one agent and its goroutines.
@@ -161,7 +165,14 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 	if d.Bus == nil || d.Nova == nil || d.Arbiter == nil || d.Clock == nil {
 		return nil, errors.New("node: bus, nova, arbiter and clock are required")
 	}
-	a, err := scheduler.NewAgent(ac, members)
+	ring := scheduler.NewRing(members)
+	if d.Ring != nil {
+		if members != nil {
+			return nil, errors.New("node: members and a shared ring given")
+		}
+		ring = *d.Ring
+	}
+	a, err := scheduler.NewAgentOnRing(ac, ring)
 	if err != nil {
 		return nil, err
 	}

@@ -323,11 +323,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return false
 		}
 	}
+	ring := scheduler.NewRing(hosts) // one member list for every agent
 	start := func(i int) error {
 		ac := cfg.Agent
 		ac.ID = hosts[i]
 		ac.Incarnation = fmt.Sprintf("%x", rng.Int63())
-		r, err := node.New(cfg.Runtime, ac, hosts, node.Deps{
+		r, err := node.New(cfg.Runtime, ac, nil, node.Deps{Ring: &ring,
 			// Each agent measures only its own host, as a cgroup source
 			// does, and has its own Nova client, metered under its name.
 			Bus: nc, Nova: cloud.Client(hosts[i]), Demand: node.OnlyHost(countDemand{cloud, &samples}, hosts[i]), Arbiter: arb, Clock: clock, Hooks: hooks,
