@@ -2,8 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -13,13 +18,56 @@ import (
 func init() {
 	commands = append(commands, &cli.Command{
 		Name:  "bench",
-		Usage: "run the same simulation with dvms and with the centralized baseline, side by side",
-		Description: "Same cloud, seed and workload, one process, one run each: dvms agents, then one\n" +
-			"optimizer over the whole cloud every --central-period (as Entropy or Watcher audits).\n" +
-			"Ratios are what to compare: these machines are noisy.",
-		Flags:  simFlags(),
+		Usage: "run the same simulation with dvms, the centralized baseline and the oracle floor, at one or more scales",
+		Description: "Same cloud, seed and workload, one process, one run per mode and scale: dvms agents; one\n" +
+			"optimizer over the whole cloud every --central-period (as Entropy or Watcher audits: it acts on\n" +
+			"one snapshot per round, without K-of-N, and a round waits for its plan); the oracle (the whole\n" +
+			"cloud seen every second at no cost, the agents' K-of-N, each event solved at once over every\n" +
+			"host no plan uses, the same executor). --scales runs each at several host counts, servers per\n" +
+			"host as --servers / --hosts. Ratios are what to compare: these machines are noisy.",
+		Flags: append(simFlags(),
+			&cli.StringFlag{Name: "modes", Value: strings.Join(sim.Modes, ","), Usage: "modes to run, comma-separated: " + strings.Join(sim.Modes, ", ")},
+			&cli.StringFlag{Name: "scales", Usage: "host counts to run, comma-separated (default: --hosts)"},
+			&cli.StringFlag{Name: "out", Usage: "directory to write bench.json, bench.md and bench.svg into"},
+		),
 		Action: runBench,
 	})
+}
+
+// benchRow is one run of a bench.
+type benchRow struct {
+	Hosts   int         `json:"hosts"`
+	Servers int         `json:"servers"`
+	Mode    string      `json:"mode"`
+	Report  *sim.Report `json:"report"`
+	// OverloadVsOracle is the run's overload host-seconds over the
+	// oracle's at the same scale (0 when the oracle did not run or had
+	// none).
+	OverloadVsOracle float64 `json:"overload_vs_oracle"`
+}
+
+// parseBench reads --modes and --scales.
+func parseBench(c *cli.Context, hosts int) (modes []string, scales []int, err error) {
+	for _, m := range strings.Split(c.String("modes"), ",") {
+		m = strings.TrimSpace(m)
+		if !slices.Contains(sim.Modes, m) {
+			return nil, nil, usageError(fmt.Errorf("--modes: %q is not one of %s", m, strings.Join(sim.Modes, ", ")))
+		}
+		if !slices.Contains(modes, m) {
+			modes = append(modes, m)
+		}
+	}
+	if c.String("scales") == "" {
+		return modes, []int{hosts}, nil
+	}
+	for _, s := range strings.Split(c.String("scales"), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 2 {
+			return nil, nil, usageError(fmt.Errorf("--scales: %q is not a host count >= 2", s))
+		}
+		scales = append(scales, n)
+	}
+	return modes, scales, nil
 }
 
 func runBench(c *cli.Context) error {
@@ -27,48 +75,90 @@ func runBench(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	reps := map[string]*sim.Report{}
-	for _, mode := range []string{"dvms", "central"} {
-		cfg.Mode = mode
-		rep, err := sim.Run(c.Context, cfg)
-		if err != nil {
-			return fmt.Errorf("bench %s: %w", mode, err)
-		}
-		reps[mode] = rep
+	modes, scales, err := parseBench(c, cfg.Hosts)
+	if err != nil {
+		return err
 	}
-	d, b := reps["dvms"], reps["central"]
-	ratio := func(base, x float64) float64 {
-		if x == 0 {
-			if base == 0 {
-				return 1
+	perHost := float64(cfg.Servers) / float64(cfg.Hosts)
+	var rows []benchRow
+	var reps []*sim.Report
+	for _, n := range scales {
+		oracle := -1
+		for _, mode := range modes {
+			run := cfg
+			run.Mode, run.Hosts, run.Servers = mode, n, int(perHost*float64(n)+0.5)
+			rep, err := sim.Run(c.Context, run)
+			if err != nil {
+				return fmt.Errorf("bench %s at %d hosts: %w", mode, n, err)
 			}
-			return 0 // infinite improvement: reported as 0 with the raw figures beside it
+			if mode == "oracle" {
+				oracle = len(rows)
+			}
+			rows = append(rows, benchRow{Hosts: n, Servers: run.Servers, Mode: mode, Report: rep})
+			reps = append(reps, rep)
 		}
-		return base / x
+		if oracle >= 0 {
+			base := rows[oracle].Report.OverloadSeconds
+			for i := range rows {
+				if rows[i].Hosts == n && base > 0 {
+					rows[i].OverloadVsOracle = round2(rows[i].Report.OverloadSeconds / base)
+				}
+			}
+		}
 	}
-	if c.Bool("json") {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{
-			"dvms": d, "central": b,
-			"overload_ratio_central_over_dvms":      ratio(b.OverloadSeconds, d.OverloadSeconds),
-			"nova_requests_ratio_central_over_dvms": ratio(float64(b.Nova.Requests.Total), float64(d.Nova.Requests.Total)),
-		}); err != nil {
+	md := benchMarkdown(rows)
+	if dir := c.String("out"); dir != "" {
+		if err := writeBench(dir, rows, md); err != nil {
 			return err
 		}
-		return invalid(d, b)
 	}
-	fmt.Printf("%-28s %14s %14s\n", "", "dvms", "central")
-	fmt.Printf("%-28s %14.0f %14.0f   central/dvms = %.1fx\n", "overload host-seconds", d.OverloadSeconds, b.OverloadSeconds, ratio(b.OverloadSeconds, d.OverloadSeconds))
-	fmt.Printf("%-28s %14.1f %14.1f\n", "detection->plan p50 (ms)", d.SolveMS.P50, b.SolveMS.P50)
-	fmt.Printf("%-28s %14.1f %14.1f\n", "detection->plan p99 (ms)", d.SolveMS.P99, b.SolveMS.P99)
-	fmt.Printf("%-28s %14d %14d\n", "events solved", d.Events.Solved, b.Events.Solved)
-	fmt.Printf("%-28s %14d %14d\n", "migrations", d.Migrations.Total, b.Migrations.Total)
-	fmt.Printf("%-28s %14d %14d\n", "nova requests", d.Nova.Requests.Total, b.Nova.Requests.Total)
-	fmt.Printf("%-28s %14.2f %14.2f\n", "nova requests / host-minute", d.Nova.PerHostMinute, b.Nova.PerHostMinute)
-	fmt.Printf("%-28s %14.1f %14.1f\n", "nova latency p99 (ms)", d.Nova.P99MS, b.Nova.P99MS)
-	fmt.Printf("%-28s %14d %14d\n", "safety violations", d.Safety.Violations, b.Safety.Violations)
-	fmt.Printf("%-28s %14.1f %14.1f\n", "wall seconds", d.WallS, b.WallS)
-	fmt.Printf("%-28s %14t %14t\n", "valid", d.Valid, b.Valid)
-	return invalid(d, b)
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprint(c.App.Writer, md)
+	}
+	return invalid(reps...)
+}
+
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
+
+// benchMarkdown is the bench as a Markdown table, one row per run.
+func benchMarkdown(rows []benchRow) string {
+	var b strings.Builder
+	b.WriteString("| hosts | servers | mode | valid | events | solved | detection→plan p50 / p99 (ms) | messages / event | mean partition | overload (host-s) | × oracle | migrations | Nova req / host-min | violations | wall (s) |\n")
+	b.WriteString("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		p := r.Report
+		vs := "–"
+		if r.OverloadVsOracle > 0 {
+			vs = fmt.Sprintf("%.2f", r.OverloadVsOracle)
+		}
+		fmt.Fprintf(&b, "| %d | %d | %s | %t | %d | %d | %.1f / %.1f | %.1f | %.1f | %.0f | %s | %d | %.2f | %d | %.1f |\n",
+			r.Hosts, r.Servers, r.Mode, p.Valid, p.Events.Total, p.Events.Solved, p.SolveMS.P50, p.SolveMS.P99,
+			p.Messages.PerEvent, p.Partitions.MeanSize, p.OverloadSeconds, vs, p.Migrations.Total, p.Nova.PerHostMinute,
+			p.Safety.Violations, p.WallS)
+	}
+	return b.String()
+}
+
+// writeBench writes bench.json, bench.md and bench.svg into dir.
+func writeBench(dir string, rows []benchRow, md string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("bench --out: %w", err)
+	}
+	js, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return fmt.Errorf("bench json: %w", err)
+	}
+	var errs []error
+	for name, data := range map[string][]byte{"bench.json": append(js, '\n'), "bench.md": []byte(md), "bench.svg": []byte(benchSVG(rows))} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("bench --out: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }

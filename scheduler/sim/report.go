@@ -20,14 +20,16 @@ type Report struct {
 	Workload string  `json:"workload"`
 	Duration float64 `json:"duration_s"`
 	WallS    float64 `json:"wall_s"`
-	// Samples: the agents' demand samples of their own host during the
-	// run against the samples due (hosts x duration / monitor interval):
+	// Samples: the agents' demand samples of their own host from FromS
+	// (the warm-up, as the nova figures: start-up reads apart) against
+	// the samples due (hosts x the time since / monitor interval):
 	// a ratio well under 1 says the run did not keep up (DESIGN §7), for
 	// lack of CPU or because monitors waited for Nova (a refresh blocks
 	// the sample). HarnessTicks, the harness's own simulated seconds
 	// against the duration's, tells the first apart.
 	Samples struct {
 		Taken        int64   `json:"taken"`
+		FromS        float64 `json:"from_s"`
 		Due          int64   `json:"due"`
 		Ratio        float64 `json:"ratio"`
 		HarnessTicks int     `json:"harness_ticks"`
@@ -251,7 +253,7 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  run         %s; observer took %d of %d samples due, largest gap %.1f s\n", validity, r.Samples.HarnessTicks, r.Samples.HarnessDue, r.Samples.MaxGapS)
 	if r.Samples.Due > 0 {
-		fmt.Fprintf(w, "  kept up     agents took %d of %d samples due (%.2f)\n", r.Samples.Taken, r.Samples.Due, r.Samples.Ratio)
+		fmt.Fprintf(w, "  kept up     agents took %d of %d samples due from %.0fs (%.2f)\n", r.Samples.Taken, r.Samples.Due, r.Samples.FromS, r.Samples.Ratio)
 	}
 	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution, %d one in the union of the blocked partitions), %d failed, %d aborted, %d in flight\n",
 		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.UnsolvableWithUnion, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)

@@ -63,8 +63,10 @@ type Config struct {
 	// time): the agents' start-up reads before it are reported apart.
 	// 0 means the first minute, or half the run if shorter.
 	NovaWarmup time.Duration
-	// Mode is "dvms" (one agent per host) or "central" (the baseline:
-	// one optimizer over the whole cloud every CentralPeriod).
+	// Mode is "dvms" (one agent per host), "central" (the baseline:
+	// one optimizer over the whole cloud every CentralPeriod) or
+	// "oracle" (the floor: the whole cloud seen every monitor interval,
+	// each event solved at once, see oracle.go).
 	Mode string
 	// Arbiter decides merges: "raft" (three in-process voters on raft's
 	// in-memory transport) or "local" (the single-process FSM).
@@ -114,8 +116,8 @@ func (c Config) Validate() error {
 	if c.HostCPUs < 1 || c.HostRAMMB < 512 {
 		errs = append(errs, errors.New("--host-cpus must be >= 1 and --host-ram-mb >= 512"))
 	}
-	if c.Mode != "dvms" && c.Mode != "central" {
-		errs = append(errs, fmt.Errorf("mode %q: want dvms or central", c.Mode))
+	if !slices.Contains(Modes, c.Mode) {
+		errs = append(errs, fmt.Errorf("mode %q: want one of %s", c.Mode, strings.Join(Modes, ", ")))
 	}
 	if c.Arbiter != "raft" && c.Arbiter != "local" {
 		errs = append(errs, fmt.Errorf("arbiter %q: want raft or local", c.Arbiter))
@@ -139,6 +141,9 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Modes are the simulation's modes (Config.Mode).
+var Modes = []string{"dvms", "central", "oracle"}
 
 var flavors = []struct {
 	name  string
@@ -350,13 +355,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil
 	}
 	centralDone := make(chan struct{})
-	if cfg.Mode == "central" {
+	switch cfg.Mode {
+	case "central":
 		slots = nil
 		go func() {
 			defer close(centralDone)
 			newCentral(cloud, hosts, cfg, clock, st, rng.Int63()).run(ctx)
 		}()
-	} else {
+	case "oracle":
+		slots = nil
+		go func() {
+			defer close(centralDone)
+			newOracle(cloud, hosts, cfg, clock, st, rng.Int63()).run(ctx)
+		}()
+	default:
 		close(centralDone)
 		for i := range hosts {
 			if err := start(i); err != nil {
@@ -407,6 +419,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer tick.Stop()
 	lastProgress := time.Now()
 	var last, maxGap time.Duration
+	sampledFrom, samplesAtWarmup := time.Duration(-1), int64(0)
 	for {
 		select {
 		case <-ctx.Done():
@@ -423,8 +436,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return nil, err
 			}
 		}
-		if t >= novaWarmup(cfg) {
+		if t >= novaWarmup(cfg) && sampledFrom < 0 {
+			// The agents' samples count from here too: start-up (the
+			// first reads of Nova) is not keeping up or not.
 			use.begin()
+			sampledFrom, samplesAtWarmup = t, samples.Load()
 		}
 		for k := range kills {
 			kl := &kills[k]
@@ -482,9 +498,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	use.end() // agents stopping are no longer at rest or in events
 	rep.Samples.HarnessTicks, rep.Samples.HarnessDue = len(rep.Series), int(cfg.Duration/time.Second)
 	rep.Samples.MaxGapS = round(maxGap.Seconds())
-	if cfg.Mode == "dvms" {
-		rep.Samples.Taken = samples.Load()
-		rep.Samples.Due = int64(float64(cfg.Hosts) * cfg.Duration.Seconds() / cfg.Runtime.Monitor.Seconds())
+	if cfg.Mode == "dvms" && sampledFrom >= 0 {
+		rep.Samples.Taken, rep.Samples.FromS = samples.Load()-samplesAtWarmup, round(sampledFrom.Seconds())
+		rep.Samples.Due = int64(float64(cfg.Hosts) * (last - sampledFrom).Seconds() / cfg.Runtime.Monitor.Seconds())
 		if rep.Samples.Due > 0 {
 			rep.Samples.Ratio = round(float64(rep.Samples.Taken) / float64(rep.Samples.Due))
 		}

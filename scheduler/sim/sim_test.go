@@ -206,3 +206,24 @@ func TestReasonKind(t *testing.T) {
 		}
 	}
 }
+
+// The oracle floor: the same cloud and workload, events detected with
+// the agents' K-of-N and solved over the whole cloud, plans run by the
+// same executor: it solves events, safely, and its partitions are the
+// cloud.
+func TestSimulateOracle(t *testing.T) {
+	c := small(2)
+	c.Mode = "oracle"
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSafe(t, r)
+	checkAborted(t, r)
+	if r.Events.Solved == 0 || r.Migrations.Total == 0 || r.SolveMS.Count == 0 {
+		t.Fatalf("the oracle solved nothing: %+v, %d migrations", r.Events, r.Migrations.Total)
+	}
+	if r.Partitions.MaxSize != c.Hosts || r.Messages.Total != 0 {
+		t.Fatalf("oracle: partitions of up to %d hosts (want the cloud's %d), %d messages", r.Partitions.MaxSize, c.Hosts, r.Messages.Total)
+	}
+}
