@@ -74,4 +74,7 @@ func TestBenchRefusesUnknownMode(t *testing.T) {
 	if code := run([]string{"dvms", "bench", "--scales", "10,x"}, &out, &errOut); code != exitUsage {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
+	if code := run([]string{"dvms", "simulate", "--servers", "10", "--vcpu-overcommit", "2"}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "give one") {
+		t.Fatalf("--servers with --vcpu-overcommit: exit %d: %s", code, errOut.String())
+	}
 }

@@ -42,6 +42,7 @@ func simFlags() []cli.Flag {
 		&cli.IntFlag{Name: "host-cpus", Value: d.HostCPUs, Usage: "cores per host"},
 		&cli.IntFlag{Name: "host-ram-mb", Value: d.HostRAMMB, Usage: "RAM per host, MB"},
 		&cli.Float64Flag{Name: "cpu-allocation-ratio", Value: d.CPUAllocRatio, Usage: "placement cpu_allocation_ratio"},
+		&cli.Float64Flag{Name: "vcpu-overcommit", Usage: fmt.Sprintf("fill every host with small servers (1-2 vCPUs, 512 MB each) to this many vCPUs per core instead of --servers (default with --workload planetlab:FILE: %g, 0 there for --servers)", sim.PlanetLabOvercommit)},
 		&cli.Float64Flag{Name: "bandwidth-mbps", Value: d.BandwidthMBps, Usage: "migration bandwidth, MB/s (duration = RAM / bandwidth + overhead)"},
 		&cli.StringFlag{Name: "kill-agents", Value: "0", Usage: "fraction of agents killed and restarted during the run (10% or 0.1)"},
 		&cli.Float64Flag{Name: "nova-faults", Value: 0, Usage: "rate of injected Nova faults (500, 409, timeouts, failed migrations)"},
@@ -74,6 +75,13 @@ func simConfig(c *cli.Context) (sim.Config, error) {
 	cfg.Workload, cfg.TraceStep = c.String("workload"), c.Duration("trace-step")
 	cfg.HostCPUs, cfg.HostRAMMB = c.Int("host-cpus"), c.Int("host-ram-mb")
 	cfg.CPUAllocRatio, cfg.BandwidthMBps = c.Float64("cpu-allocation-ratio"), c.Float64("bandwidth-mbps")
+	cfg.Overcommit = c.Float64("vcpu-overcommit")
+	if strings.HasPrefix(cfg.Workload, "planetlab:") && !c.IsSet("vcpu-overcommit") && !c.IsSet("servers") {
+		cfg.Overcommit = sim.PlanetLabOvercommit
+	}
+	if cfg.Overcommit > 0 && c.IsSet("servers") {
+		return cfg, usageError(errors.New("--servers and --vcpu-overcommit: give one (overcommit fills every host)"))
+	}
 	cfg.NovaFaults = c.Float64("nova-faults")
 	cfg.NovaAPIRate, cfg.NovaLatency, cfg.NovaWarmup = c.Float64("nova-api-rps"), c.Duration("nova-api-latency"), c.Duration("nova-warmup")
 	cfg.Agent.Underload, cfg.Agent.Preempt = c.Bool("underload"), c.Bool("preempt")

@@ -2,11 +2,14 @@ package sim
 
 import (
 	"context"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dvms-project/dvms/nova/fake"
 )
 
 func small(seed int64) Config {
@@ -225,5 +228,42 @@ func TestSimulateOracle(t *testing.T) {
 	}
 	if r.Partitions.MaxSize != c.Hosts || r.Messages.Total != 0 {
 		t.Fatalf("oracle: partitions of up to %d hosts (want the cloud's %d), %d messages", r.Partitions.MaxSize, c.Hosts, r.Messages.Total)
+	}
+}
+
+// --vcpu-overcommit fills every host with small servers to that many
+// vCPUs per core, and placement leaves room for moves.
+func TestOvercommitFillsHosts(t *testing.T) {
+	c := DefaultConfig()
+	c.Hosts, c.HostCPUs, c.Overcommit = 5, 16, PlanetLabOvercommit
+	cloud := fake.New(fake.DefaultConfig(), fake.NewManualClock(time.Unix(0, 0)))
+	hosts, specs, err := build(cloud, c, rand.New(rand.NewSource(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, h := range hosts {
+		v := 0
+		for _, s := range cloud.ServersOn(h) {
+			v += s.VCPUs
+			if s.RAMMB != 512*s.VCPUs {
+				t.Fatalf("server %s: %d MB for %d vCPUs", s.ID, s.RAMMB, s.VCPUs)
+			}
+		}
+		if v != 96 {
+			t.Fatalf("%s carries %d vCPUs, want 6 x 16", h, v)
+		}
+		n += len(cloud.ServersOn(h))
+		nh, err := cloud.Host(context.Background(), h)
+		if err != nil || nh.CPUAllocRatio != placementRatio*PlanetLabOvercommit {
+			t.Fatalf("%s: placement ratio %v (%v)", h, nh.CPUAllocRatio, err)
+		}
+	}
+	if n != len(specs) {
+		t.Fatalf("%d servers placed, %d specs", n, len(specs))
+	}
+	c.Overcommit, c.HostRAMMB = 20, 65536 // 320 vCPUs of 512 MB: 160 GB
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--vcpu-overcommit") {
+		t.Fatalf("overcommit beyond the hosts' RAM: %v", err)
 	}
 }
