@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/node"
@@ -18,19 +19,41 @@ import (
 // it for every overloaded or draining host, and executes the plan with
 // the same executor — as Entropy or Watcher's continuous audits do.
 type central struct {
-	cloud  *fake.Cloud
-	hosts  []string
-	cfg    Config
-	clock  *node.Scaled
-	st     *stats
-	rng    *rand.Rand
+	whole
 	exec   *node.Executor
 	rounds int
 }
 
+// whole is what the modes that see the whole cloud (central, oracle) share.
+type whole struct {
+	cloud *fake.Cloud
+	hosts []string
+	cfg   Config
+	clock *node.Scaled
+	st    *stats
+	rng   *rand.Rand
+}
+
+func newWhole(cloud *fake.Cloud, hosts []string, cfg Config, clock *node.Scaled, st *stats, seed int64) whole {
+	return whole{cloud: cloud, hosts: hosts, cfg: cfg, clock: clock, st: st, rng: rand.New(rand.NewSource(seed))}
+}
+
+// census samples every host through nc, as a monitor would.
+func (w *whole) census(ctx context.Context, nc nova.Client) []scheduler.Host {
+	all := make([]scheduler.Host, 0, len(w.hosts))
+	for _, h := range w.hosts {
+		sh, err := node.Sample(ctx, nc, w.cloud, h, w.cfg.Runtime.DrainReason)
+		if err != nil {
+			continue
+		}
+		all = append(all, sh)
+	}
+	return all
+}
+
 func newCentral(cloud *fake.Cloud, hosts []string, cfg Config, clock *node.Scaled, st *stats, seed int64) *central {
 	ex := node.NewExecutor(cfg.Runtime.Exec, cloud, cloud, cfg.Agent.Thresholds, clock, zerolog.Nop())
-	return &central{cloud: cloud, hosts: hosts, cfg: cfg, clock: clock, st: st, rng: rand.New(rand.NewSource(seed)), exec: ex}
+	return &central{whole: newWhole(cloud, hosts, cfg, clock, st, seed), exec: ex}
 }
 
 // run loops until ctx ends: snapshot, solve, execute, wait for the period.
@@ -52,14 +75,7 @@ func (c *central) run(ctx context.Context) {
 
 func (c *central) round(ctx context.Context) {
 	c.rounds++
-	all := make([]scheduler.Host, 0, len(c.hosts))
-	for _, h := range c.hosts {
-		sh, err := node.Sample(ctx, c.cloud, c.cloud, h, c.cfg.Runtime.DrainReason)
-		if err != nil {
-			continue
-		}
-		all = append(all, sh)
-	}
+	all := c.census(ctx, c.cloud)
 	var events []scheduler.Event
 	for i := range all {
 		h := &all[i]

@@ -23,13 +23,7 @@ import (
 // against it is what its decentralization costs: the request's travel,
 // the snapshots, partitions smaller than the cloud.
 type oracle struct {
-	cloud *fake.Cloud
-	hosts []string
-	cfg   Config
-	clock *node.Scaled
-	st    *stats
-	rng   *rand.Rand
-
+	whole
 	window map[string][]scheduler.EventKind // last N samples per host
 	retry  map[string]time.Time             // no event before (backoff)
 	back   map[string]time.Duration         // next backoff
@@ -41,7 +35,7 @@ type oracle struct {
 }
 
 func newOracle(cloud *fake.Cloud, hosts []string, cfg Config, clock *node.Scaled, st *stats, seed int64) *oracle {
-	return &oracle{cloud: cloud, hosts: hosts, cfg: cfg, clock: clock, st: st, rng: rand.New(rand.NewSource(seed)),
+	return &oracle{whole: newWhole(cloud, hosts, cfg, clock, st, seed),
 		window: map[string][]scheduler.EventKind{}, retry: map[string]time.Time{}, back: map[string]time.Duration{}, busy: map[string]bool{}}
 }
 
@@ -63,14 +57,7 @@ func (o *oracle) run(ctx context.Context) {
 
 func (o *oracle) round(ctx context.Context) {
 	now := o.clock.Now()
-	all := make([]scheduler.Host, 0, len(o.hosts))
-	for _, h := range o.hosts {
-		sh, err := node.Sample(ctx, o.cloud.Uncharged(), o.cloud, h, o.cfg.Runtime.DrainReason)
-		if err != nil {
-			continue
-		}
-		all = append(all, sh)
-	}
+	all := o.census(ctx, o.cloud.Uncharged())
 	thr, k, n := o.cfg.Agent.Thresholds, o.cfg.Agent.K, o.cfg.Agent.N
 	o.mu.Lock()
 	defer o.mu.Unlock()
