@@ -102,7 +102,9 @@ func (c *central) round(ctx context.Context) {
 	// each event alone when the global one has no solution.
 	lim := c.cfg.Agent.Limits
 	lim.PerPartition = max(lim.PerPartition, len(c.hosts)) // the whole cloud is one "partition"
+	began := time.Now()
 	sol, plan, err := scheduler.SolveAndPlan(scheduler.Problem{Events: events, Hosts: all, Thresholds: c.cfg.Agent.Thresholds, Preempt: c.cfg.Agent.Preempt}, lim, opt)
+	c.st.solved(time.Since(began))
 	for _, ev := range events {
 		if sol.OK && err == nil && contains(sol.Solved, ev.ID) {
 			c.st.record("central", scheduler.Record{Kind: scheduler.RecPlanned, Event: ev, Moves: plan.Len()})

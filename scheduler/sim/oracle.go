@@ -111,7 +111,9 @@ func (o *oracle) solve(ctx context.Context, ev scheduler.Event, all []scheduler.
 	opt.Rand = rand.New(rand.NewSource(o.rng.Int63()))
 	lim := o.cfg.Agent.Limits
 	lim.PerPartition = max(lim.PerPartition, len(o.hosts)) // the whole cloud is one partition
+	began := time.Now()
 	sol, plan, err := scheduler.SolveAndPlan(scheduler.Problem{Events: []scheduler.Event{ev}, Hosts: free, Thresholds: o.cfg.Agent.Thresholds, Preempt: o.cfg.Agent.Preempt}, lim, opt)
+	o.st.solved(time.Since(began))
 	if !sol.OK || err != nil || plan.Len() == 0 || !contains(sol.Solved, ev.ID) {
 		o.ended(ev, scheduler.Unsolvable, len(free))
 		return

@@ -184,10 +184,17 @@ var flavors = []struct {
 
 // stats collects what the runtimes report.
 type stats struct {
-	mu         sync.Mutex
-	raised     map[string]time.Time // event id -> wall time of detection
-	inFlight   map[string]bool
-	solveMS    []float64
+	mu       sync.Mutex
+	raised   map[string]time.Time // event id -> wall time of detection
+	inFlight map[string]bool
+	solveMS  []float64
+	// simNow is simulated time; raisedSim the simulated time of each
+	// detection, protocolMS detection to plan in simulated time, and
+	// solverMS the solver's own time (wall, one solve each).
+	simNow     func() time.Time
+	raisedSim  map[string]time.Time
+	protocolMS []float64
+	solverMS   []float64
 	sizes      []int
 	ended      map[scheduler.Outcome]int
 	merges     int
@@ -201,6 +208,13 @@ type stats struct {
 	// time), for the union-of-blocked check.
 	blocked  map[string]blockedPart
 	messages atomic.Int64
+}
+
+// solved counts one solve of took (the solver's own time).
+func (s *stats) solved(took time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.solverMS = append(s.solverMS, float64(took.Microseconds())/1000)
 }
 
 type blockedPart struct {
@@ -219,17 +233,21 @@ func (s *stats) record(host string, r scheduler.Record) {
 	switch r.Kind {
 	case scheduler.RecEventRaised:
 		s.raised[r.Event.ID] = now
+		s.raisedSim[r.Event.ID] = s.simNow()
 		s.inFlight[r.Event.ID] = true
 	case scheduler.RecPlanned:
 		if t, ok := s.raised[r.Event.ID]; ok {
 			s.solveMS = append(s.solveMS, float64(now.Sub(t).Microseconds())/1000)
+			s.protocolMS = append(s.protocolMS, float64(s.simNow().Sub(s.raisedSim[r.Event.ID]).Microseconds())/1000)
 			delete(s.raised, r.Event.ID) // first plan only
+			delete(s.raisedSim, r.Event.ID)
 		}
 	case scheduler.RecEventEnded:
 		s.ended[r.Outcome]++
 		s.sizes = append(s.sizes, r.Size)
 		delete(s.inFlight, r.Event.ID)
 		delete(s.raised, r.Event.ID)
+		delete(s.raisedSim, r.Event.ID)
 		if r.Outcome == scheduler.Unsolvable {
 			// The union: this partition and every other partition blocked
 			// around the same time.
@@ -324,7 +342,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer nc.Close()
 
-	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{}}
+	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
+		simNow: clock.Now, raisedSim: map[string]time.Time{}}
 	var arb consensus.Arbiter = consensus.NewLocal(clock.Now)
 	if cfg.Arbiter == "raft" {
 		g, err := consensus.StartInProcessGroup(3, clock.Now)
@@ -342,7 +361,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			st.record(host, r)
 			use.record(host, r)
 		},
-		OnSend: func(string, scheduler.Message) { st.messages.Add(1) },
+		OnSend:  func(string, scheduler.Message) { st.messages.Add(1) },
+		OnSolve: func(_ string, _ scheduler.SolveRequest, _ scheduler.Solution, took time.Duration) { st.solved(took) },
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -634,6 +654,7 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 	rep.Events.InFlight = len(st.inFlight)
 	rep.Events.Total = rep.Events.Solved + rep.Events.Unsolvable + rep.Events.Failed + rep.Events.Aborted + rep.Events.InFlight
 	rep.SolveMS = percentiles(st.solveMS)
+	rep.ProtocolMS, rep.SolverMS = percentiles(st.protocolMS), percentiles(st.solverMS)
 	for _, n := range st.sizes {
 		rep.Partitions.MaxSize = max(rep.Partitions.MaxSize, n)
 		rep.Partitions.MeanSize += float64(n)

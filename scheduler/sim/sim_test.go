@@ -42,6 +42,9 @@ func TestSimulateSeeds(t *testing.T) {
 		if r.Events.UnsolvableWithGlobal != 0 {
 			t.Fatalf("seed %d: %d events given up with a solution in the cloud", seed, r.Events.UnsolvableWithGlobal)
 		}
+		if r.ProtocolMS.Count != r.SolveMS.Count || r.SolverMS.Count < r.SolveMS.Count || r.ProtocolMS.P50 <= 0 {
+			t.Fatalf("seed %d: %d plans, %d in simulated time (p50 %v), %d solves", seed, r.SolveMS.Count, r.ProtocolMS.Count, r.ProtocolMS.P50, r.SolverMS.Count)
+		}
 		if r.Samples.HarnessDue != 40 || r.Samples.HarnessTicks == 0 || r.Samples.MaxGapS < 1 {
 			t.Fatalf("seed %d: the observer's samples are not reported: %+v", seed, r.Samples)
 		}
