@@ -49,9 +49,8 @@ type Config struct {
 	// Overcommit, when > 0, replaces Servers: every host is filled with
 	// servers of PlanetLab-sized flavors (1 or 2 vCPUs, 512 MB each) to
 	// Overcommit vCPUs per core (placement's ratio raised to 1.5 times
-	// that, room for moves), the
-	// consolidation at which the PlanetLab traces overload hosts (see
-	// PlanetLabOvercommit).
+	// that, room for moves), the consolidation at which the PlanetLab
+	// traces overload hosts (see PlanetLabOvercommit).
 	Overcommit float64
 	// BandwidthMBps sets migration durations (RAM / bandwidth + overhead).
 	BandwidthMBps float64
