@@ -409,15 +409,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	switch cfg.Mode {
 	case "central":
 		slots = nil
+		c := newCentral(cloud, hosts, cfg, clock, st, rng.Int63()) // rng is this goroutine's
 		go func() {
 			defer close(centralDone)
-			newCentral(cloud, hosts, cfg, clock, st, rng.Int63()).run(ctx)
+			c.run(ctx)
 		}()
 	case "oracle":
 		slots = nil
+		o := newOracle(cloud, hosts, cfg, clock, st, rng.Int63())
 		go func() {
 			defer close(centralDone)
-			newOracle(cloud, hosts, cfg, clock, st, rng.Int63()).run(ctx)
+			o.run(ctx)
 		}()
 	default:
 		close(centralDone)
