@@ -201,8 +201,9 @@ type stats struct {
 	unsolvable []scheduler.Record
 	// aborted: events ended Aborted since the last global check, and
 	// abortedBy their count by reason (reasonKind).
-	aborted   []scheduler.Record
-	abortedBy map[string]int
+	aborted       []scheduler.Record
+	abortedBy     map[string]int
+	abortedChecks int // checked at most per simulated second (abortedCheckBudget)
 	// blocked: the node sets of partitions as they last blocked (wall
 	// time), for the union-of-blocked check.
 	blocked  map[string]blockedPart
@@ -264,7 +265,7 @@ func (s *stats) record(host string, r scheduler.Record) {
 		}
 		if r.Outcome == scheduler.Aborted {
 			s.abortedBy[reasonKind(r.Reason)]++
-			if len(s.aborted) < maxAbortedChecks {
+			if len(s.aborted) < s.abortedChecks {
 				s.aborted = append(s.aborted, r)
 			}
 		}
@@ -342,7 +343,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer nc.Close()
 
 	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
-		simNow: clock.Now, raisedSim: map[string]time.Time{}}
+		simNow: clock.Now, raisedSim: map[string]time.Time{}, abortedChecks: max(1, abortedCheckBudget/cfg.Hosts)}
 	var arb consensus.Arbiter = consensus.NewLocal(clock.Now)
 	if cfg.Arbiter == "raft" {
 		g, err := consensus.StartInProcessGroup(3, clock.Now)
@@ -685,10 +686,12 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 	rep.WallS = round(time.Since(wallStart).Seconds())
 }
 
-// maxAbortedChecks bounds the aborted events checked against the whole
-// cloud per simulated second (each is a solve over every host, run by
-// the harness): the report says how many were checked.
-const maxAbortedChecks = 20
+// abortedCheckBudget bounds the aborted events checked against the whole
+// cloud per simulated second, in hosts solved over (each is a solve over
+// every host, run by the observer, which must keep up): 20 a second at
+// 1,000 hosts, 2 at 10,000, at least 1. The report says how many were
+// checked.
+const abortedCheckBudget = 20000
 
 // reasonKind is an abort reason without its names and numbers (host
 // names, partition ids, versions), to count reasons.
