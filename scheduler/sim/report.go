@@ -61,8 +61,8 @@ type Report struct {
 		UnsolvableWithUnion int `json:"unsolvable_with_union_solution"`
 		// AbortedBy counts aborted events by reason (names and numbers
 		// replaced by *). AbortedChecked of them were solved on the whole
-		// cloud when they ended (abortedCheckBudget: 20 a simulated second at
-		// 1,000 hosts, 2 at 10,000), and
+		// cloud when they ended (abortedCheckBudget: 2 a simulated second at
+		// 1,000 hosts, one every 5 s at 10,000), and
 		// AbortedWithGlobal had a solution there.
 		AbortedBy         map[string]int `json:"aborted_by_reason,omitempty"`
 		AbortedChecked    int            `json:"aborted_checked"`

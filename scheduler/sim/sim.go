@@ -203,7 +203,7 @@ type stats struct {
 	// abortedBy their count by reason (reasonKind).
 	aborted       []scheduler.Record
 	abortedBy     map[string]int
-	abortedChecks int // checked at most per simulated second (abortedCheckBudget)
+	abortedChecks float64 // checks the observer may run now (abortedCheckBudget)
 	// blocked: the node sets of partitions as they last blocked (wall
 	// time), for the union-of-blocked check.
 	blocked  map[string]blockedPart
@@ -265,7 +265,7 @@ func (s *stats) record(host string, r scheduler.Record) {
 		}
 		if r.Outcome == scheduler.Aborted {
 			s.abortedBy[reasonKind(r.Reason)]++
-			if len(s.aborted) < s.abortedChecks {
+			if len(s.aborted) < maxAbortedPending {
 				s.aborted = append(s.aborted, r)
 			}
 		}
@@ -343,7 +343,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer nc.Close()
 
 	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
-		simNow: clock.Now, raisedSim: map[string]time.Time{}, abortedChecks: max(1, abortedCheckBudget/cfg.Hosts)}
+		simNow: clock.Now, raisedSim: map[string]time.Time{}}
 	var arb consensus.Arbiter = consensus.NewLocal(clock.Now)
 	if cfg.Arbiter == "raft" {
 		g, err := consensus.StartInProcessGroup(3, clock.Now)
@@ -527,6 +527,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		st.mu.Lock()
 		inflight := len(st.inFlight)
 		pending, aborted := st.unsolvable, st.aborted
+		st.abortedChecks = min(st.abortedChecks+dt*abortedCheckBudget/float64(cfg.Hosts), maxAbortedPending)
+		aborted = aborted[:min(len(aborted), int(st.abortedChecks))]
+		st.abortedChecks -= float64(len(aborted))
 		st.unsolvable, st.aborted = nil, nil
 		st.mu.Unlock()
 		if cfg.Mode == "dvms" {
@@ -687,11 +690,15 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 }
 
 // abortedCheckBudget bounds the aborted events checked against the whole
-// cloud per simulated second, in hosts solved over (each is a solve over
-// every host, run by the observer, which must keep up): 20 a second at
-// 1,000 hosts, 2 at 10,000, at least 1. The report says how many were
-// checked.
-const abortedCheckBudget = 20000
+// cloud, in hosts solved over per simulated second (each check is a
+// solve over every host, run by the observer, which must keep up: 20
+// checks a second starved it at 1,000 saturated hosts): 2 a second at
+// 1,000 hosts, one every 5 s at 10,000. The report says how many were
+// checked. maxAbortedPending bounds those waiting for their check.
+const (
+	abortedCheckBudget = 2000
+	maxAbortedPending  = 20
+)
 
 // reasonKind is an abort reason without its names and numbers (host
 // names, partition ids, versions), to count reasons.
