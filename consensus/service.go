@@ -3,6 +3,7 @@ package consensus
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,12 @@ type ServiceConfig struct {
 	// status probe and the leader makes at most one configuration change
 	// (default 500 ms).
 	ProbeInterval time.Duration
+	// Security, when set, runs raft over mutual TLS: a connection is
+	// accepted only from a live member that advertises a raft address
+	// (a voter or a candidate) and proves its identity; a dialed voter
+	// must prove it is the member its address belongs to. Nil = plain TCP
+	// (tests, and `insecure_unsigned` trials).
+	Security PeerSecurity
 	// BootstrapAfter is how long nobody may answer as a group member
 	// before the first selected voter starts a new group (default 5 s; it
 	// must exceed the time membership takes to see the live agents).
@@ -215,6 +222,9 @@ func NewService(cfg ServiceConfig, t bus.Transport, now func() time.Time, log ze
 			return nil, fmt.Errorf("merge arbiter service: %w", err)
 		}
 		s.mux, s.addr = newListenerMux(ln, adv), adv
+		if cfg.Security != nil {
+			s.mux.sec, s.mux.allow, s.mux.expect = cfg.Security, s.allowPeer, s.peerAt
+		}
 	}
 	s.self = wireState{ID: cfg.ID, Addr: s.addr}
 	s.replySubj = ReplySubject(cfg.Region) + "." + newToken()
@@ -269,6 +279,47 @@ func (s *Service) SetPeers(peers []Peer) {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// PeerSecurity makes the TLS configurations of authenticated raft
+// connections (bus/auth.PeerTLS: certificates pinned by the region's
+// keys). The configurations verify the peer's identity themselves.
+type PeerSecurity interface {
+	// Server is the listening side's configuration; allow decides on the
+	// authenticated peer.
+	Server(allow func(host string) error) *tls.Config
+	// Client is the dialing side's configuration; the server must prove
+	// it is expect ("" = any member).
+	Client(expect string) *tls.Config
+}
+
+// errNotCandidate: a raft connection from a host that membership does not
+// show as a live voter candidate.
+var errNotCandidate = errors.New("not a live member with a raft address")
+
+// allowPeer accepts a raft connection from host when membership shows it
+// live with a raft address (only those can be voters).
+func (s *Service) allowPeer(host string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.peers {
+		if p.ID == host && p.RaftAddr != "" {
+			return nil
+		}
+	}
+	return errNotCandidate
+}
+
+// peerAt is the member advertising raft address addr ("" if none).
+func (s *Service) peerAt(addr string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.peers {
+		if p.RaftAddr == addr {
+			return p.ID
+		}
+	}
+	return ""
 }
 
 // livePeers is the peer list with this agent as it really is.

@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -28,13 +29,24 @@ func (a advAddr) String() string  { return string(a) }
 type listenerMux struct {
 	ln  net.Listener
 	adv advAddr
+	// With sec set, every connection is mutual TLS: accepted ones must
+	// present a certificate allow accepts, dialed ones the one of the
+	// member the address belongs to (expect).
+	sec    PeerSecurity
+	allow  func(host string) error
+	expect func(addr string) string
+	shakes chan struct{} // bounds handshakes in progress
 
 	mu  sync.Mutex
 	cur *streamSession
 }
 
+// handshakeTimeout bounds one TLS handshake (a peer that connects and
+// says nothing holds a slot that long).
+const handshakeTimeout = 5 * time.Second
+
 func newListenerMux(ln net.Listener, adv string) *listenerMux {
-	return &listenerMux{ln: ln, adv: advAddr(adv)}
+	return &listenerMux{ln: ln, adv: advAddr(adv), shakes: make(chan struct{}, 32)}
 }
 
 // acceptLoop hands connections to the current session until the
@@ -52,13 +64,49 @@ func (m *listenerMux) acceptLoop() {
 			<-t.C
 			continue
 		}
-		m.mu.Lock()
-		s := m.cur
-		m.mu.Unlock()
-		if s == nil || !s.offer(c) {
-			_ = c.Close()
+		if m.sec == nil {
+			m.hand(c)
+			continue
+		}
+		select {
+		case m.shakes <- struct{}{}:
+			// Owned by the mux: it ends within handshakeTimeout, and
+			// close() closes the listener only; an accepted connection
+			// in handshake is closed by its own deadline.
+			go func() {
+				defer func() { <-m.shakes }()
+				if tc, err := m.serverShake(c); err == nil {
+					m.hand(tc)
+				}
+			}()
+		default:
+			_ = c.Close() // too many handshakes at once
 		}
 	}
+}
+
+// hand gives c to the current session, or closes it.
+func (m *listenerMux) hand(c net.Conn) {
+	m.mu.Lock()
+	s := m.cur
+	m.mu.Unlock()
+	if s == nil || !s.offer(c) {
+		_ = c.Close()
+	}
+}
+
+// serverShake completes the server side of a mutual TLS handshake; the
+// connection is closed when it fails (not a ring member, not allowed,
+// not TLS at all).
+func (m *listenerMux) serverShake(c net.Conn) (net.Conn, error) {
+	tc := tls.Server(c, m.sec.Server(m.allow))
+	_ = tc.SetDeadline(time.Now().Add(handshakeTimeout))
+	if err := tc.Handshake(); err != nil {
+		_ = tc.Close()
+		return nil, err
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return tc, nil
 }
 
 // close closes the listener (acceptLoop returns) and the current session.
@@ -167,5 +215,13 @@ func (s *streamSession) Addr() net.Addr { return s.mux.adv }
 // Dial implements raft.StreamLayer.
 func (s *streamSession) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
-	return d.Dial("tcp", string(address))
+	m := s.mux
+	if m.sec == nil {
+		return d.Dial("tcp", string(address))
+	}
+	expect := ""
+	if m.expect != nil {
+		expect = m.expect(string(address))
+	}
+	return tls.DialWithDialer(&d, "tcp", string(address), m.sec.Client(expect))
 }

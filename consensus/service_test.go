@@ -153,6 +153,8 @@ type cluster struct {
 	log     *testLog
 	// wrap, if set, wraps each agent's transport (fault injection).
 	wrap func(id string, t bus.Transport) bus.Transport
+	// security, if set, runs each agent's raft over mutual TLS.
+	security func(id string) consensus.PeerSecurity
 
 	mu     sync.Mutex
 	agents map[string]*agent
@@ -186,6 +188,9 @@ func (c *cluster) startAdvertising(id, site, bind, advertise string) *agent {
 	}
 	cfg := consensus.ServiceConfig{Region: c.region, ID: id, Site: site, Bind: bind, Advertise: advertise, Voters: c.voters, Raft: testRaft(),
 		RequestTimeout: c.timeout, ProbeInterval: 100 * time.Millisecond, BootstrapAfter: 600 * time.Millisecond}
+	if c.security != nil {
+		cfg.Security = c.security(id)
+	}
 	log := zerolog.New(c.log).Level(zerolog.InfoLevel).With().Timestamp().Str("host", id).Logger()
 	var bt bus.Transport = tr
 	if c.wrap != nil {

@@ -38,6 +38,16 @@ func newArbiter(cfg fileConfig, tr bus.Transport, natsURL string, log zerolog.Lo
 	}
 	sc := consensus.ServiceConfig{Region: cfg.Runtime.Region, ID: cfg.Agent.ID, Site: cfg.Site, Bind: cfg.RaftBind,
 		Advertise: advertise, Voters: cfg.Voters, Raft: rc}
+	sec, err := raftTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if sec != nil {
+		sc.Security = sec
+		log.Info().Msg("raft over mutual TLS, certificates pinned by keys_dir")
+	} else if cfg.RaftBind != "" {
+		log.Warn().Str("bind", cfg.RaftBind).Msg("insecure_unsigned: raft runs over plain TCP; anyone reaching this port can rewrite the arbiter's state")
+	}
 	s, err := consensus.NewService(sc, tr, time.Now, log.With().Str("part", "arbiter").Logger())
 	if err != nil {
 		return nil, fmt.Errorf("merge arbiter: %w", err)

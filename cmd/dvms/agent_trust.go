@@ -56,6 +56,24 @@ func signedBus(cfg fileConfig, tr bus.Transport, log zerolog.Logger) (bus.Transp
 	return w, w, nil
 }
 
+// raftTLS is the mutual TLS of the raft group, made from the agent's own
+// key and the region's keyring (the same keys that sign messages), or
+// nil when running unsigned.
+func raftTLS(cfg fileConfig) (*auth.PeerTLS, error) {
+	if cfg.KeysDir == "" {
+		return nil, nil
+	}
+	signer, err := auth.LoadSigner(cfg.KeysDir, cfg.Agent.ID)
+	if err != nil {
+		return nil, fmt.Errorf("[DEFAULT] keys_dir: %w", err)
+	}
+	ring, err := auth.LoadKeyring(cfg.KeysDir)
+	if err != nil {
+		return nil, fmt.Errorf("[DEFAULT] keys_dir: %w", err)
+	}
+	return auth.NewPeerTLS(signer, ring)
+}
+
 // authConfig is the verification the agent and the services reading it
 // use: [DEFAULT] message_window, and dropped messages logged at most ten
 // per 10 s (dlog is that sampled logger).
