@@ -14,6 +14,9 @@ type EmbeddedConfig struct {
 	Port int    // -1 picks a free port
 	// MaxPayload in bytes (default 8 MiB: snapshots of big hosts).
 	MaxPayload int32
+	// Users, if any, are the only clients allowed to connect, each with
+	// its nkey and subject permissions (see AgentPermissions).
+	Users []User
 }
 
 // Embedded is a NATS server running in this process, for `dvms simulate`,
@@ -42,6 +45,12 @@ func (e *Embedded) start() error {
 	opts := &server.Options{
 		Host: e.cfg.Host, Port: e.cfg.Port, NoLog: true, NoSigs: true,
 		MaxPayload: e.cfg.MaxPayload, MaxPending: 256 << 20, WriteDeadline: 10 * time.Second,
+	}
+	for _, u := range e.cfg.Users {
+		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.Nkey, Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: u.Perms.Publish},
+			Subscribe: &server.SubjectPermission{Allow: u.Perms.Subscribe},
+		}})
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

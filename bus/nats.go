@@ -19,6 +19,9 @@ type Config struct {
 	Name string
 	// CredsFile is a NATS credentials file (JWT + nkey seed), optional.
 	CredsFile string
+	// NkeySeedFile authenticates with an nkeys user seed, optional (an
+	// agent uses its own message key: see AgentPermissions).
+	NkeySeedFile string
 	// TLS: CA bundle, client certificate and key, optional.
 	TLSCA, TLSCert, TLSKey string
 	// ReconnectWait between reconnection attempts; MaxReconnects -1 is forever.
@@ -42,6 +45,9 @@ func (c Config) Validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("nats: tls_cert and tls_key go together"))
+	}
+	if c.CredsFile != "" && c.NkeySeedFile != "" {
+		errs = append(errs, errors.New("nats: creds_file and nkey_seed are two ways to authenticate: choose one"))
 	}
 	if c.ReconnectWait < 0 {
 		errs = append(errs, errors.New("nats: reconnect wait must be >= 0"))
@@ -75,6 +81,13 @@ func ConnectNATS(ctx context.Context, c Config) (*NATS, error) {
 	}
 	if c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if c.NkeySeedFile != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NkeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats nkey %s: %w", c.NkeySeedFile, err)
+		}
+		opts = append(opts, o)
 	}
 	if c.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(c.TLSCA))

@@ -45,3 +45,18 @@ func TestServiceTakesOnlyWhatItsSignerSays(t *testing.T) {
 		t.Fatal("a status from its own signer, or on an unsigned bus, was not taken (control)")
 	}
 }
+
+// The arbiter's subjects are inside what NATS lets an agent use
+// (bus.AgentPermissions writes them without importing this package).
+func TestArbiterSubjectsArePermitted(t *testing.T) {
+	s, err := NewService(ServiceConfig{Region: "r", ID: "h1"}, bus.NewHub(1).Transport("h1"), time.Now, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := bus.AgentPermissions("r", "h1")
+	for _, subj := range []string{RequestSubject("r"), s.replySubj} {
+		if !bus.Allows(p.Publish, subj) || !bus.Allows(p.Subscribe, subj) {
+			t.Errorf("%s: not both published and subscribed under the agent's NATS permissions", subj)
+		}
+	}
+}

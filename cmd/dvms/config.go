@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"gopkg.in/ini.v1"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/node"
@@ -37,6 +39,9 @@ type fileConfig struct {
 
 	NATSURL   string
 	NATSCreds string
+	// NATS nkey authentication: the agent's own key, or a seed file.
+	NATSNkeyAuth bool
+	NATSNkeySeed string
 	TLSCA     string
 	TLSCert   string
 	TLSKey    string
@@ -202,6 +207,9 @@ func (c fileConfig) validate() error {
 	case c.MonitorSource == "prometheus" && (c.PromURL == "" || c.PromCPUQuery == ""):
 		errs = append(errs, errors.New("[monitor] source = prometheus needs prometheus_url and prometheus_cpu_query"))
 	}
+	if c.NATSNkeyAuth && c.KeysDir == "" {
+		errs = append(errs, errors.New("[nats] nkey_auth uses the agent's message key: set [DEFAULT] keys_dir"))
+	}
 	if c.DeadAfter <= 2*c.Heartbeat {
 		errs = append(errs, fmt.Errorf("[consensus] dead_after (%s) must exceed twice heartbeat_interval (%s)", c.DeadAfter, c.Heartbeat))
 	}
@@ -212,6 +220,14 @@ func (c fileConfig) validate() error {
 func (c fileConfig) busConfig(url string) bus.Config {
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name, bc.CredsFile = url, "dvms-agent-"+c.Agent.ID, c.NATSCreds
+	// An agent (it has a host) speaks as its own key; a service without
+	// a host (scheduler-api) with nkey_seed. One file serves both.
+	switch {
+	case c.NATSNkeyAuth && c.KeysDir != "" && c.Agent.ID != "":
+		bc.NkeySeedFile = filepath.Join(c.KeysDir, c.Agent.ID+auth.SeedExt)
+	case c.NATSNkeySeed != "":
+		bc.NkeySeedFile = c.NATSNkeySeed
+	}
 	bc.TLSCA, bc.TLSCert, bc.TLSKey = c.TLSCA, c.TLSCert, c.TLSKey
 	return bc
 }

@@ -17,10 +17,10 @@ import (
 // most [monitor] service_watch_interval later). The agent re-reads the
 // service from Nova before acting, so the notice needs no credentials.
 func notifyFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "nats-url", EnvVars: []string{"DVMS_NATS_URL"}, Usage: "NATS URL of the agents: tell the host's agent at once (optional)"},
 		&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms region of the agents (with --nats-url)"},
-	}
+	}, natsAuthFlags()...)
 }
 
 // notifyAgent publishes the service change of host; failures are logged
@@ -34,7 +34,7 @@ func notifyAgent(c *cli.Context, host string, disabled bool, reason string, log 
 	defer cancel()
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name = url, "dvms-cli"
-	tr, err := bus.ConnectNATS(ctx, bc)
+	tr, err := bus.ConnectNATS(ctx, withNATSAuth(c, bc))
 	if err != nil {
 		log.Warn().Err(err).Msg("could not tell the agent over NATS; the region's watch will see the change")
 		return

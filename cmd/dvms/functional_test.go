@@ -61,8 +61,19 @@ func notRun(t *testing.T, why string) {
 // env is the environment of a command run against the cloud.
 func (fc funcCloud) env(extra ...string) []string {
 	// 2.91: what the agents use; the CLI needs >= 2.37 for --nic none.
-	return append(append(os.Environ(), "OS_CLOUD="+fc.name, "OS_CLIENT_CONFIG_FILE="+fc.file, "OS_COMPUTE_API_VERSION=2.91"), extra...)
+	env := append(os.Environ(), "OS_CLOUD="+fc.name, "OS_CLIENT_CONFIG_FILE="+fc.file, "OS_COMPUTE_API_VERSION=2.91")
+	// The NATS of the cloud admits only the region's keys, over TLS
+	// (devstack/functional/up.sh): dvms's operator commands use the
+	// observer key and the server's certificate.
+	for v, f := range map[string]string{"DVMS_NATS_NKEY": "observer/ops.key", "DVMS_NATS_TLS_CA": "nats/cert.pem"} {
+		if p := filepath.Join(fc.dir, f); fileExists(p) {
+			env = append(env, v+"="+p)
+		}
+	}
+	return append(env, extra...)
 }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // osc runs the stock openstack CLI, as an operator would.
 func (fc funcCloud) osc(t *testing.T, ctx context.Context, args ...string) (string, error) {

@@ -91,6 +91,13 @@ var options = []option{
 	{section: "nats", name: "creds_file", kind: kindPath,
 		help:  "NATS credentials file (JWT + nkey seed), optional.",
 		field: func(c *fileConfig) any { return &c.NATSCreds }},
+	{section: "nats", name: "nkey_auth", kind: kindBool, def: "false",
+		help: "Authenticate to NATS as the nkeys user of this agent's own message key (keys_dir/HOST.key). " +
+			"The NATS server must list the region's keys with their subject permissions: see `dvms nats-config`.",
+		field: func(c *fileConfig) any { return &c.NATSNkeyAuth }},
+	{section: "nats", name: "nkey_seed", kind: kindPath,
+		help:  "Authenticate to NATS with this nkeys user seed when the process is not an agent (dvms scheduler-api: an observer key of `dvms nats-config --observer`).",
+		field: func(c *fileConfig) any { return &c.NATSNkeySeed }},
 	{section: "nats", name: "tls_ca", kind: kindPath,
 		help:  "TLS: CA bundle of the NATS servers, optional.",
 		field: func(c *fileConfig) any { return &c.TLSCA }},

@@ -30,7 +30,7 @@ func natsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"DVMS_NATS_CREDS_FILE"}, Usage: "NATS credentials file (optional)"},
 		&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms region of the agents"},
 		&cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, Usage: "wait at most this long for the agents' answers (less once every member answered)"},
-	}, outputFlags()...)
+	}, append(natsAuthFlags(), outputFlags()...)...)
 }
 
 func init() {
@@ -94,7 +94,7 @@ func connectCLI(c *cli.Context) (*bus.NATS, error) {
 	defer cancel()
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name, bc.CredsFile, bc.MaxReconnects = c.String("nats-url"), "dvms-cli", c.String("nats-creds"), 0
-	return bus.ConnectNATS(ctx, bc)
+	return bus.ConnectNATS(ctx, withNATSAuth(c, bc))
 }
 
 func askOn(c *cli.Context, tr bus.Transport, since time.Time, maxEvents int) ([]agentReport, error) {

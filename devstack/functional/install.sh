@@ -16,7 +16,7 @@ pkgs=(
   keystone glance-api placement-api
   nova-api nova-conductor nova-scheduler nova-compute nova-compute-ironic
   python3-openstackclient python3-osc-placement python3-openstacksdk python3-pymysql
-  curl procps nats-server
+  curl procps nats-server openssl
 )
 missing=()
 for p in "${pkgs[@]}"; do

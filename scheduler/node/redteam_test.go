@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,14 +48,21 @@ type redTeam struct {
 	changes atomic.Int64             // membership changes (up or down) after start
 	mu      sync.Mutex
 	execs   []node.ExecResult
+	natsErrs []string // asynchronous NATS errors (permission violations), by connection
+	runners  map[string]*node.Runner
 	wg      sync.WaitGroup
 }
 
-func startRedTeam(t *testing.T, ctx context.Context) *redTeam {
+// startRedTeam starts four signed agents. With perms, the NATS server
+// admits only the agents' keys, each with bus.AgentPermissions (there is
+// no outsider then, and the insider connects with compute-4's key);
+// every connection's asynchronous errors go to rt.natsErrs.
+func startRedTeam(t *testing.T, ctx context.Context, perms ...bool) *redTeam {
 	t.Helper()
+	withPerms := len(perms) > 0 && perms[0]
 	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 10)
 	rt := &redTeam{t: t, clock: clock, cloud: fake.New(fake.DefaultConfig(), clock), keys: t.TempDir(),
-		members: map[string]*node.Membership{}, wraps: map[string]*auth.Transport{}, sent: map[string]*atomic.Int64{}}
+		members: map[string]*node.Membership{}, runners: map[string]*node.Runner{}, wraps: map[string]*auth.Transport{}, sent: map[string]*atomic.Int64{}}
 	for i := 1; i <= 4; i++ {
 		h := fmt.Sprintf("compute-%d", i)
 		rt.hosts = append(rt.hosts, h)
@@ -73,13 +82,34 @@ func startRedTeam(t *testing.T, ctx context.Context) *redTeam {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	ec := bus.EmbeddedConfig{Port: -1}
+	if withPerms {
+		for _, h := range rt.hosts {
+			s, err := auth.LoadSigner(rt.keys, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ec.Users = append(ec.Users, bus.User{Name: h, Nkey: s.PublicKey(), Perms: bus.AgentPermissions(rtRegion, h)})
+		}
+	}
+	ns, err := bus.StartEmbedded(ec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
 	connect := func(name string) *bus.NATS {
-		tr, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: name, ReconnectWait: 50 * time.Millisecond, MaxReconnects: -1})
+		seed := ""
+		if withPerms {
+			seed = filepath.Join(rt.keys, strings.TrimPrefix(name, "insider:")+auth.SeedExt)
+		}
+		tr, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: name, ReconnectWait: 50 * time.Millisecond, MaxReconnects: -1,
+			NkeySeedFile: seed, OnStateChange: func(ev string, err error) {
+				if ev == "error" && err != nil {
+					rt.mu.Lock()
+					rt.natsErrs = append(rt.natsErrs, name+": "+err.Error())
+					rt.mu.Unlock()
+				}
+			}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,8 +127,10 @@ func startRedTeam(t *testing.T, ctx context.Context) *redTeam {
 		}
 		return w
 	}
-	rt.outside = connect("outsider")
-	rt.inside = wrap(connect("insider"), "compute-4")
+	if !withPerms {
+		rt.outside = connect("outsider")
+	}
+	rt.inside = wrap(connect("insider:compute-4"), "compute-4")
 
 	arb := consensus.NewLocal(clock.Now)
 	rc := node.DefaultConfig()
@@ -110,8 +142,14 @@ func startRedTeam(t *testing.T, ctx context.Context) *redTeam {
 		rt.sent[h] = &atomic.Int64{}
 		ac := scheduler.DefaultConfig(h)
 		ac.Incarnation = "rt"
+		var demand nova.DemandSource = rt.cloud
+		if withPerms {
+			// Each agent measures its own host only, as on libvirt: the
+			// executor asks the destination's agent over NATS.
+			demand = node.OnlyHost(rt.cloud, h)
+		}
 		r, err := node.New(rc, ac, rt.hosts, node.Deps{
-			Bus: w, Nova: rt.cloud, Demand: rt.cloud, Arbiter: arb, Clock: clock, Log: zerolog.Nop(),
+			Bus: w, Nova: rt.cloud, Demand: demand, Arbiter: arb, Clock: clock, Log: zerolog.Nop(),
 			Hooks: node.Hooks{
 				OnSend: func(_ string, m scheduler.Message) {
 					rt.sent[h].Add(1)
@@ -139,6 +177,7 @@ func startRedTeam(t *testing.T, ctx context.Context) *redTeam {
 		m.OnDown = func(x string) { rt.changes.Add(1); r.MemberDown(x) }
 		m.OnUp = func(x string) { rt.changes.Add(1); r.MemberUp(x) }
 		rt.members[h] = m
+		rt.runners[h] = r
 		rt.wg.Add(2)
 		go func() {
 			defer rt.wg.Done()
@@ -370,4 +409,35 @@ func TestRedTeam(t *testing.T) {
 			t.Fatalf("violations %v, lost %d", v, rt.cloud.ServersLost())
 		}
 	})
+}
+
+// Issue 10: NATS itself admits only the region's keys, each agent with
+// bus.AgentPermissions. Four agents work under those permissions — heard
+// each other, publish their summaries, and solve a real overload
+// (protocol messages, the executor's demand queries and their answers)
+// — without one permission violation; a connection without a key is
+// refused.
+func TestAgentsWorkUnderNATSPermissions(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	rt := startRedTeam(t, ctx, true)
+	defer rt.wg.Wait()
+	defer cancel()
+	for _, r := range rt.runners {
+		rt.wg.Go(func() { _ = r.PublishSummaries(ctx, node.SummaryConfig{Interval: 100 * time.Millisecond, Change: 0.1}) })
+	}
+	for j := range 2 {
+		_ = rt.cloud.SetDemand(fmt.Sprintf("s-1-%d", j), nova.Demand{CPU: 5, RAMMB: 1024}) // 10 > 8 cores
+	}
+	if !waitFor(t, 30*time.Second, func() bool { return !rt.cloud.Overloaded("compute-1") }) {
+		t.Fatalf("the overload was not solved under NATS permissions (migrations: %+v)", rt.cloud.Stats())
+	}
+	if st := rt.cloud.Stats(); st.Started == 0 {
+		t.Fatal("solved without a migration: the test no longer reaches the executor")
+	}
+	rt.mu.Lock()
+	errs := slices.Clone(rt.natsErrs)
+	rt.mu.Unlock()
+	if len(errs) > 0 {
+		t.Fatalf("NATS errors under the agents' permissions (a subject they use is not allowed): %v", errs)
+	}
 }

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/bus/auth"
+)
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:      "nats-config",
+		Usage:     "write the nats-server configuration that admits only the region's keys, each with its subject permissions",
+		ArgsUsage: " ",
+		Description: "Every agent key in --keys-dir (HOST.pub) becomes a NATS user that may read its own subjects and the\n" +
+			"region's broadcasts and publish its own host summary only; each --observer key (a `dvms keygen` key\n" +
+			"kept OUTSIDE keys_dir) may run dvms status/events/plans, dvms drain's notice and dvms scheduler-api.\n" +
+			"Agents then set [nats] nkey_auth = true; observers [nats] nkey_seed or --nats-nkey. Include the\n" +
+			"output in nats-server.conf (or run nats-server -c on it) and restart NATS when a key is added or removed.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "keys-dir", Required: true, Usage: "the region's keys directory (the agents' keys_dir)"},
+			&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms region"},
+			&cli.StringSliceFlag{Name: "observer", Usage: "public key file (NAME.pub) of an operator tool or scheduler-api; repeatable"},
+			&cli.StringFlag{Name: "listen", Usage: "host:port for the server's client listener (optional)"},
+			&cli.StringFlag{Name: "tls-cert", Usage: "the server's TLS certificate (optional; clients then set tls_ca)"},
+			&cli.StringFlag{Name: "tls-key", Usage: "the server's TLS key (with --tls-cert)"},
+		},
+		Action: func(c *cli.Context) error {
+			if (c.String("tls-cert") == "") != (c.String("tls-key") == "") {
+				return usageError(fmt.Errorf("--tls-cert and --tls-key go together"))
+			}
+			sc, err := natsServerConfig(c.String("keys-dir"), c.String("region"), c.StringSlice("observer"))
+			if err != nil {
+				return err
+			}
+			sc.Listen, sc.TLSCert, sc.TLSKey = c.String("listen"), c.String("tls-cert"), c.String("tls-key")
+			_, err = fmt.Fprint(c.App.Writer, sc.Render())
+			return err
+		},
+	})
+}
+
+// natsAuthFlags are the operator commands' NATS nkey (an observer key of
+// `dvms nats-config`) and the CA of a NATS server that speaks TLS.
+func natsAuthFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "nats-nkey", EnvVars: []string{"DVMS_NATS_NKEY"},
+			Usage: "nkeys seed file to authenticate to NATS with (an observer key of `dvms nats-config`; optional)"},
+		&cli.StringFlag{Name: "nats-ca", EnvVars: []string{"DVMS_NATS_TLS_CA"},
+			Usage: "CA bundle of a NATS server that speaks TLS (optional)"},
+	}
+}
+
+// withNATSAuth applies natsAuthFlags to bc.
+func withNATSAuth(c *cli.Context, bc bus.Config) bus.Config {
+	bc.NkeySeedFile, bc.TLSCA = c.String("nats-nkey"), c.String("nats-ca")
+	return bc
+}
+
+// natsServerConfig lists one NATS user per agent key of keysDir and per
+// observer public key file.
+func natsServerConfig(keysDir, region string, observers []string) (bus.ServerConfig, error) {
+	ents, err := os.ReadDir(keysDir)
+	if err != nil {
+		return bus.ServerConfig{}, fmt.Errorf("keys directory: %w", err)
+	}
+	var sc bus.ServerConfig
+	pubs := map[string]string{}
+	for _, e := range ents {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), auth.PubExt) {
+			b, err := os.ReadFile(filepath.Join(keysDir, e.Name()))
+			if err != nil {
+				return sc, err
+			}
+			pubs[strings.TrimSuffix(e.Name(), auth.PubExt)] = string(b)
+		}
+	}
+	ring, err := auth.NewKeyring(pubs) // the same checks the agents make
+	if err != nil {
+		return sc, fmt.Errorf("keys directory %s: %w", keysDir, err)
+	}
+	if ring.Len() == 0 {
+		return sc, fmt.Errorf("keys directory %s: no *%s file", keysDir, auth.PubExt)
+	}
+	hosts := make([]string, 0, len(pubs))
+	for h := range pubs {
+		hosts = append(hosts, h)
+	}
+	slices.Sort(hosts)
+	for _, h := range hosts {
+		sc.Users = append(sc.Users, bus.User{Name: "agent " + h, Nkey: strings.TrimSpace(pubs[h]), Perms: bus.AgentPermissions(region, h)})
+	}
+	for _, f := range observers {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return sc, fmt.Errorf("observer key: %w", err)
+		}
+		name := strings.TrimSuffix(filepath.Base(f), auth.PubExt)
+		if _, err := auth.NewKeyring(map[string]string{name: string(b)}); err != nil {
+			return sc, fmt.Errorf("observer key %s: %w", f, err)
+		}
+		if _, clash := pubs[name]; clash || filepath.Clean(filepath.Dir(f)) == filepath.Clean(keysDir) {
+			return sc, fmt.Errorf("observer key %s: keep observer keys outside the keys directory (the agents would take it for a host)", f)
+		}
+		sc.Users = append(sc.Users, bus.User{Name: "observer " + name, Nkey: strings.TrimSpace(string(b)), Perms: bus.ObserverPermissions(region)})
+	}
+	return sc, nil
+}
