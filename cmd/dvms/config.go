@@ -42,9 +42,9 @@ type fileConfig struct {
 	// NATS nkey authentication: the agent's own key, or a seed file.
 	NATSNkeyAuth bool
 	NATSNkeySeed string
-	TLSCA     string
-	TLSCert   string
-	TLSKey    string
+	TLSCA        string
+	TLSCert      string
+	TLSKey       string
 
 	// Agent and Runtime carry the region (Runtime.Region), the host
 	// (Agent.ID) and the scheduler and monitor options.

@@ -33,24 +33,24 @@ import (
 const rtRegion = "rt"
 
 type redTeam struct {
-	t       *testing.T
-	cloud   *fake.Cloud
-	clock   *node.Scaled
-	hosts   []string
-	keys    string
-	outside bus.Transport // no key
-	inside  bus.Transport // compute-4's key
-	members map[string]*node.Membership
-	wraps   map[string]*auth.Transport
-	sent    map[string]*atomic.Int64 // protocol messages sent, by agent
-	nacks   sync.Map                 // partition id -> *atomic.Int64: nacks sent about it
-	stopped atomic.Int64             // runners whose Run returned
-	changes atomic.Int64             // membership changes (up or down) after start
-	mu      sync.Mutex
-	execs   []node.ExecResult
+	t        *testing.T
+	cloud    *fake.Cloud
+	clock    *node.Scaled
+	hosts    []string
+	keys     string
+	outside  bus.Transport // no key
+	inside   bus.Transport // compute-4's key
+	members  map[string]*node.Membership
+	wraps    map[string]*auth.Transport
+	sent     map[string]*atomic.Int64 // protocol messages sent, by agent
+	nacks    sync.Map                 // partition id -> *atomic.Int64: nacks sent about it
+	stopped  atomic.Int64             // runners whose Run returned
+	changes  atomic.Int64             // membership changes (up or down) after start
+	mu       sync.Mutex
+	execs    []node.ExecResult
 	natsErrs []string // asynchronous NATS errors (permission violations), by connection
 	runners  map[string]*node.Runner
-	wg      sync.WaitGroup
+	wg       sync.WaitGroup
 }
 
 // startRedTeam starts four signed agents. With perms, the NATS server
