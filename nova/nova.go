@@ -223,7 +223,8 @@ type Client interface {
 	// SetServerMetadata sets one metadata key of a server; value ""
 	// deletes the key (absent already is no error).
 	SetServerMetadata(ctx context.Context, serverID, key, value string) error
-	// ShelvedServers lists the SHELVED_OFFLOADED servers of all projects.
+	// ShelvedServers lists the SHELVED and SHELVED_OFFLOADED servers of
+	// all projects (a SHELVED one still has its host).
 	ShelvedServers(ctx context.Context) ([]Server, error)
 }
 

@@ -193,7 +193,9 @@ var options = []option{
 		field: func(c *fileConfig) any { return &c.Runtime.StopGrace }},
 	{section: "scheduler", name: "unshelve_interval", kind: kindSeconds, def: "30", bounds: ">= 0",
 		help: "With preempt: every this often a free, enabled agent unshelves onto its own host the highest-priority server " +
-			"dvms shelved (metadata dvms:shelved), if it fits below the overload thresholds minus unshelve_headroom; 0 disables.",
+			"dvms shelved (metadata dvms:shelved), if it fits below the overload thresholds minus unshelve_headroom. " +
+			"A server dvms left SHELVED on this host (never offloaded) is unshelved in place when it fits, else offloaded. " +
+			"Without preempt the agent still does this cleanup, at start and every 15 min; 0 disables both.",
 		field: func(c *fileConfig) any { return &c.UnshelveEvery }},
 	{section: "scheduler", name: "unshelve_headroom", kind: kindFloat, def: "0.1", bounds: "[0, 1)", unit: "fraction of the thresholds",
 		help:  "See unshelve_interval.",

@@ -585,8 +585,8 @@ func (c *Cloud) doSetServerMetadata(ctx context.Context, serverID, key, value st
 	return nil
 }
 
-// ShelvedServers implements nova.Client: every SHELVED_OFFLOADED server,
-// by ID.
+// ShelvedServers implements nova.Client: every SHELVED and
+// SHELVED_OFFLOADED server, by ID.
 func (c *Cloud) ShelvedServers(ctx context.Context) ([]nova.Server, error) {
 	return c.shelvedServers(ctx, c.def)
 }
@@ -610,7 +610,7 @@ func (c *Cloud) doShelvedServers(ctx context.Context) ([]nova.Server, error) {
 	c.advance()
 	var out []nova.Server
 	for _, s := range c.servers {
-		if s.Status == nova.StatusShelvedOffloaded {
+		if s.Status == nova.StatusShelvedOffloaded || s.Status == nova.StatusShelved {
 			out = append(out, s.view())
 		}
 	}

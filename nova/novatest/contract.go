@@ -286,13 +286,23 @@ func shelveOffloadUnshelve(t *testing.T, e Env) {
 		t.Fatal(err)
 	}
 	// With shelved_offload_time = 0 Nova offloads by itself; otherwise
-	// the suite asks once the server is SHELVED.
+	// the suite asks once the server is SHELVED — after checking that
+	// the reviver's list shows it there, still on its host (a shelve left
+	// half done is finished or undone by that host's agent).
 	ok := e.Fixture.WaitFor(ActionTimeout, func() bool {
 		s, err := e.Client.Server(ctx, id)
 		if err != nil || s.TaskState != "" {
 			return false
 		}
 		if s.Status == nova.StatusShelved {
+			listed, err := e.Client.ShelvedServers(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(listed, func(v nova.Server) bool { return v.ID == id })
+			if i < 0 || (listed[i].Status == nova.StatusShelved && listed[i].Host != src) {
+				t.Errorf("ShelvedServers while %s is SHELVED on %s: %+v", id, src, listed)
+			}
 			_, _ = e.Client.ShelveOffload(ctx, id)
 		}
 		return s.Status == nova.StatusShelvedOffloaded

@@ -377,13 +377,18 @@ func (c *Client) ShelvedServers(ctx context.Context) ([]nova.Server, error) {
 		var page struct {
 			Servers []serverJSON `json:"servers"`
 		}
-		u := c.compute.ServiceURL("servers", "detail") + query(
-			"all_tenants", "True", "status", nova.StatusShelvedOffloaded, "limit", strconv.Itoa(pageSize), "marker", marker)
+		// Nova takes several status values at once (servers.py:
+		// req.GET.getall('status')).
+		q := url.Values{"all_tenants": {"True"}, "status": {nova.StatusShelved, nova.StatusShelvedOffloaded}, "limit": {strconv.Itoa(pageSize)}}
+		if marker != "" {
+			q.Set("marker", marker)
+		}
+		u := c.compute.ServiceURL("servers", "detail") + "?" + q.Encode()
 		if _, err := c.get(ctx, c.compute, u, &page); err != nil {
 			return nil, fmt.Errorf("shelved servers: %w", err)
 		}
 		for _, s := range page.Servers {
-			if v := s.server(); v.Status == nova.StatusShelvedOffloaded {
+			if v := s.server(); v.Status == nova.StatusShelvedOffloaded || v.Status == nova.StatusShelved {
 				out = append(out, v)
 			}
 		}

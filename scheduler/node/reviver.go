@@ -40,6 +40,12 @@ type ReviverConfig struct {
 	Poll    time.Duration
 	// DryRun logs what would be unshelved and does nothing.
 	DryRun bool
+	// CleanupOnly: preemption is off here, so the reviver only finishes
+	// or undoes shelves dvms left behind (preempt turned off since, an
+	// agent stopped mid-shelve): one round at start, then one every
+	// MaxInterval, at once after a shelve notice from an agent that
+	// still preempts.
+	CleanupOnly bool
 }
 
 // DefaultReviverConfig: a round every 30 s, 10 % headroom.
@@ -114,6 +120,9 @@ func (r *Reviver) Run(ctx context.Context, t bus.Transport, busy func() bool) er
 		defer func() { _ = sub.Unsubscribe() }()
 	}
 	wait := r.cfg.Interval
+	if r.cfg.CleanupOnly {
+		wait = 0 // what a stopped agent left behind is seen at start
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -129,9 +138,12 @@ func (r *Reviver) Run(ctx context.Context, t bus.Transport, busy func() bool) er
 		if _, err := r.Round(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("unshelve round failed")
 		}
-		if r.found {
+		switch {
+		case r.found:
 			wait = r.cfg.Interval
-		} else {
+		case r.cfg.CleanupOnly:
+			wait = r.cfg.MaxInterval
+		default:
 			wait = min(2*wait, r.cfg.MaxInterval)
 		}
 	}
@@ -152,21 +164,31 @@ func (r *Reviver) Round(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	if h.Disabled || h.Draining {
-		return "", nil
-	}
 	shelved, err := r.nova.ShelvedServers(ctx)
 	if err != nil {
 		return "", fmt.Errorf("list shelved servers: %w", err)
 	}
-	var mine []nova.Server
+	// mine: offloaded by dvms, anywhere; here: shelved by dvms on this
+	// host but never offloaded (the agent stopped between the two
+	// requests, or Nova failed the offload) — only this host's agent
+	// finishes or undoes those.
+	var mine, here []nova.Server
 	for _, s := range shelved {
-		if s.Metadata[nova.MetaShelved] != "" && s.Metadata[nova.MetaPin] != "true" {
+		if s.Metadata[nova.MetaShelved] == "" || s.Metadata[nova.MetaPin] == "true" {
+			continue
+		}
+		switch {
+		case s.Status == nova.StatusShelvedOffloaded:
 			mine = append(mine, s)
+		case s.Status == nova.StatusShelved && s.Host == r.cfg.Host && s.TaskState == "":
+			here = append(here, s)
 		}
 	}
-	r.found = len(mine) > 0
-	if len(mine) == 0 {
+	r.found = len(mine) > 0 || len(here) > 0
+	if len(here) > 0 {
+		return r.settle(ctx, h, here[0])
+	}
+	if len(mine) == 0 || h.Disabled || h.Draining {
 		return "", nil
 	}
 	prio := func(s nova.Server) int { p, _ := strconv.Atoi(s.Metadata[nova.MetaPriority]); return p }
@@ -179,28 +201,68 @@ func (r *Reviver) Round(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("demand of %s: %w", r.cfg.Host, err)
 		}
 	}
+	for _, s := range mine {
+		d := r.ranDemand(s, demand)
+		if !r.room(h, d) || h.UsedVCPUs+float64(s.VCPUs) > h.AllocVCPUs || h.UsedRAMMB+float64(s.RAMMB) > h.AllocRAMMB {
+			continue
+		}
+		return r.unshelve(ctx, s, d, r.cfg.Host)
+	}
+	return "", nil
+}
+
+// ranDemand is a server's demand when it ran: as the source measures it
+// if it still answers for it, else its flavor (pessimistic).
+func (r *Reviver) ranDemand(s nova.Server, demand map[string]nova.Demand) nova.Demand {
+	if v, ok := demand[s.ID]; ok {
+		return v
+	}
+	return nova.Demand{CPU: float64(s.VCPUs), RAMMB: float64(s.RAMMB)}
+}
+
+// room reports whether h's measured demand plus d stays under the
+// overload thresholds with the headroom left free.
+func (r *Reviver) room(h scheduler.Host, d nova.Demand) bool {
 	cpu, ram := 0.0, 0.0
 	for _, s := range h.Servers {
 		cpu, ram = cpu+s.CPU, ram+s.RAM
 	}
 	keep := 1 - r.cfg.Headroom
-	for _, s := range mine {
-		// A server's demand when it ran: as the source measures it if it
-		// still answers for it, else its flavor (pessimistic).
-		d := nova.Demand{CPU: float64(s.VCPUs), RAMMB: float64(s.RAMMB)}
-		if v, ok := demand[s.ID]; ok {
-			d = v
-		}
-		if cpu+d.CPU > h.CPUs*r.cfg.Thresholds.CPUOverload*keep || ram+d.RAMMB > h.RAMMB*r.cfg.Thresholds.RAMOverload*keep ||
-			h.UsedVCPUs+float64(s.VCPUs) > h.AllocVCPUs || h.UsedRAMMB+float64(s.RAMMB) > h.AllocRAMMB {
-			continue
-		}
-		return r.unshelve(ctx, s, d)
+	return cpu+d.CPU <= h.CPUs*r.cfg.Thresholds.CPUOverload*keep && ram+d.RAMMB <= h.RAMMB*r.cfg.Thresholds.RAMOverload*keep
+}
+
+// settle ends a dvms shelve left half done on this host: the server is
+// SHELVED here (its placement allocation still held). With room — the
+// host is enabled, not draining, and its demand plus the server's stays
+// under the thresholds — it is unshelved in place (the shelve is undone);
+// otherwise it is offloaded (the shelve is finished, the host freed) and
+// a later round unshelves it wherever there is room.
+func (r *Reviver) settle(ctx context.Context, h scheduler.Host, s nova.Server) (string, error) {
+	d := nova.Demand{CPU: float64(s.VCPUs), RAMMB: float64(s.RAMMB)}
+	if !h.Disabled && !h.Draining && r.room(h, d) {
+		return r.unshelve(ctx, s, d, "")
 	}
+	log := r.log.With().Str("server", s.ID).Str("host", r.cfg.Host).Str("shelved_by", s.Metadata[nova.MetaShelved]).Logger()
+	if r.cfg.DryRun {
+		log.Info().Msg("advise: would offload a server dvms left shelved here")
+		return "", nil
+	}
+	ctx = nova.WithRequestID(ctx, RequestID("offload:"+s.Metadata[nova.MetaShelved]+":"+s.ID+":"+strconv.Itoa(r.round)))
+	rc, err := r.nova.ShelveOffload(ctx, s.ID)
+	if errors.Is(err, nova.ErrConflict) {
+		log.Info().Err(err).Msg("offload refused: the server changed meanwhile")
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("shelve-offload %s (left shelved on %s): %w", s.ID, r.cfg.Host, err)
+	}
+	log.Info().Str("nova_request_id", rc.LocalRequestID).Msg("finished a shelve left half done: offloaded, to be unshelved where there is room")
 	return "", nil
 }
 
-func (r *Reviver) unshelve(ctx context.Context, s nova.Server, d nova.Demand) (string, error) {
+// unshelve unshelves s onto host (offloaded) or in place (host "": s is
+// SHELVED on this agent's host) and follows it to ACTIVE.
+func (r *Reviver) unshelve(ctx context.Context, s nova.Server, d nova.Demand, host string) (string, error) {
 	mark := s.Metadata[nova.MetaShelved]
 	rid := RequestID("unshelve:" + mark + ":" + s.ID + ":" + strconv.Itoa(r.round))
 	log := r.log.With().Str("server", s.ID).Str("host", r.cfg.Host).Str("shelved_by", mark).Str("request_id", rid).
@@ -210,7 +272,7 @@ func (r *Reviver) unshelve(ctx context.Context, s nova.Server, d nova.Demand) (s
 		return "", nil
 	}
 	ctx = nova.WithRequestID(ctx, rid)
-	rc, err := r.nova.Unshelve(ctx, s.ID, r.cfg.Host)
+	rc, err := r.nova.Unshelve(ctx, s.ID, host)
 	if errors.Is(err, nova.ErrConflict) {
 		log.Info().Err(err).Msg("unshelve refused: another agent was first")
 		return "", nil

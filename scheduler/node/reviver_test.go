@@ -147,3 +147,59 @@ func TestExecutorMarksShelved(t *testing.T) {
 		t.Fatalf("after shelve: %+v, %v; want offloaded and marked ev-shelve", s, err)
 	}
 }
+
+// Issue 10: a dvms shelve left half done (the agent stopped between
+// shelve and shelve-offload) is finished or undone by the agent of the
+// host it sits on, and only by that one: unshelved in place when the
+// host has room, offloaded otherwise (a later round unshelves it where
+// there is room).
+func TestReviverSettlesHalfDoneShelve(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		loadA  float64
+		status string
+	}{
+		{"room: undone", 2, nova.StatusActive},
+		{"no room: finished", 7.5, nova.StatusShelvedOffloaded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, clock := reviverCloud(t, tc.loadA)
+			ctx := context.Background()
+			if err := c.AddServer(nova.Server{ID: "half", Host: "host-a", VCPUs: 2, RAMMB: 1024}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.SetServerMetadata(ctx, "half", nova.MetaShelved, "ev-9"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Shelve(ctx, "half"); err != nil {
+				t.Fatal(err)
+			}
+			// host-b's agent leaves it alone (it may unshelve the others).
+			cfgB := node.DefaultReviverConfig("host-b")
+			cfgB.Interval, cfgB.Poll = time.Second, 500*time.Millisecond
+			rb, err := node.NewReviver(cfgB, c, c, nil, clock, zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rb.Round(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if s, _ := c.Server(ctx, "half"); s.Status != nova.StatusShelved || s.Host != "host-a" {
+				t.Fatalf("host-b's reviver touched a server shelved on host-a: %+v", s)
+			}
+			if _, err := newReviver(t, c, clock).Round(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s, _ := c.Server(ctx, "half")
+			if s.Status != tc.status {
+				t.Fatalf("half: %s on %q, want %s", s.Status, s.Host, tc.status)
+			}
+			if tc.status == nova.StatusActive && (s.Host != "host-a" || s.Metadata[nova.MetaShelved] != "") {
+				t.Fatalf("undone shelve: %+v, want ACTIVE on host-a without the mark", s)
+			}
+			if c.ServersLost() != 0 {
+				t.Fatalf("%d servers lost", c.ServersLost())
+			}
+		})
+	}
+}

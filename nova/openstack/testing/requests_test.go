@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -555,5 +556,26 @@ func TestServersRelistsGroupsForNewServers(t *testing.T) {
 	}
 	if n := c.count("GET " + computePrefix + "/os-server-groups"); n != 2 {
 		t.Errorf("server groups listed %d times, want 2 (the server is newer than the index each time)", n)
+	}
+}
+
+// The reviver's list asks Nova for both shelved states in one request
+// (Nova takes several status values) and keeps a SHELVED server's host.
+func TestShelvedServersAsksBothStates(t *testing.T) {
+	c := newCloud(t)
+	c.handle("GET "+computePrefix+"/servers/detail", 200, `{"servers": [
+		{"id": "a", "status": "SHELVED", "OS-EXT-SRV-ATTR:host": "compute-1", "OS-EXT-STS:task_state": null, "metadata": {"dvms:shelved": "ev-1"}, "flavor": {"vcpus": 1, "ram": 512}},
+		{"id": "b", "status": "SHELVED_OFFLOADED", "OS-EXT-SRV-ATTR:host": null, "OS-EXT-STS:task_state": null, "metadata": {}, "flavor": {"vcpus": 1, "ram": 512}},
+		{"id": "c", "status": "ACTIVE", "OS-EXT-SRV-ATTR:host": "compute-2", "OS-EXT-STS:task_state": null, "metadata": {}, "flavor": {"vcpus": 1, "ram": 512}}]}`)
+	ss, err := c.client().ShelvedServers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 2 || ss[0].ID != "a" || ss[0].Status != nova.StatusShelved || ss[0].Host != "compute-1" || ss[1].Status != nova.StatusShelvedOffloaded {
+		t.Fatalf("ShelvedServers = %+v", ss)
+	}
+	r := c.all()[len(c.all())-1]
+	if got := r.Query["status"]; !slices.Equal(got, []string{nova.StatusShelved, nova.StatusShelvedOffloaded}) || r.Query.Get("all_tenants") != "True" {
+		t.Errorf("query %v: want both shelved states of all projects", r.Query)
 	}
 }
