@@ -120,7 +120,16 @@ start_daemon() {
     log "$name already running (pid $(cat "$RUN_DIR/$name.pid"))"
     return 0
   fi
-  setsid "$@" >>"$logfile" 2>&1 < /dev/null &
+  (
+    # The caller's other open files (a lock taken with flock around
+    # up.sh, a CI pipe) would stay open for as long as the daemon runs:
+    # close everything above stderr first.
+    for fd in /proc/"$BASHPID"/fd/*; do
+      fd=${fd##*/}
+      if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-"; fi
+    done 2>/dev/null
+    exec setsid "$@" >>"$logfile" 2>&1 < /dev/null
+  ) &
   echo $! > "$RUN_DIR/$name.pid"
   log "started $name (pid $!, log $logfile)"
 }
