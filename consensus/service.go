@@ -548,6 +548,13 @@ func (s *Service) onRequest(_, signer string, data []byte) {
 		if req.Reply == s.replySubj {
 			return // our own probe
 		}
+		if signer != "" && s.allowPeer(signer) != nil {
+			// Only voter candidates run raft nodes and probe: a status
+			// from anyone else (a signed agent that membership does not
+			// show live with a raft address) steers nothing.
+			s.log.Debug().Str("from", signer).Msg("merge arbiter: status from a non-candidate ignored")
+			return
+		}
 		s.noteState(*req.State)
 		s.mu.Lock()
 		st := s.self
@@ -627,7 +634,7 @@ func (s *Service) onReply(_, signer string, data []byte) {
 		s.log.Warn().Str("from", rep.From).Str("signer", signer).Msg("merge arbiter: answer rejected: sender is not its signer")
 		return
 	}
-	if rep.State != nil && rep.State.ID == rep.From {
+	if rep.State != nil && rep.State.ID == rep.From && (signer == "" || s.allowPeer(signer) == nil) {
 		s.noteState(*rep.State)
 	}
 	s.mu.Lock()

@@ -12,13 +12,32 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/nats-io/nkeys"
 
+	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/consensus"
 )
 
+// ringKeys are the keys of a test region.
+type ringKeys struct {
+	tls     map[string]*auth.PeerTLS
+	signers map[string]*auth.Signer
+	ring    *auth.Keyring
+}
+
+// signed wraps an agent's transport as the agent does (bus/auth).
+func (k ringKeys) signed(t *testing.T) func(id string, tr bus.Transport) bus.Transport {
+	return func(id string, tr bus.Transport) bus.Transport {
+		w, err := auth.Wrap(tr, k.signers[id], k.ring, auth.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+}
+
 // ringTLS makes a key per host and the keyring of the ring members
 // (strangers have keys but are not in the ring).
-func ringTLS(t *testing.T, members []string, strangers ...string) map[string]*auth.PeerTLS {
+func ringTLS(t *testing.T, members []string, strangers ...string) ringKeys {
 	t.Helper()
 	signers := map[string]*auth.Signer{}
 	pubs := map[string]string{}
@@ -41,13 +60,13 @@ func ringTLS(t *testing.T, members []string, strangers ...string) map[string]*au
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]*auth.PeerTLS{}
+	out := ringKeys{tls: map[string]*auth.PeerTLS{}, signers: signers, ring: ring}
 	for h, s := range signers {
 		p, err := auth.NewPeerTLS(s, ring)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[h] = p
+		out.tls[h] = p
 	}
 	return out
 }
@@ -98,8 +117,11 @@ func TestServiceRaftMutualTLS(t *testing.T) {
 		}
 	})
 
+	// As agents run it: signed messages (statuses taken only from live
+	// voter candidates) and raft over mutual TLS.
 	c := newCluster(t, 3, time.Now)
-	c.security = func(id string) consensus.PeerSecurity { return keys[id] }
+	c.security = func(id string) consensus.PeerSecurity { return keys.tls[id] }
+	c.wrap = keys.signed(t)
 	for _, h := range hosts {
 		c.start(h, "", "127.0.0.1:0")
 	}
@@ -119,7 +141,7 @@ func TestServiceRaftMutualTLS(t *testing.T) {
 	// TLS clients: a key outside the ring; a ring member that is not a
 	// live candidate; and, as the control, a live voter's own key.
 	dial := func(as string) error {
-		cfg := keys[as].Client("")
+		cfg := keys.tls[as].Client("")
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", follower.svc.RaftAddr(), cfg)
 		if err != nil {
 			return err

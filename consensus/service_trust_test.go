@@ -38,7 +38,16 @@ func TestServiceTakesOnlyWhatItsSignerSays(t *testing.T) {
 	if seen("h4") {
 		t.Fatal("an answer signed by h2 in h4's name was taken")
 	}
-	// The signer's own status, and an unsigned bus (""), are taken.
+	// A signer's own status is taken only when membership shows it live
+	// as a voter candidate (with a raft address): h6 is live but cannot
+	// vote, h7 is not live at all.
+	s.SetPeers([]Peer{{ID: "h3", RaftAddr: "127.0.0.1:7420"}, {ID: "h6"}})
+	s.onRequest(RequestSubject("r"), "h6", status("h6"))
+	s.onRequest(RequestSubject("r"), "h7", status("h7"))
+	if seen("h6") || seen("h7") {
+		t.Fatal("a status from a signed agent that is not a live voter candidate was taken")
+	}
+	// The candidate's own status, and an unsigned bus (""), are taken.
 	s.onRequest(RequestSubject("r"), "h3", status("h3"))
 	s.onRequest(RequestSubject("r"), "", status("h5"))
 	if !seen("h3") || !seen("h5") {
