@@ -74,23 +74,9 @@ func ObserverPermissions(region string) Permissions {
 	}
 }
 
-// Allows reports whether subject matches one of patterns (NATS token
-// matching: "*" one token, ">" the rest).
+// Allows reports whether subject matches one of patterns (Match).
 func Allows(patterns []string, subject string) bool {
-	return slices.ContainsFunc(patterns, func(p string) bool { return subjectMatch(p, subject) })
-}
-
-func subjectMatch(pattern, subject string) bool {
-	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
-	for i, t := range pt {
-		if t == ">" {
-			return len(st) > i
-		}
-		if i >= len(st) || (t != "*" && t != st[i]) {
-			return false
-		}
-	}
-	return len(pt) == len(st)
+	return slices.ContainsFunc(patterns, func(p string) bool { return Match(p, subject) })
 }
 
 // User is one NATS user: a name for the reader, its nkeys public user key
