@@ -45,7 +45,8 @@ func AgentPermissions(region, host string) Permissions {
 			DemandSubject(region, all), // queries to any agent
 			ReplySubject(region, all),  // answers to any asker
 			SummarySubject(region, host),
-			InboxPrefix + all, // answers to `dvms status`
+			InboxPrefix + all,           // answers to `dvms status` and to operators' controls
+			ControlStateSubject(region), // controls passed on to agents that missed them
 		},
 		Subscribe: []string{
 			AgentSubject(region, host),
@@ -55,6 +56,8 @@ func AgentPermissions(region, host string) Permissions {
 			DemandSubject(region, host),
 			ReplySubject(region, host),
 			StatusSubject(region),
+			ControlSubject(region),
+			ControlStateSubject(region),
 		},
 	}
 	p.Publish = append(p.Publish, arbiterSubjects(region)...)
@@ -64,12 +67,14 @@ func AgentPermissions(region, host string) Permissions {
 
 // ObserverPermissions are what the operator's tools need in region: `dvms
 // status`, `events` and `plans` (ask on the status subject, read answers
-// in their own inbox and the events stream), `dvms drain`'s notice, and
-// `dvms scheduler-api` (reads every host's summary). None of these can
-// speak as an agent: the agents drop what an unlisted key signs.
+// in their own inbox and the events stream), `dvms drain`'s notice, the
+// run-time controls (`dvms pause`, `mode`, `exclude`: the agents act on
+// one only when an operator key of theirs signed it), and `dvms
+// scheduler-api` (reads every host's summary). None of these can speak
+// as an agent: the agents drop what an unlisted key signs.
 func ObserverPermissions(region string) Permissions {
 	return Permissions{
-		Publish:   []string{StatusSubject(region), ServiceSubject(region, "*")},
+		Publish:   []string{StatusSubject(region), ServiceSubject(region, "*"), ControlSubject(region)},
 		Subscribe: []string{InboxPrefix + "*", EventsSubject(region), SummarySubject(region, "*")},
 	}
 }

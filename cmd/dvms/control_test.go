@@ -87,7 +87,19 @@ func TestOperatorControls(t *testing.T) {
 	alice, mallory := filepath.Join(keys, operatorsDir, "alice.key"), filepath.Join(elsewhere, "mallory.key")
 	agentKey := filepath.Join(keys, "compute-2.key") // an agent's key is no operator's
 
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	// NATS as `dvms nats-config` writes it (issue 10): the agents with
+	// their own keys and permissions, the operator's tools with an
+	// observer key (the key that signs a command is another matter: the
+	// agents check that one).
+	obs := t.TempDir()
+	if _, err := auth.GenerateKey(obs, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := natsServerConfig(keys, opsRegion, []string{filepath.Join(obs, "ops.pub")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1, Users: sc.Users})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +107,7 @@ func TestOperatorControls(t *testing.T) {
 	cloud := opsCloud(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	signed := func(c *fileConfig) { c.KeysDir, c.Runtime.Exec.DryRun = keys, true }
+	signed := func(c *fileConfig) { c.KeysDir, c.NATSNkeyAuth, c.Runtime.Exec.DryRun = keys, true, true }
 	a1 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-1", signed)
 	a2 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-2", signed)
 	agents := []*agentProc{a1, a2}
@@ -109,7 +121,7 @@ func TestOperatorControls(t *testing.T) {
 	}()
 	dvms := func(args ...string) (int, string) {
 		var out, errOut bytes.Buffer
-		args = append([]string{"dvms", args[0], "--nats-url", ns.ClientURL(), "--region", opsRegion}, args[1:]...)
+		args = append([]string{"dvms", args[0], "--nats-url", ns.ClientURL(), "--region", opsRegion, "--nats-nkey", filepath.Join(obs, "ops.key")}, args[1:]...)
 		code := run(args, &out, &errOut)
 		return code, out.String() + errOut.String()
 	}
