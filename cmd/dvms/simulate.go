@@ -37,7 +37,7 @@ func simFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "duration", Value: d.Duration, Usage: "simulated time"},
 		&cli.Float64Flag{Name: "time-scale", Value: d.TimeScale, Usage: "simulated seconds per wall second"},
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed of the placement, workload and faults"},
-		&cli.StringFlag{Name: "workload", Value: d.Workload, Usage: "random | saturated | planetlab:FILE | FILE (CSV time_s,server,cpu,ram_mb)"},
+		&cli.StringFlag{Name: "workload", Value: d.Workload, Usage: "random | saturated (each with an optional :PERIOD, the mean time between redraws of a server's demand, 30s by default) | planetlab:FILE | FILE (CSV time_s,server,cpu,ram_mb)"},
 		&cli.DurationFlag{Name: "trace-step", Value: d.TraceStep, Usage: "simulated time each 300 s PlanetLab sample lasts"},
 		&cli.IntFlag{Name: "host-cpus", Value: d.HostCPUs, Usage: "cores per host"},
 		&cli.IntFlag{Name: "host-ram-mb", Value: d.HostRAMMB, Usage: "RAM per host, MB"},

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -120,6 +121,33 @@ func TestWorkloads(t *testing.T) {
 	w.Update(10*time.Second, func(_ int, cpu, _ float64) { got = append(got, cpu) })
 	if len(got) != 2 || got[0] != 1.5 || got[1] != 0.5 {
 		t.Fatalf("csv workload %v", got)
+	}
+	// random:PERIOD: a server's demand is redrawn every PERIOD on average:
+	// with 1h, a few of 200 servers change within a minute (1.7 % each); with the
+	// default 30 s, most (86 %) do.
+	many := make([]ServerSpec, 200)
+	for i := range many {
+		many[i] = ServerSpec{Name: fmt.Sprintf("s%d", i), VCPUs: 4, RAMMB: 1024}
+	}
+	for _, tc := range []struct {
+		spec         string
+		fewest, most int
+	}{{"random:1h", 0, 15}, {"saturated:1h", 0, 15}, {"random", 150, 200}} {
+		w, err := NewWorkload(tc.spec, many, rand.New(rand.NewSource(1)), 0, 100)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.spec, err)
+		}
+		w.Update(0, func(int, float64, float64) {})
+		redrawn := 0
+		w.Update(time.Minute, func(int, float64, float64) { redrawn++ })
+		if redrawn < tc.fewest || redrawn > tc.most {
+			t.Errorf("%s: %d of 200 servers redrawn within a minute, want %d..%d", tc.spec, redrawn, tc.fewest, tc.most)
+		}
+	}
+	for _, spec := range []string{"random:", "random:-1s", "saturated:soon"} {
+		if _, err := NewWorkload(spec, many, rand.New(rand.NewSource(1)), 0, 100); err == nil || !strings.Contains(err.Error(), "positive duration") {
+			t.Errorf("%s: %v, want a period error", spec, err)
+		}
 	}
 	bad := filepath.Join(dir, "bad.csv")
 	_ = os.WriteFile(bad, []byte("0,nobody,1,1\n"), 0o600)

@@ -33,10 +33,26 @@ type Workload interface {
 // cloud's total physical cores: "saturated" loads it to 97 % on average,
 // whatever the servers per host, so free room is scarce (partitions must
 // grow and merge) but the cloud as a whole is not beyond help.
+//
+// random and saturated redraw a server's demand every 30 s on average;
+// "random:PERIOD" and "saturated:PERIOD" (a Go duration, e.g. random:1h)
+// set that mean period: a long one keeps each server's measured demand
+// through the run, so a host's demand when a server boots still holds
+// when it is checked later (what Nova's placement-only order is blind to,
+// issue 15).
 func NewWorkload(spec string, servers []ServerSpec, rng *rand.Rand, traceStep time.Duration, cores float64) (Workload, error) {
+	kind, periodText, hasPeriod := strings.Cut(spec, ":")
+	period := 30 * time.Second
+	if hasPeriod && (kind == "random" || kind == "saturated") {
+		p, err := time.ParseDuration(periodText)
+		if err != nil || p <= 0 {
+			return nil, fmt.Errorf("workload %q: the period after %s: must be a positive duration (e.g. %s:10m)", spec, kind, kind)
+		}
+		period, spec = p, kind
+	}
 	switch {
 	case spec == "random":
-		return newRandom(servers, rng, 0.45, 0.25, 30*time.Second), nil
+		return newRandom(servers, rng, 0.45, 0.25, period), nil
 	case spec == "saturated":
 		vcpus := 0
 		for _, s := range servers {
@@ -46,7 +62,7 @@ func NewWorkload(spec string, servers []ServerSpec, rng *rand.Rand, traceStep ti
 		if vcpus > 0 && cores > 0 {
 			mean = math.Min(1.0, 0.97*cores/float64(vcpus))
 		}
-		return newRandom(servers, rng, mean, 0.15, 30*time.Second), nil
+		return newRandom(servers, rng, mean, 0.15, period), nil
 	case strings.HasPrefix(spec, "planetlab:"):
 		return newPlanetLab(strings.TrimPrefix(spec, "planetlab:"), servers, traceStep)
 	case spec == "":
