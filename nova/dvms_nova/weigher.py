@@ -9,7 +9,7 @@ weights it sends are theirs::
     [dvms]
     url = http://127.0.0.1:8095/scheduler/nova/external
     timeout = 1.0
-    weight_multiplier = 10.0
+    weight_multiplier = 1000.0
 
 For each scheduling request (each instance of a multi-instance boot, as
 Nova weighs them) the weigher makes one POST with the request and response
@@ -51,11 +51,15 @@ dvms_opts = [
         help='Seconds to wait for dvms scheduler-api before keeping '
              'Nova\'s order.'),
     cfg.FloatOpt(
-        'weight_multiplier', default=10.0,
+        'weight_multiplier', default=1000.0,
         help='Multiplier of the dvms weight (in [0, 1] after Nova\'s '
-             'normalization). Nova\'s weighers are 1.0 each by default: a '
-             'larger value lets the dvms order win, which already counts '
-             'Nova\'s weights. The aggregate metadata '
+             'normalization). The weights come from ranks: among n '
+             'candidates two neighbours in dvms\' order differ by '
+             'multiplier / (n - 1), while Nova\'s default weighers (RAM, '
+             'CPU, disk, I/O ops: 1.0 each) span about 4 together. 1000 '
+             'keeps dvms\' order, which already counts Nova\'s weights, '
+             'for up to ~250 candidates, and below Nova\'s '
+             'BuildFailureWeigher (1000000). The aggregate metadata '
              'dvms_weight_multiplier overrides it per aggregate.'),
 ]
 

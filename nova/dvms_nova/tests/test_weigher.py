@@ -190,6 +190,33 @@ class DvmsWeigherTest(unittest.TestCase):
                          data['flavor']['nova_object.data']['memory_mb'])
         self.assertFalse(body['rebuild'])
 
+    def test_default_multiplier_keeps_dvms_order_over_nova_weighers(self):
+        # Four weighers of Nova's (as RAM, CPU, disk and I/O ops: 1.0
+        # each) all prefer h1, far emptier in placement, and rate the
+        # others alike; dvms answers h8 ... h1 (h1 busy). Ranks give
+        # neighbours 1/7 apart: the default multiplier must outweigh 4.
+        names = ['h%d' % i for i in range(1, 9)]
+        self.hosts = [FakeHostState(h) for h in names]
+        self.server.answer = {'hosts': list(reversed(names))}
+        handler = weights.HostWeightHandler()
+
+        class EmptiestWeigher(weights.BaseHostWeigher):
+            def _weigh_object(self, host_state, weight_properties):
+                return 1.0 if host_state.host == 'h1' else 0.0
+
+        def order():
+            return [w.obj.host for w in handler.get_weighed_objects(
+                [EmptiestWeigher() for _ in range(4)] + [self.dvms],
+                self.hosts, spec())]
+
+        self.assertEqual(list(reversed(names)), order())
+        # The test can fail: with a multiplier of 10, Nova's four put h1
+        # (4.0) before h2 and h3 (10/7, 20/7).
+        weigher.CONF.set_override('weight_multiplier', 10.0, group='dvms')
+        self.addCleanup(weigher.CONF.clear_override, 'weight_multiplier',
+                        group='dvms')
+        self.assertNotEqual(list(reversed(names)), order())
+
     def test_hosts_left_out_weigh_least(self):
         self.server.answer = {'hosts': ['idle', 'busy']}
         got = [w.obj.host for w in self.weigh()]
