@@ -35,24 +35,8 @@ import (
 func TestFunctionalAgents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	fc := functionalCloud(t, ctx)
-	bin := dvmsBinary(t, ctx)
-	hosts := funcHosts(t, ctx, fc)
-	if len(hosts) < 8 {
-		t.Fatalf("want 8 compute hosts (up.sh 8), have %v", hosts)
-	}
-	w := &world{t: t, ctx: ctx, fc: fc, hosts: hosts, demand: filepath.Join(t.TempDir(), "demand.json"), logs: newAPILogs(fc.dir)}
-	enableAll := func() {
-		for _, h := range hosts {
-			if err := fc.cl.SetServiceStatus(context.Background(), h, false, ""); err != nil {
-				t.Logf("enable %s: %v", h, err)
-			}
-		}
-	}
-	enableAll() // a previous run may have been cut short
-	w.deleteServers()
-	t.Cleanup(w.deleteServers)
-	t.Cleanup(enableAll)
+	w, bin := newWorld(t, ctx)
+	fc, hosts := w.fc, w.hosts
 	w.writeDemand(nil)
 	const drainHost = "compute-1"
 	per := map[string]int{}
@@ -92,6 +76,34 @@ func TestFunctionalAgents(t *testing.T) {
 	t.Run("ComputeKilledMidDrain", func(t *testing.T) { w.t = t; w.fault(fleet, bin, "compute-3", "compute-8") })
 	w.t = t
 	fleet.stop(t)
+}
+
+// newWorld connects to the functional cloud (8 hosts or more), builds
+// dvms, and leaves every host enabled and none of the tests' servers
+// (dvmsft-*), now and when t ends (a previous run may have been cut short).
+func newWorld(t *testing.T, ctx context.Context) (*world, string) {
+	t.Helper()
+	fc := functionalCloud(t, ctx)
+	bin := dvmsBinary(t, ctx)
+	hosts := funcHosts(t, ctx, fc)
+	if len(hosts) < 8 {
+		t.Fatalf("want 8 compute hosts (up.sh 8), have %v", hosts)
+	}
+	w := &world{t: t, ctx: ctx, fc: fc, hosts: hosts, demand: filepath.Join(t.TempDir(), "demand.json"), logs: newAPILogs(fc.dir)}
+	w.enableAll()
+	w.deleteServers()
+	t.Cleanup(w.deleteServers)
+	t.Cleanup(w.enableAll)
+	return w, bin
+}
+
+// enableAll enables the nova-compute service of every host.
+func (w *world) enableAll() {
+	for _, h := range w.hosts {
+		if err := w.fc.cl.SetServiceStatus(context.Background(), h, false, ""); err != nil {
+			w.t.Logf("enable %s: %v", h, err)
+		}
+	}
 }
 
 // waitMembers waits until every agent of f has started and heard every
@@ -180,10 +192,14 @@ func (w *world) placement() map[string][]nova.Server {
 	return out
 }
 
-func (w *world) deleteServers() {
+func (w *world) deleteServers() { w.deleteNamed("^dvmsft-") }
+
+// deleteNamed deletes the servers whose name matches nameRE and waits
+// until Nova lists none.
+func (w *world) deleteNamed(nameRE string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out, err := w.fc.osc(w.t, ctx, "server", "list", "--all-projects", "--name", "^dvmsft-", "-f", "value", "-c", "ID")
+	out, err := w.fc.osc(w.t, ctx, "server", "list", "--all-projects", "--name", nameRE, "-f", "value", "-c", "ID")
 	if err != nil {
 		w.t.Logf("cleanup: %v", err)
 		return
@@ -199,7 +215,7 @@ func (w *world) deleteServers() {
 		w.t.Logf("cleanup: %v", err)
 	}
 	for {
-		out, err := w.fc.osc(w.t, ctx, "server", "list", "--all-projects", "--name", "^dvmsft-", "-f", "value", "-c", "ID")
+		out, err := w.fc.osc(w.t, ctx, "server", "list", "--all-projects", "--name", nameRE, "-f", "value", "-c", "ID")
 		if err == nil && strings.TrimSpace(out) == "" {
 			w.t.Logf("cleanup: %d servers deleted in %s", len(ids), time.Since(start).Round(time.Second))
 			return

@@ -24,6 +24,9 @@ GLANCE_PORT="${DVMS_FUNC_GLANCE_PORT:-9292}"
 NOVA_PORT="${DVMS_FUNC_NOVA_PORT:-8774}"
 NEUTRON_PORT="${DVMS_FUNC_NEUTRON_PORT:-9696}"
 NATS_PORT="${DVMS_FUNC_NATS_PORT:-4222}"
+# dvms scheduler-api: nova-scheduler's DvmsWeigher asks it here; the
+# functional tests start and stop it (it is not part of the cloud).
+SCHEDAPI_PORT="${DVMS_FUNC_SCHEDAPI_PORT:-8095}"
 
 # One password for every service account: a throw-away cloud on loopback.
 DVMS_FUNC_PASSWORD="${DVMS_FUNC_PASSWORD:-dvms-secret}"

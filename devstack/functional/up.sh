@@ -32,7 +32,8 @@ log "bringing up the functional cloud with $N compute hosts under $DVMS_FUNC_DIR
 # A port already answering, and not by the service this harness started
 # there, would make a wait below succeed against the wrong server.
 for svc_port in mariadb:$DB_PORT rabbitmq:$RABBIT_PORT keystone:$KEYSTONE_PORT placement:$PLACEMENT_PORT \
-  glance-api:$GLANCE_PORT nova-api:$NOVA_PORT neutron-stub:$NEUTRON_PORT nats:$NATS_PORT; do
+  glance-api:$GLANCE_PORT nova-api:$NOVA_PORT neutron-stub:$NEUTRON_PORT nats:$NATS_PORT \
+  dvms-scheduler-api:$SCHEDAPI_PORT; do
   svc=${svc_port%%:*} port=${svc_port##*:}
   if ! pid_alive "$svc" && port_open "$port"; then
     die "port $port (for $svc) is already in use by another process; free it or set DVMS_FUNC_*_PORT (see lib.sh)"
@@ -247,6 +248,14 @@ workers = 1
 discover_hosts_in_cells_interval = -1
 [filter_scheduler]
 track_instance_changes = true
+# dvms' weigher (nova/dvms_nova, issue 15) after Nova's own, as the DevStack
+# plugin configures it: nova-scheduler imports it from this checkout. The
+# functional tests start dvms scheduler-api at [dvms] url; while none runs,
+# the weigher fails open (every host the same weight: Nova's order).
+weight_classes = nova.scheduler.weights.all_weighers,dvms_nova.weigher.DvmsWeigher
+[dvms]
+url = http://$DVMS_FUNC_HOST_IP:$SCHEDAPI_PORT/scheduler/nova/external
+timeout = 1.0
 EOT
   authtoken_section keystone_authtoken nova
   authtoken_section service_user nova
@@ -359,7 +368,16 @@ wait_for 120 "rabbitmq on $RABBIT_PORT" port_open "$RABBIT_PORT" \
 wait_sync nova
 start_daemon nova-api "$LOG_DIR/nova-api.log" nova-api --config-file "$ETC_DIR/nova.conf"
 start_daemon nova-conductor "$LOG_DIR/nova-conductor.log" nova-conductor --config-file "$ETC_DIR/nova.conf"
-start_daemon nova-scheduler "$LOG_DIR/nova-scheduler.log" nova-scheduler --config-file "$ETC_DIR/nova.conf"
+# nova-scheduler alone sees the weigher: a directory holding only the
+# dvms_nova package (a link to the checkout's) on its PYTHONPATH.
+SCHED_PY_DIR="$PY_DIR/scheduler"
+mkdir -p "$SCHED_PY_DIR"
+ln -sfn "$(cd "$HARNESS_DIR/../../nova/dvms_nova" && pwd)" "$SCHED_PY_DIR/dvms_nova"
+PYTHONPATH="$SCHED_PY_DIR" "$PYTHON" -c 'import dvms_nova.weigher' >>"$LOG_DIR/nova-scheduler.log" 2>&1 \
+  || fail_with_log "importing dvms_nova.weigher from $SCHED_PY_DIR" "$LOG_DIR/nova-scheduler.log"
+log "nova-scheduler: dvms_nova.weigher.DvmsWeigher from $(readlink "$SCHED_PY_DIR/dvms_nova"), asking http://$DVMS_FUNC_HOST_IP:$SCHEDAPI_PORT"
+start_daemon nova-scheduler "$LOG_DIR/nova-scheduler.log" \
+  env PYTHONPATH="$SCHED_PY_DIR" nova-scheduler --config-file "$ETC_DIR/nova.conf"
 wait_for 120 "placement on $PLACEMENT_PORT" http_ok "http://$DVMS_FUNC_HOST_IP:$PLACEMENT_PORT/" \
   || fail_with_log "starting placement" "$LOG_DIR/placement.log"
 computes_since="$(date -u +%Y-%m-%dT%H:%M:%S).999999" # Nova keeps whole seconds
@@ -451,6 +469,7 @@ DVMS_REGION="$DVMS_FUNC_REGION" DVMS_OS_CLOUD="$DVMS_FUNC_CLOUD" \
   DVMS_CLOUDS_YAML="$DVMS_FUNC_DIR/clouds.yaml" \
   DVMS_NATS_URL="${DVMS_NATS_URL:-nats://$DVMS_FUNC_HOST_IP:$NATS_PORT}" \
   dvms_write_config "$ETC_DIR/dvms.conf"
+printf '\n[scheduler_api]\nlisten = %s\n' "$DVMS_FUNC_HOST_IP:$SCHEDAPI_PORT" >> "$ETC_DIR/dvms.conf"
 log "dvms agent config: $ETC_DIR/dvms.conf"
 
 log "cloud is up: $N computes; OS_CLIENT_CONFIG_FILE=$DVMS_FUNC_DIR/clouds.yaml OS_CLOUD=$DVMS_FUNC_CLOUD (or . $DVMS_FUNC_DIR/openrc)"
