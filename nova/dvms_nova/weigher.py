@@ -9,6 +9,7 @@ weights it sends are theirs::
     [dvms]
     url = http://127.0.0.1:8095/scheduler/nova/external
     timeout = 1.0
+    retry_after = 10.0
     weight_multiplier = 1000.0
 
 For each scheduling request (each instance of a multi-instance boot, as
@@ -18,11 +19,15 @@ hosts in Nova's order and the weights Nova's weighers gave them. It turns
 the answer's order into weights (the first host 1.0, the last 1/n, hosts
 left out 0). Any error -- no URL, timeout, connection refused, HTTP error,
 malformed answer -- gives every host the same weight, so Nova's own order
-stands, and is logged with its reason: dvms never fails a boot.
+stands, and is logged with its reason: dvms never fails a boot. After a
+failed call the weigher keeps Nova's order without asking for retry_after
+seconds (each weighing still logs why), so a hung service costs one
+timeout per period, not one per server booted.
 """
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -50,6 +55,12 @@ dvms_opts = [
         'timeout', default=1.0, min=0.01,
         help='Seconds to wait for dvms scheduler-api before keeping '
              'Nova\'s order.'),
+    cfg.FloatOpt(
+        'retry_after', default=10.0, min=0,
+        help='Seconds after a failed call during which the weigher keeps '
+             'Nova\'s order without asking (a hung or stopped '
+             'scheduler-api then costs one timeout per period, not one per '
+             'weighing). 0: ask every time.'),
     cfg.FloatOpt(
         'weight_multiplier', default=1000.0,
         help='Multiplier of the dvms weight (in [0, 1] after Nova\'s '
@@ -159,6 +170,11 @@ class DvmsWeigher(weights.BaseHostWeigher):
         # Counters for operators and tests.
         self.calls = 0
         self.fallbacks = 0
+        # The last failed call: when (self._clock) and why; while within
+        # [dvms] retry_after of it, Nova's order without asking.
+        self._clock = time.monotonic
+        self._failed_at = None
+        self._failure = ''
 
     def weight_multiplier(self, host_state):
         return utils.get_weight_multiplier(
@@ -168,9 +184,9 @@ class DvmsWeigher(weights.BaseHostWeigher):
     def weigh_objects(self, weighed_obj_list, weight_properties):
         hosts = [h.obj.host for h in weighed_obj_list]
         key = id(weight_properties)
+        ws = self._weights(weighed_obj_list, weight_properties, hosts)
         with self._lock:
-            self._pending[key] = self._weights(weighed_obj_list,
-                                               weight_properties, hosts)
+            self._pending[key] = ws
         try:
             return super().weigh_objects(weighed_obj_list, weight_properties)
         finally:
@@ -193,14 +209,30 @@ class DvmsWeigher(weights.BaseHostWeigher):
             LOG.warning('dvms: [dvms] url is not set: Nova\'s order '
                         '(request %s)', rid)
             return neutral
+        with self._lock:
+            failed_at, failure = self._failed_at, self._failure
+        if failed_at is not None:
+            since = self._clock() - failed_at
+            if since < CONF.dvms.retry_after:
+                self.fallbacks += 1
+                LOG.warning('dvms: scheduler-api at %s not used (it failed '
+                            '%.1f s ago, %s; next try in %.1f s): Nova\'s '
+                            'order (request %s)', url, since, failure,
+                            CONF.dvms.retry_after - since, rid)
+                return neutral
         self.calls += 1
         try:
             order = ask(url, CONF.dvms.timeout, weighed_obj_list, spec_obj)
         except Exception as e:  # fail-open: never fail a boot
             self.fallbacks += 1
+            with self._lock:
+                self._failed_at = self._clock()
+                self._failure = '%s: %s' % (type(e).__name__, e)
             LOG.warning('dvms: scheduler-api at %s not used (%s: %s): '
                         'Nova\'s order (request %s)', url,
                         type(e).__name__, e, rid)
             return neutral
+        with self._lock:
+            self._failed_at = None
         LOG.debug('dvms: scheduler-api order %s (request %s)', order, rid)
         return weights_from_order(order, hosts)

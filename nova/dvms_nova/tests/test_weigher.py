@@ -261,6 +261,34 @@ class DvmsWeigherTest(unittest.TestCase):
         self.server.answer = {'hosts': ['idle', 'busy', 'drain']}
         self.assertIn('timed out', self.assertNovaOrder())
 
+    def test_no_call_for_retry_after_a_failure(self):
+        # A hung service: one timeout, then Nova's order without asking
+        # (each weighing says why) until retry_after has passed.
+        weigher.CONF.set_override('timeout', 0.2, group='dvms')
+        weigher.CONF.set_override('retry_after', 10.0, group='dvms')
+        self.addCleanup(weigher.CONF.clear_override, 'retry_after',
+                        group='dvms')
+        now = [100.0]
+        self.dvms._clock = lambda: now[0]
+        self.server.release = threading.Event()
+        self.server.answer = {'hosts': ['idle', 'busy', 'drain']}
+        self.assertIn('timed out', self.assertNovaOrder())
+        now[0] += 4.0
+        self.dvms.fallbacks = 0
+        logged = self.assertNovaOrder()
+        self.assertIn('failed 4.0 s ago, TimeoutError', logged)
+        self.assertIn('next try in 6.0 s', logged)
+        self.assertEqual(1, len(self.server.requests))
+        # Past retry_after it asks again, and an answer ends the pause.
+        self.server.release.set()
+        now[0] += 6.0
+        self.assertEqual(['idle', 'busy', 'drain'],
+                         [w.obj.host for w in self.weigh()])
+        self.assertEqual(2, len(self.server.requests))
+        self.assertEqual(['idle', 'busy', 'drain'],
+                         [w.obj.host for w in self.weigh()])
+        self.assertEqual(3, len(self.server.requests))
+
     def test_service_down_keeps_nova_order(self):
         self.server.stop()
         self.assertIn('Connection refused', self.assertNovaOrder())
