@@ -60,8 +60,9 @@ func TestFunctionalAgents(t *testing.T) {
 	w.waitMembers(rest)
 	t.Run("QuietAtRest", func(t *testing.T) { w.t = t; w.quiet(rest, started, baseline) })
 	t.Run("MaintenanceDrainFromOpenstackCLI", func(t *testing.T) { w.t = t; w.drain(rest, drainHost, per[drainHost]) })
-	t.Run("OperatorsViewOfTheDrain", func(t *testing.T) { w.t = t; w.operatorsView(rest, bin, drainHost) })
+	t.Run("OperatorsViewOfTheDrain", func(t *testing.T) { w.t = t; w.operatorsView(rest, bin, drainHost, "maintenance") })
 	t.Run("Overload", func(t *testing.T) { w.t = t; w.overload(rest, "compute-2") })
+	t.Run("OperatorsViewOfTheOverload", func(t *testing.T) { w.t = t; w.operatorsView(rest, bin, "compute-2", "overload") })
 	w.t = t
 	rest.stop(t)
 

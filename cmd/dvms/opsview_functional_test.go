@@ -5,20 +5,23 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
-// operatorsView checks, after the drain of host, that what an operator
-// sees through `dvms status -f json`, `dvms events -f json` and each
-// agent's /metrics matches what Nova shows: every live migration
-// `openstack server migration list` lists from host is an action done of
-// a maintenance event of host, to the same destination, with the Nova
-// request id the agents logged (which the drain's check found in
-// `openstack server event list`); the agents' counters moved by as much.
-func (w *world) operatorsView(f *fleet, bin, host string) {
+// operatorsView checks, after the drain (kind maintenance) or the
+// overload of host, that what an operator sees through `dvms status -f
+// json`, `dvms events -f json` and each agent's /metrics matches what Nova
+// shows: every live migration `openstack server migration list` lists
+// from host is an action done of an event of that kind of host, to the
+// same destination, with the Nova request id the agents logged (which the
+// drain's check found in `openstack server event list`); the agents'
+// counters moved by at least as much.
+func (w *world) operatorsView(f *fleet, bin, host, kind string) {
 	t := w.t
 	cfg, err := loadConfig(configSource{file: filepath.Join(w.fc.dir, "etc", "dvms.conf"), env: os.LookupEnv}, host)
 	if err = withoutCloudError(err); err != nil {
@@ -85,34 +88,46 @@ func (w *world) operatorsView(f *fleet, bin, host string) {
 		t.Errorf("dvms status: the agents' controls differ or say paused: %v", st.Control)
 	}
 
-	// dvms events: the drain's event, its actions as Nova shows them.
-	var evs []struct {
-		Event, Kind, Host, Outcome string
-		Actions                    []map[string]string
-	}
-	if out := dvms("events", "--host", host); json.Unmarshal(out, &evs) != nil {
-		t.Fatalf("events json:\n%s", out)
-	}
-	seen := map[string]bool{}
-	for _, e := range evs {
-		if e.Kind != "maintenance" || e.Host != host {
-			continue
+	// dvms events: the events of host, their actions as Nova shows them.
+	// An agent notes an action once it polled its end (a second after
+	// Nova): the views converge within a few seconds.
+	var problems []string
+	check := func() bool {
+		problems = nil
+		var evs []struct {
+			Event, Kind, Host, Outcome string
+			Actions                    []map[string]string
 		}
-		for _, a := range e.Actions {
-			if a["outcome"] != "done" || a["action"] != "live-migrate" {
+		if out := dvms("events", "--host", host); json.Unmarshal(out, &evs) != nil {
+			t.Fatalf("events json:\n%s", out)
+		}
+		seen := map[string]bool{}
+		for _, e := range evs {
+			if e.Kind != kind || e.Host != host {
 				continue
 			}
-			s := a["server"]
-			seen[s] = true
-			if dest := migrated[s]; "-> "+dest != a["to"] || a["nova_request_id"] != logged[s] || a["nova_request_id"] == "" {
-				t.Errorf("dvms events: %s of event %s: to %q, Nova request id %q; Nova migrated it to %q, the agent logged %q",
-					s, e.Event, a["to"], a["nova_request_id"], dest, logged[s])
+			for _, a := range e.Actions {
+				if a["outcome"] != "done" || a["action"] != "live-migrate" {
+					continue
+				}
+				s := a["server"]
+				seen[s] = true
+				if dest, ok := migrated[s]; ok && ("-> "+dest != a["to"] || a["nova_request_id"] != logged[s] || a["nova_request_id"] == "") {
+					problems = append(problems, fmt.Sprintf("%s of event %s: to %q, Nova request id %q; Nova migrated it to %q, the agent logged %q",
+						s, e.Event, a["to"], a["nova_request_id"], dest, logged[s]))
+				}
 			}
 		}
+		for s := range migrated {
+			if !seen[s] {
+				problems = append(problems, fmt.Sprintf("Nova live-migrated %s off %s, no %s event shows it done", s, host, kind))
+			}
+		}
+		return len(problems) == 0
 	}
-	for s := range migrated {
-		if !seen[s] {
-			t.Errorf("dvms events: Nova live-migrated %s off %s, no maintenance event shows it done", s, host)
+	if !w.eventually("dvms events shows what Nova did", 30*time.Second, check) {
+		for _, p := range problems {
+			t.Errorf("dvms events: %s", p)
 		}
 	}
 
@@ -121,13 +136,14 @@ func (w *world) operatorsView(f *fleet, bin, host string) {
 	for _, h := range w.hosts {
 		m := scrapeAt(t, f.metricsAddr(w, h))
 		done += sum(m, "dvms_actions_total", `kind="live-migrate"`, `outcome="done"`)
-		ended += sum(m, "dvms_events_ended_total", `kind="maintenance"`)
+		ended += sum(m, "dvms_events_ended_total", `kind="`+kind+`"`)
 		novaReqs += sum(m, "dvms_nova_requests_total")
 	}
 	if int(done) < len(migrated) || ended < 1 || novaReqs == 0 {
-		t.Errorf("/metrics: %v live migrations done (Nova: %d), %v maintenance events ended, %v Nova requests", done, len(migrated), ended, novaReqs)
+		t.Errorf("/metrics: %v live migrations done (Nova: %d), %v %s events ended, %v Nova requests", done, len(migrated), ended, kind, novaReqs)
 	}
-	t.Logf("OPERATORS' VIEW: %d migrations off %s in Nova = actions done in dvms events; /metrics: %v done, %v maintenance events ended", len(migrated), host, done, ended)
+	t.Logf("OPERATORS' VIEW: %d migrations off %s in Nova = actions done of its %s events in dvms events; /metrics: %v done, %v %s events ended",
+		len(migrated), host, kind, done, ended, kind)
 }
 
 // metricsAddr is the address host's agent serves /metrics on, from its
