@@ -38,7 +38,8 @@ func (w *world) operatorsView(f *fleet, bin, host, kind string) {
 	}
 
 	// Nova's side: the completed live migrations off host of this run's
-	// servers (the list keeps those of servers deleted since).
+	// servers (the list keeps those of servers deleted since, and --host
+	// lists the migrations into host too).
 	current := map[string]bool{}
 	for _, ss := range w.placement() {
 		for _, s := range ss {
@@ -47,7 +48,7 @@ func (w *world) operatorsView(f *fleet, bin, host, kind string) {
 	}
 	migrated := map[string]string{} // server -> destination
 	for _, m := range w.migrationsFrom(host) {
-		if m.Status == "completed" && m.Type == "live-migration" && current[m.Server] {
+		if m.Status == "completed" && m.Type == "live-migration" && m.Source == host && current[m.Server] {
 			migrated[m.Server] = m.Dest
 		}
 	}
