@@ -30,7 +30,9 @@ func (w *world) operatorsView(f *fleet, bin, host, kind string) {
 	dvms := func(args ...string) []byte {
 		t.Helper()
 		args = append([]string{args[0], "--nats-url", cfg.NATSURL, "--region", cfg.Runtime.Region, "--timeout", "5s", "-f", "json"}, args[1:]...)
-		out, err := exec.CommandContext(w.ctx, bin, args...).Output()
+		cmd := exec.CommandContext(w.ctx, bin, args...)
+		cmd.Env = w.fc.env() // the cloud's NATS: the observer key, its certificate
+		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("dvms %s: %v", strings.Join(args, " "), err)
 		}
