@@ -69,7 +69,11 @@ const (
 	PolicySoftAntiAffinity = "soft-anti-affinity"
 )
 
-// Metadata keys dvms reads on servers.
+// Metadata keys dvms reads on servers. MetaPriority and MetaPin are the
+// operators' controls: a client resolves them into Server.Metadata from
+// the flavor's extra specs (nova/openstack; only an operator can set
+// those) and from the server's own metadata only when told to trust it
+// (its owner can write it). nova/fake takes Metadata as it is.
 const (
 	// MetaPriority: integer, higher is more important; the lowest priority
 	// servers are shelved first when preemption is enabled. Default 0.

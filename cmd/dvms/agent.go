@@ -215,6 +215,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	if nd == nil {
 		oc := openstack.DefaultConfig(cfg.OSCloud)
 		oc.CloudsFile, oc.RequestTimeout = cfg.CloudsYAML, cfg.RequestTimeout
+		oc.ServerMetadataControls = cfg.ServerMetadataControls
 		cl, err := openstack.New(ctx, oc)
 		if err != nil {
 			return nil, fmt.Errorf("nova: %w", err)

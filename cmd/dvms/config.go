@@ -36,6 +36,9 @@ type fileConfig struct {
 	OSCloud        string
 	CloudsYAML     string
 	RequestTimeout time.Duration
+	// ServerMetadataControls: dvms:pin / dvms:priority also from server
+	// metadata (tenant-writable), not only from flavor extra specs.
+	ServerMetadataControls bool
 
 	NATSURL   string
 	NATSCreds string

@@ -81,6 +81,10 @@ var options = []option{
 	{section: "nova", name: "clouds_yaml", kind: kindPath,
 		help:  "clouds.yaml to read; empty = the openstack CLI's search path ($OS_CLIENT_CONFIG_FILE, ./clouds.yaml, ~/.config/openstack, /etc/openstack).",
 		field: func(c *fileConfig) any { return &c.CloudsYAML }},
+	{section: "nova", name: "server_metadata_controls", kind: kindBool, def: "false",
+		help: "Also honour dvms:pin and dvms:priority set in a server's metadata, which its owner (a tenant) can write. " +
+			"Without it only the flavor's extra specs count (openstack flavor set --property dvms:pin=true), which only operators set.",
+		field: func(c *fileConfig) any { return &c.ServerMetadataControls }},
 	{section: "nova", name: "request_timeout", kind: kindSeconds, def: "30", bounds: "> 0",
 		help:  "Bound on one Nova or placement API request.",
 		field: func(c *fileConfig) any { return &c.RequestTimeout }},

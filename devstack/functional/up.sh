@@ -463,6 +463,11 @@ fi
 start_daemon nats "$LOG_DIR/nats.log" nats-server -c "$NATS_DIR/nats.conf"
 wait_for 30 "NATS on port $NATS_PORT" port_open "$NATS_PORT" || fail_with_log "starting NATS" "$LOG_DIR/nats.log"
 log "NATS: TLS, $N agent keys and one observer key admitted ($NATS_DIR/nats.conf)"
+# The preemption test gives its victim a low priority with `openstack
+# server set --property dvms:priority=-1` (as admin): trust server
+# metadata here; the default, flavor extra specs only, is covered by the
+# unit tier (TestOperatorControlsFromFlavor).
+DVMS_SERVER_METADATA_CONTROLS=true \
 DVMS_KEYS_DIR="$KEYS_DIR" DVMS_NATS_NKEY_AUTH=true DVMS_NATS_NKEY_SEED="$OBS_DIR/ops.key" \
   DVMS_NATS_TLS_CA="$NATS_DIR/cert.pem" \
 DVMS_REGION="$DVMS_FUNC_REGION" DVMS_OS_CLOUD="$DVMS_FUNC_CLOUD" \

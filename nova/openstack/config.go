@@ -39,6 +39,10 @@ type Config struct {
 	// Concurrency bounds the placement requests Hosts makes in parallel
 	// (two per host). Default 4.
 	Concurrency int
+	// ServerMetadataControls honours dvms:pin and dvms:priority set in
+	// server metadata, which the server's owner (a tenant) can write.
+	// Without it only the flavor's extra specs (operator-owned) count.
+	ServerMetadataControls bool
 }
 
 // DefaultConfig returns the defaults for the cloud named cloud.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -27,20 +28,41 @@ type serverJSON struct {
 	Zone      string  `json:"OS-EXT-AZ:availability_zone"`
 	TaskState *string `json:"OS-EXT-STS:task_state"`
 	Flavor    struct {
-		OriginalName string `json:"original_name"`
-		VCPUs        int    `json:"vcpus"`
-		RAM          int    `json:"ram"`
+		OriginalName string            `json:"original_name"`
+		VCPUs        int               `json:"vcpus"`
+		RAM          int               `json:"ram"`
+		ExtraSpecs   map[string]string `json:"extra_specs"` // 2.47+, admin
 	} `json:"flavor"`
 	Metadata     map[string]string `json:"metadata"`
 	ServerGroups []string          `json:"server_groups"` // 2.71, server show only
 	Created      string            `json:"created"`
 }
 
-func (s serverJSON) server() nova.Server {
+// server converts s. The operators' controls (nova.MetaPin,
+// nova.MetaPriority) come from the flavor's extra specs, which only an
+// operator can set; from the server's metadata, which its owner can
+// write, only when trustMetadata, and the flavor's still win.
+func (s serverJSON) server(trustMetadata bool) nova.Server {
 	out := nova.Server{
 		ID: s.ID, Name: s.Name, Status: s.Status, Zone: s.Zone,
 		Flavor: s.Flavor.OriginalName, VCPUs: s.Flavor.VCPUs, RAMMB: s.Flavor.RAM,
 		Metadata: s.Metadata,
+	}
+	for _, k := range []string{nova.MetaPin, nova.MetaPriority} {
+		v, fromFlavor := s.Flavor.ExtraSpecs[k]
+		_, inMeta := out.Metadata[k]
+		if !fromFlavor && (trustMetadata || !inMeta) {
+			continue
+		}
+		out.Metadata = maps.Clone(out.Metadata)
+		if out.Metadata == nil {
+			out.Metadata = map[string]string{}
+		}
+		if fromFlavor {
+			out.Metadata[k] = v
+		} else {
+			delete(out.Metadata, k)
+		}
 	}
 	if s.Host != nil {
 		out.Host = *s.Host
@@ -76,7 +98,7 @@ func (c *Client) Servers(ctx context.Context, host string) ([]nova.Server, error
 		for _, s := range page.Servers {
 			// Guard against a cloud ignoring the host filter.
 			if s.Host != nil && *s.Host == host {
-				out = append(out, s.server())
+				out = append(out, s.server(c.cfg.ServerMetadataControls))
 				if t := parseTime(s.Created); t.After(newest) {
 					newest = t
 				}
@@ -117,7 +139,7 @@ func (c *Client) Server(ctx context.Context, id string) (nova.Server, error) {
 	if _, err := c.get(ctx, c.compute, c.compute.ServiceURL("servers", url.PathEscape(id)), &out); err != nil {
 		return nova.Server{}, fmt.Errorf("server %s: %w", id, err)
 	}
-	s := out.Server.server()
+	s := out.Server.server(c.cfg.ServerMetadataControls)
 	if len(out.Server.ServerGroups) > 0 {
 		g, err := c.group(ctx, out.Server.ServerGroups[0])
 		if err != nil {
@@ -388,7 +410,7 @@ func (c *Client) ShelvedServers(ctx context.Context) ([]nova.Server, error) {
 			return nil, fmt.Errorf("shelved servers: %w", err)
 		}
 		for _, s := range page.Servers {
-			if v := s.server(); v.Status == nova.StatusShelvedOffloaded || v.Status == nova.StatusShelved {
+			if v := s.server(c.cfg.ServerMetadataControls); v.Status == nova.StatusShelvedOffloaded || v.Status == nova.StatusShelved {
 				out = append(out, v)
 			}
 		}

@@ -157,7 +157,7 @@ func TestServers(t *testing.T) {
 		}
 		reply(w, 200, groupsBody)
 	})
-	cl := c.client()
+	cl := c.client(func(cfg *openstack.Config) { cfg.ServerMetadataControls = true }) // dvms:priority is in the server's metadata
 
 	for range 2 { // the second listing reuses the cached group index
 		ss, err := cl.Servers(context.Background(), "compute-1")
@@ -577,5 +577,32 @@ func TestShelvedServersAsksBothStates(t *testing.T) {
 	r := c.all()[len(c.all())-1]
 	if got := r.Query["status"]; !slices.Equal(got, []string{nova.StatusShelved, nova.StatusShelvedOffloaded}) || r.Query.Get("all_tenants") != "True" {
 		t.Errorf("query %v: want both shelved states of all projects", r.Query)
+	}
+}
+
+// Issue 10: the operators' controls come from the flavor's extra specs;
+// a server's own metadata (its owner writes it) counts only when the
+// client is told to trust it, and the flavor still wins.
+func TestOperatorControlsFromFlavor(t *testing.T) {
+	body := `{"server": {"id": "s1", "status": "ACTIVE", "OS-EXT-SRV-ATTR:host": "compute-1", "OS-EXT-STS:task_state": null,
+		"flavor": {"original_name": "gold", "vcpus": 1, "ram": 512, "extra_specs": {"dvms:priority": "7", "hw:cpu_policy": "shared"}},
+		"metadata": {"dvms:pin": "true", "dvms:priority": "99", "owner": "x"}}}`
+	for _, tc := range []struct {
+		trust             bool
+		pin, prio, hasPin string
+	}{
+		{false, "", "7", "no"},
+		{true, "true", "7", "yes"},
+	} {
+		c := newCloud(t)
+		c.handle("GET "+computePrefix+"/servers/s1", 200, body)
+		s, err := c.client(func(cfg *openstack.Config) { cfg.ServerMetadataControls = tc.trust }).Server(context.Background(), "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, has := s.Metadata[nova.MetaPin]
+		if s.Metadata[nova.MetaPin] != tc.pin || s.Metadata[nova.MetaPriority] != tc.prio || has != (tc.hasPin == "yes") || s.Metadata["owner"] != "x" {
+			t.Errorf("trust metadata %v: metadata %v, want pin %q priority %q", tc.trust, s.Metadata, tc.pin, tc.prio)
+		}
 	}
 }
