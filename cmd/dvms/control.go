@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"strings"
@@ -231,20 +232,10 @@ func (c *controls) raws() [][]byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([][]byte, 0, len(c.recs))
-	for _, k := range slices.Sorted(mapKeys(c.recs)) {
+	for _, k := range slices.Sorted(maps.Keys(c.recs)) {
 		out = append(out, c.recs[k].raw)
 	}
 	return out
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // controlView is what an agent holds, for `dvms status` and answers.
@@ -263,7 +254,7 @@ func (c *controls) view() controlView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var v controlView
-	for _, k := range slices.Sorted(mapKeys(c.recs)) {
+	for _, k := range slices.Sorted(maps.Keys(c.recs)) {
 		r := c.recs[k]
 		_, val := r.cmd.register()
 		switch {

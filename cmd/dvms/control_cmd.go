@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -131,7 +132,7 @@ func runControl(c *cli.Context, cmd controlCommand) error {
 	}
 	t := table{Name: "agents", Columns: []string{"Host", "Result", "Reason", "Paused", "Mode", "Advise", "Excluded"}}
 	var refused []string
-	for _, h := range slices.Sorted(mapKeys(acks)) {
+	for _, h := range slices.Sorted(maps.Keys(acks)) {
 		a := acks[h]
 		result := "unchanged"
 		switch {

@@ -256,7 +256,7 @@ func gatherReports(ctx context.Context, tr bus.Transport, gc gatherConfig) ([]ag
 		return nil, err
 	}
 	out := make([]agentReport, 0, len(got))
-	for _, h := range slices.Sorted(mapKeys(got)) {
+	for _, h := range slices.Sorted(maps.Keys(got)) {
 		out = append(out, got[h])
 	}
 	return out, nil

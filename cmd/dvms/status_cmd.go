@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -235,7 +236,7 @@ func controlTable(reps []agentReport) table {
 			mode = "advise_only of each agent"
 		}
 		var hm []string
-		for _, h := range slices.Sorted(mapKeys(v.HostModes)) {
+		for _, h := range slices.Sorted(maps.Keys(v.HostModes)) {
 			hm = append(hm, h+"="+v.HostModes[h])
 		}
 		excl := slices.Clone(v.Excluded)
