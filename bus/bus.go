@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"strings"
 )
 
 // ErrClosed is returned by a Transport used after Close.
@@ -67,6 +68,24 @@ func ReplySubject(region, host string) string { return "dvms." + region + ".repl
 // host (demand, capacity, maintenance, moves in flight) for `dvms
 // scheduler-api`; SummarySubject(region, "*") subscribes to all of them.
 func SummarySubject(region, host string) string { return "dvms." + region + ".summary." + host }
+
+// PingSubject is where the agent of host answers RTT probes (Vivaldi
+// coordinates, DESIGN §5.3); PongSubject is where it receives the
+// answers to its own.
+func PingSubject(region, host string) string { return "dvms." + region + ".ping." + host }
+
+// PongSubject: see PingSubject.
+func PongSubject(region, host string) string { return "dvms." + region + ".pong." + host }
+
+// SubjectHost is the host a per-host subject is addressed to
+// (AgentSubject, PingSubject, ...: "dvms.<region>.<kind>.<host>"), or "".
+func SubjectHost(subject string) string {
+	parts := strings.SplitN(subject, ".", 4)
+	if len(parts) != 4 || parts[0] != "dvms" {
+		return ""
+	}
+	return parts[3]
+}
 
 // FromHandler receives one message with its sender's host as the
 // transport authenticated it ("" when the transport does not

@@ -24,8 +24,10 @@ type Agent struct {
 	// ringOwned: ring is this agent's own copy; otherwise it is a Ring
 	// shared with other agents, copied before the first change.
 	ringOwned bool
-	now       time.Time
-	seq       uint64
+	// orders caches the next-node order per initiator (nextnode.go).
+	orders map[string]*order
+	now    time.Time
+	seq    uint64
 
 	part *Partition
 	// fromLeader (a member) is when its leader last spoke: heartbeat,
@@ -97,7 +99,7 @@ func NewAgentOnRing(cfg Config, r Ring) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.ID, err)
 	}
-	a := &Agent{cfg: cfg, ended: map[string]ended{}, absorbed: map[string]time.Time{}, backoff: cfg.RetryBackoff}
+	a := &Agent{cfg: cfg, orders: map[string]*order{}, ended: map[string]ended{}, absorbed: map[string]time.Time{}, backoff: cfg.RetryBackoff}
 	a.SetRing(r)
 	return a, nil
 }
@@ -149,6 +151,7 @@ func (a *Agent) SetMembers(members []string) { a.SetRing(NewRing(members)) }
 // SetRing replaces the ring with r, shared until the agent changes it
 // (this agent is added to its own copy if r lacks it).
 func (a *Agent) SetRing(r Ring) {
+	a.ringChanged()
 	a.ring, a.ringOwned = r.ids, false
 	if i, ok := slices.BinarySearch(a.ring, a.cfg.ID); !ok {
 		a.ownRing()
@@ -168,6 +171,7 @@ func (a *Agent) MemberUp(id string) {
 	if i, ok := slices.BinarySearch(a.ring, id); !ok {
 		a.ownRing()
 		a.ring = slices.Insert(a.ring, i, id)
+		a.ringChanged()
 	}
 }
 

@@ -54,6 +54,13 @@ type Config struct {
 	Limits  Limits
 	// SolveTimeout is the solver's hard time limit.
 	SolveTimeout time.Duration
+	// NextNode is the next-node policy (DESIGN §5.3): NextRing (the ring
+	// successor) or NextVivaldi (closest to the initiator first, by
+	// Distance; the ring while distances are unknown and among equals).
+	NextNode string
+	// Distance estimates RTTs between hosts for NextVivaldi; the runtime
+	// supplies it (Vivaldi coordinates), the agent never measures.
+	Distance DistanceFunc
 }
 
 // DefaultConfig returns DESIGN's defaults for host id.
@@ -63,7 +70,7 @@ func DefaultConfig(id string) Config {
 		PartitionTimeout: 3500 * time.Millisecond, SnapshotTimeout: 1500 * time.Millisecond,
 		ProgressTimeout: 5 * time.Second, HopTimeout: 50 * time.Millisecond, RetryBackoff: 5 * time.Second, MaxRetryBackoff: 60 * time.Second,
 		Lease: 10 * time.Second, Limits: DefaultLimits(), SolveTimeout: 200 * time.Millisecond,
-		ConsolidationCooldown: 10 * time.Minute, ConsolidationHeadroom: 0.1,
+		ConsolidationCooldown: 10 * time.Minute, ConsolidationHeadroom: 0.1, NextNode: NextRing,
 	}
 }
 
@@ -99,6 +106,15 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRetryBackoff < c.RetryBackoff {
 		errs = append(errs, errors.New("max_retry_backoff must be >= retry_backoff"))
+	}
+	switch c.NextNode {
+	case NextRing, "":
+	case NextVivaldi:
+		if c.Distance == nil {
+			errs = append(errs, errors.New("next_node vivaldi needs a distance estimate (the runtime's coordinates)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("next_node %q: want %s or %s", c.NextNode, NextRing, NextVivaldi))
 	}
 	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, err)

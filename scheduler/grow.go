@@ -13,7 +13,7 @@ import (
 // forward sends the partition's request to the next node outside it.
 func (a *Agent) forward() {
 	a.phase, a.progress = phWaiting, a.now
-	next, ok := a.nextOutside(a.cfg.ID, a.part)
+	next, ok := a.nextOutside(a.part.Initiator, a.cfg.ID, a.part)
 	if !ok {
 		a.tourDone(false) // no node outside the partition: a tour is trivially complete
 		return
@@ -27,28 +27,6 @@ func (a *Agent) forward() {
 func (a *Agent) requestTimeout() time.Duration {
 	outside := max(0, len(a.ring)-len(a.part.Nodes))
 	return a.cfg.ProgressTimeout + time.Duration(outside)*a.cfg.HopTimeout
-}
-
-// nextOutside is the ring successor of from that is not in p.
-func (a *Agent) nextOutside(from string, p *Partition) (string, bool) {
-	n := len(a.ring)
-	i, _ := slices.BinarySearch(a.ring, from)
-	for k := 1; k <= n; k++ {
-		c := a.ring[(i+k)%n]
-		if c != from && !p.has(c) {
-			return c, true
-		}
-	}
-	return "", false
-}
-
-// ringDist is how many ring positions b lies after a (0 when equal).
-// Nodes missing from the ring count from where they would be inserted.
-func (a *Agent) ringDist(from, to string) int {
-	n := len(a.ring)
-	i, _ := slices.BinarySearch(a.ring, from)
-	j, _ := slices.BinarySearch(a.ring, to)
-	return ((j-i)%n + n) % n
 }
 
 func (a *Agent) onGrow(m Message) {
@@ -79,8 +57,8 @@ func (a *Agent) onGrow(m Message) {
 			// a merged partition, whose members are spread over the ring,
 			// would end tours early and give up without having met the
 			// other Blocked partitions.
-			next, ok := a.nextOutside(a.cfg.ID, mine)
-			if !ok || a.ringDist(a.cfg.ID, mine.Leader) < a.ringDist(a.cfg.ID, next) {
+			next, ok := a.nextOutside(p.Initiator, a.cfg.ID, mine)
+			if !ok || a.orderDist(p.Initiator, a.cfg.ID, mine.Leader) < a.orderDist(p.Initiator, a.cfg.ID, next) {
 				a.send(mine.Leader, m) // back home: the leader decides
 				return
 			}
@@ -139,7 +117,7 @@ func (a *Agent) onGrow(m Message) {
 		if skip == nil {
 			skip = &Partition{}
 		}
-		next, ok := a.nextOutside(a.cfg.ID, skip)
+		next, ok := a.nextOutside(p.Initiator, a.cfg.ID, skip)
 		if !ok {
 			a.drop(m, "no node outside")
 			return

@@ -14,6 +14,7 @@ func (a *Agent) MemberDown(id string) {
 	if i, ok := slices.BinarySearch(a.ring, id); ok && id != a.cfg.ID {
 		a.ownRing()
 		a.ring = slices.Delete(a.ring, i, i+1)
+		a.ringChanged()
 	}
 	p := a.part
 	if p == nil || !p.has(id) {

@@ -265,6 +265,14 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		partition: func() *scheduler.Partition { return p.runner.Partition() },
 		arbiter:   func() *arbiterInfo { return arbiterStatus(arb) },
 	})
+	// Vivaldi coordinates (DESIGN §5.3): RTT probes over the signed bus,
+	// members' coordinates from their heartbeats.
+	coords := node.NewCoordTable()
+	viv, err := node.NewVivaldi(cfg.Coord, cfg.Runtime.Region, host, bt, node.Wall{}, coords, time.Now().UnixNano(), log)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Agent.Distance = coords.Distance(cfg.Coord.MaxError)
 	// nova/openstack retries failed reads itself: one retry layer.
 	cfg.Runtime.Exec.Retries = 0
 	p.runner, err = node.New(cfg.Runtime, cfg.Agent, []string{host}, node.Deps{
@@ -280,6 +288,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	if p.member, err = node.NewMembership(mc, bt, node.Wall{}, log); err != nil {
 		return nil, err
 	}
+	p.member.Coords, p.member.SelfCoord = coords, viv.Coordinate
 	peers := func() {
 		var ps []consensus.Peer
 		for _, m := range p.member.Members() {
@@ -287,8 +296,8 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		}
 		arb.SetPeers(ps)
 	}
-	p.member.OnUp = func(h string) { p.runner.MemberUp(h); peers() }
-	p.member.OnDown = func(h string) { p.runner.MemberDown(h); peers() }
+	p.member.OnUp = func(h string) { p.runner.MemberUp(h); viv.PeerUp(h); peers() }
+	p.member.OnDown = func(h string) { p.runner.MemberDown(h); viv.PeerDown(h); peers() }
 	peers()
 
 	if p.reviver, err = newReviver(cfg, nc, src, p.runner.LastSample, log); err != nil {
@@ -312,6 +321,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	p.goRun(func() error { return arb.Run(rest) }, "merge arbiter")
 	memberCtx, stopMember := context.WithCancel(rest)
 	p.goRun(func() error { return p.member.Run(memberCtx) }, "membership")
+	p.goRun(func() error { return viv.Run(memberCtx) }, "coordinates")
 	if p.reviver != nil {
 		p.goRun(func() error {
 			return p.reviver.Run(ctx, bt, func() bool { return p.runner.Partition() != nil })

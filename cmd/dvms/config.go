@@ -53,6 +53,8 @@ type fileConfig struct {
 	// (Agent.ID) and the scheduler and monitor options.
 	Agent   scheduler.Config
 	Runtime node.Config
+	// Coord tunes the agent's Vivaldi coordinate (next_node vivaldi).
+	Coord node.CoordConfig
 
 	UnshelveEvery  time.Duration
 	UnshelveMargin float64
@@ -106,7 +108,7 @@ var errNoCloud = errors.New("no cloud named: set [nova] os_cloud, --os-cloud or 
 // returns it with every problem found, all in one pass: unknown sections
 // and options of the file, bad values, and the rules between options.
 func loadConfig(src configSource, host string) (fileConfig, error) {
-	c := fileConfig{Agent: scheduler.DefaultConfig(host), Runtime: node.DefaultConfig(),
+	c := fileConfig{Agent: scheduler.DefaultConfig(host), Runtime: node.DefaultConfig(), Coord: node.DefaultCoordConfig(),
 		Summary: node.DefaultSummaryConfig(), SchedAPI: extsched.DefaultConfig()}
 	if src.env == nil {
 		src.env = func(string) (string, bool) { return "", false }
@@ -203,7 +205,12 @@ func (c *fileConfig) derive() {
 // validate checks the rules between options; each value alone was
 // checked against its row.
 func (c fileConfig) validate() error {
-	errs := []error{c.Agent.Validate(), c.Runtime.Validate(), c.busConfig(c.NATSURL).Validate(), c.Summary.Validate(), c.SchedAPI.Validate()}
+	ac := c.Agent
+	if ac.Distance == nil {
+		// startAgent wires the coordinates' distances.
+		ac.Distance = node.NewCoordTable().Distance(c.Coord.MaxError)
+	}
+	errs := []error{ac.Validate(), c.Runtime.Validate(), c.Coord.Validate(), c.busConfig(c.NATSURL).Validate(), c.Summary.Validate(), c.SchedAPI.Validate()}
 	switch {
 	case c.MonitorSource == "file" && c.FilePath == "":
 		errs = append(errs, errors.New("[monitor] source = file needs file_path"))

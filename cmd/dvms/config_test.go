@@ -115,7 +115,7 @@ func TestTableDefaultsArePackageDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := c
-	want.Agent, want.Runtime = scheduler.DefaultConfig("compute-1"), node.DefaultConfig()
+	want.Agent, want.Runtime, want.Coord = scheduler.DefaultConfig("compute-1"), node.DefaultConfig(), node.DefaultCoordConfig()
 	want.Summary, want.SchedAPI = node.DefaultSummaryConfig(), extsched.DefaultConfig()
 	sameConfig(t, "defaults", c, want)
 }
@@ -124,6 +124,7 @@ func TestTableDefaultsArePackageDefaults(t *testing.T) {
 var notOptions = map[string]string{
 	"Agent.ID":                 "the --host flag",
 	"Agent.Incarnation":        "drawn at each start",
+	"Agent.Distance":           "the agent's Vivaldi coordinates (scheduler/node/coords.go), wired by the agent",
 	"Agent.Lease":              "internal: the arbiter registration's lease, renewed by the leader",
 	"Runtime.Tick":             "internal: the agent's timer resolution",
 	"Runtime.Inbox":            "internal: message buffer",

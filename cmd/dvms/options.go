@@ -1,6 +1,10 @@
 package main
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/dvms-project/dvms/scheduler"
+)
 
 // The agent's option table: every option of dvms.conf is one row below.
 // The loader (config.go), the validation of single values, the sample
@@ -162,6 +166,19 @@ var options = []option{
 	{section: "scheduler", name: "solve_timeout", kind: kindSeconds, def: "0.2", bounds: "> 0",
 		help:  "Hard time limit of the solver; it returns the best placement found so far.",
 		field: func(c *fileConfig) any { return &c.Agent.SolveTimeout }},
+	{section: "scheduler", name: "next_node", kind: kindEnum, def: "ring", choices: []string{scheduler.NextRing, scheduler.NextVivaldi},
+		help: "Where a partition grows next (DESIGN 5.3): ring (the ring successor) or vivaldi (the node closest to the partition's " +
+			"initiator by Vivaldi coordinates first, so a partition fills its own site before it crosses a WAN; the ring while " +
+			"coordinates have not converged and among nodes at the same distance).",
+		field: func(c *fileConfig) any { return &c.Agent.NextNode }},
+	{section: "scheduler", name: "rtt_probe_interval", kind: kindSeconds, def: "1", bounds: ">= 0",
+		help: "Period of the agent's RTT probes to a random member over NATS (a burst of three small messages, answered at once), " +
+			"which feed its Vivaldi coordinate; four times as often until the coordinate settles. 0: no probes (the agent still answers).",
+		field: func(c *fileConfig) any { return &c.Coord.Probe }},
+	{section: "scheduler", name: "coordinate_max_error", kind: kindFloat, def: "0.75", bounds: "> 0", unit: "relative error",
+		help: "A member's coordinate is used for distances once its own error estimate is below this (it starts at 1.5); " +
+			"until then next_node vivaldi falls back on the ring for it.",
+		field: func(c *fileConfig) any { return &c.Coord.MaxError }},
 	{section: "scheduler", name: "preempt", kind: kindBool, def: "false",
 		help:  "Shelve (offload) the lowest-priority servers (metadata dvms:priority) when no placement exists.",
 		field: func(c *fileConfig) any { return &c.Agent.Preempt }},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/sim"
 )
 
@@ -53,6 +54,10 @@ func simFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "preempt", Usage: "shelve the lowest-priority servers when nothing else works"},
 		&cli.DurationFlag{Name: "central-period", Value: d.CentralPeriod, Usage: "baseline: simulated time between two whole-cloud rounds"},
 		&cli.StringFlag{Name: "arbiter", Value: d.Arbiter, Usage: "merge arbiter: raft (3 in-process voters) or local (single-process FSM)"},
+		&cli.IntFlag{Name: "sites", Value: 0, Usage: "spread the hosts over this many sites at random (0 or 1: one site); messages between agents wait half their sites' RTT"},
+		&cli.StringFlag{Name: "site-rtt", Value: "1ms,40ms", Usage: "RTT inside a site and between two sites (simulated time), intra,inter"},
+		&cli.DurationFlag{Name: "coord-warmup", Value: d.Sites.Warmup, Usage: "with coordinates: let them probe up to this long (simulated) before the agents start, until 95% converged (0: cold start)"},
+		&cli.StringFlag{Name: "next-node", Value: scheduler.NextRing, Usage: "next-node policy: ring (the ring successor) or vivaldi (closest to the initiator first, by Vivaldi coordinates)"},
 		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 		&cli.StringFlag{Name: "log-level", Value: "error", Usage: "agent log level (logs go to stderr)"},
 	}
@@ -87,6 +92,12 @@ func simConfig(c *cli.Context) (sim.Config, error) {
 	cfg.Agent.Underload, cfg.Agent.Preempt = c.Bool("underload"), c.Bool("preempt")
 	cfg.CentralPeriod = c.Duration("central-period")
 	cfg.Arbiter = c.String("arbiter")
+	cfg.Sites.N, cfg.Agent.NextNode = c.Int("sites"), c.String("next-node")
+	intra, inter, err := sim.ParseSiteRTT(c.String("site-rtt"))
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Sites.Intra, cfg.Sites.Inter, cfg.Sites.Warmup = intra, inter, c.Duration("coord-warmup")
 	k, err := parseFraction(c.String("kill-agents"))
 	if err != nil {
 		return cfg, fmt.Errorf("--kill-agents %q: %w", c.String("kill-agents"), err)

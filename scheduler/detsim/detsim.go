@@ -27,6 +27,9 @@ type Options struct {
 	Step time.Duration
 	// Latency of a message (default 1 ms); Jitter adds up to that much.
 	Latency, Jitter time.Duration
+	// Delay, if set, adds a link's delay to messages from one host to
+	// another (sites: half the RTT between their sites).
+	Delay func(from, to string) time.Duration
 	// Drop is the probability a message is lost; Dup that it is delivered twice.
 	Drop, Dup float64
 	// MigrationTime is how long one action of a plan takes (default 2 s).
@@ -260,6 +263,9 @@ func (c *Cluster) flush(n string) {
 			lat := c.opt.Latency
 			if c.opt.Jitter > 0 {
 				lat += time.Duration(c.rng.Int63n(int64(c.opt.Jitter)))
+			}
+			if c.opt.Delay != nil {
+				lat += c.opt.Delay(n, env.To)
 			}
 			// Round-trip through the wire encoding, as on the bus.
 			data, err := scheduler.Encode(env.Msg)

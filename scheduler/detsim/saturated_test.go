@@ -36,11 +36,18 @@ func saturated(rng *rand.Rand, n int) []scheduler.Host {
 // DESIGN §5.4 and liveness: under saturation, Blocked partitions merge,
 // and every event with a solution in the whole cloud ends up solved.
 func TestSaturatedMergesAndLiveness(t *testing.T) {
+	saturatedLiveness(t, func(seed int64) Options { return Options{Seed: seed, Jitter: 2 * time.Millisecond} })
+}
+
+// saturatedLiveness runs seeds 1 to 10 of a saturated 20-host cloud with
+// the options of opts and checks safety and that every event with a
+// solution somewhere ends up solved.
+func saturatedLiveness(t *testing.T, opts func(seed int64) Options) {
 	merges := 0
 	for seed := int64(1); seed <= 10; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
-			c := New(Options{Seed: seed, Jitter: 2 * time.Millisecond}, saturated(rng, 20))
+			c := New(opts(seed), saturated(rng, 20))
 			c.RunUntil(5*time.Minute, func() bool { return len(c.Solvable()) == 0 && c.Idle() })
 			if len(c.Violations) > 0 {
 				t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
@@ -59,19 +66,28 @@ func TestSaturatedMergesAndLiveness(t *testing.T) {
 // the ring has one free core. Both partitions fill their half, block, and
 // only a merge finds the two cores the smaller initiator's event needs.
 func TestMergeNeededToSolve(t *testing.T) {
-	c := New(Options{Seed: 1}, mergeNeeded(20))
-	solved := func() bool { return len(c.Hosts["h000"].Servers) == 8 }
-	if !c.RunUntil(2*time.Minute, solved) {
-		t.Fatalf("h000 not solved: merges %d, records %d", c.Count(scheduler.RecMergeCommitted, 0), len(c.Records))
-	}
-	if c.Count(scheduler.RecMergeCommitted, 0) == 0 {
-		t.Fatal("solved without a merge: the scenario is wrong")
-	}
-	if len(c.Violations) > 0 {
-		t.Fatalf("violations: %v", c.Violations)
-	}
-	if len(c.Hosts["h010"].Servers) != 10 {
-		t.Fatalf("h010 changed: %d servers (nothing could be done for it)", len(c.Hosts["h010"].Servers))
+	for name, opt := range map[string]Options{
+		"ring": {Seed: 1},
+		// The halves' free cores are in other sites than the overloaded
+		// hosts: the vivaldi order still tours, blocks and merges.
+		"vivaldi": sitesOptions(1, 4, scheduler.NextVivaldi),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := New(opt, mergeNeeded(20))
+			solved := func() bool { return len(c.Hosts["h000"].Servers) == 8 }
+			if !c.RunUntil(2*time.Minute, solved) {
+				t.Fatalf("h000 not solved: merges %d, records %d", c.Count(scheduler.RecMergeCommitted, 0), len(c.Records))
+			}
+			if c.Count(scheduler.RecMergeCommitted, 0) == 0 {
+				t.Fatal("solved without a merge: the scenario is wrong")
+			}
+			if len(c.Violations) > 0 {
+				t.Fatalf("violations: %v", c.Violations)
+			}
+			if len(c.Hosts["h010"].Servers) != 10 {
+				t.Fatalf("h010 changed: %d servers (nothing could be done for it)", len(c.Hosts["h010"].Servers))
+			}
+		})
 	}
 }
 

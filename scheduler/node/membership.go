@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
@@ -29,6 +30,8 @@ type Heartbeat struct {
 	// Leaving is the last heartbeat of an agent that stops: the others
 	// drop it at once instead of after DeadAfter.
 	Leaving bool `json:"leaving,omitempty"`
+	// Coord is the agent's Vivaldi coordinate (DESIGN §5.3), if it has one.
+	Coord *coordinate.Coordinate `json:"coord,omitempty"`
 }
 
 // MembershipConfig tunes failure detection.
@@ -77,7 +80,12 @@ type Membership struct {
 	// OnUp and OnDown are called (from Run's goroutine) when membership
 	// changes. They must not block.
 	OnUp, OnDown func(host string)
-	seq          uint64
+	// Coords, if set, gets every member's coordinate as heard (and loses
+	// a member that leaves or dies); SelfCoord, if set, is this agent's,
+	// sent in each heartbeat. Set both before Run.
+	Coords    *CoordTable
+	SelfCoord func() *coordinate.Coordinate
+	seq       uint64
 }
 
 // NewMembership returns a membership tracker; Run starts it.
@@ -149,6 +157,9 @@ func (m *Membership) publish(ctx context.Context, leaving bool) {
 	m.seq++
 	hb := m.cfg.Self
 	hb.Seq, hb.Leaving = m.seq, leaving
+	if m.SelfCoord != nil {
+		hb.Coord = m.SelfCoord()
+	}
 	data, _ := json.Marshal(hb)
 	if err := m.bus.Publish(ctx, bus.HeartbeatSubject(m.cfg.Region), data); err != nil && ctx.Err() == nil {
 		m.log.Warn().Err(err).Msg("heartbeat not sent")
@@ -161,6 +172,13 @@ func (m *Membership) heard(hb Heartbeat) {
 	}
 	m.mu.Lock()
 	old, known := m.members[hb.Host]
+	if m.Coords != nil {
+		if hb.Leaving {
+			m.Coords.Forget(hb.Host)
+		} else if hb.Coord != nil {
+			m.Coords.Set(hb.Host, hb.Coord)
+		}
+	}
 	if hb.Leaving {
 		delete(m.members, hb.Host)
 	} else {
@@ -196,6 +214,9 @@ func (m *Membership) expire() {
 	m.mu.Unlock()
 	slices.Sort(dead)
 	for _, h := range dead {
+		if m.Coords != nil {
+			m.Coords.Forget(h)
+		}
 		m.log.Warn().Str("member", h).Dur("silence", m.cfg.DeadAfter).Msg("member dead")
 		m.notify(m.OnDown, h)
 	}

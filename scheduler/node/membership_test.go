@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
@@ -24,7 +25,9 @@ func (e *memberEvents) has(list *[]string, host string) bool {
 	return slices.Contains(*list, host)
 }
 
-func startMember(t *testing.T, ctx context.Context, url, host, incarnation string, ev *memberEvents) (*node.Membership, func()) {
+// startMember runs the membership of host; set, if given, configures it
+// before Run.
+func startMember(t *testing.T, ctx context.Context, url, host, incarnation string, ev *memberEvents, set ...func(*node.Membership)) (*node.Membership, func()) {
 	t.Helper()
 	tr, err := bus.ConnectNATS(ctx, bus.Config{URL: url, Name: host})
 	if err != nil {
@@ -39,6 +42,9 @@ func startMember(t *testing.T, ctx context.Context, url, host, incarnation strin
 	if ev != nil {
 		m.OnUp = func(h string) { ev.mu.Lock(); ev.up = append(ev.up, h); ev.mu.Unlock() }
 		m.OnDown = func(h string) { ev.mu.Lock(); ev.down = append(ev.down, h); ev.mu.Unlock() }
+	}
+	for _, f := range set {
+		f(m)
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -122,5 +128,32 @@ func TestMembershipSilenceIsDeath(t *testing.T) {
 	}
 	if len(watcher.Members()) != 1 {
 		t.Fatalf("members %v, want only h0", watcher.Members())
+	}
+}
+
+// The coordinate travels with membership: a member's heartbeats carry
+// it into the others' tables, and it is forgotten when the member leaves.
+func TestMembershipCarriesCoordinates(t *testing.T) {
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	table := node.NewCoordTable()
+	mine := coordinate.NewCoordinate(coordinate.DefaultConfig())
+	mine.Vec[0], mine.Error = 0.02, 0.1
+	_, stopW := startMember(t, ctx, ns.ClientURL(), "h0", "i0", nil, func(m *node.Membership) { m.Coords = table })
+	defer stopW()
+	_, stop1 := startMember(t, ctx, ns.ClientURL(), "h1", "i1", nil, func(m *node.Membership) {
+		m.SelfCoord = func() *coordinate.Coordinate { return mine }
+	})
+	if !waitFor(t, 5*time.Second, func() bool { c, ok := table.Get("h1"); return ok && c.Vec[0] == 0.02 }) {
+		t.Fatal("h1's coordinate never reached h0's table")
+	}
+	stop1()
+	if !waitFor(t, 5*time.Second, func() bool { _, ok := table.Get("h1"); return !ok }) {
+		t.Fatal("h1 left but its coordinate stayed")
 	}
 }

@@ -81,6 +81,14 @@ type Report struct {
 		// OfNewServers: live migrations of the servers booted during
 		// the run (--arrivals).
 		OfNewServers int `json:"of_new_servers"`
+		// InterSite: live migrations done between two sites (--sites);
+		// InterSiteSiteSolvable: those of events whose initiator's site
+		// alone had a solution when the plan was made (the solver over
+		// every host of that site); SiteChecksLost: plans not checked
+		// (the harness's queue was full).
+		InterSite             int   `json:"inter_site"`
+		InterSiteSiteSolvable int   `json:"inter_site_with_site_solution"`
+		SiteChecksLost        int64 `json:"site_checks_lost,omitempty"`
 	} `json:"migrations"`
 	// Arrivals: servers booted during the run (--arrivals) and how their
 	// hosts were chosen.
@@ -104,7 +112,30 @@ type Report struct {
 		Total    int     `json:"total"`
 		PerEvent float64 `json:"per_event"`
 		Dropped  int64   `json:"dropped"`
+		// InterSite: protocol messages between agents of two sites.
+		InterSite int64 `json:"inter_site"`
 	} `json:"messages"`
+	// Sites: --sites, --site-rtt and --next-node.
+	Sites struct {
+		N        int     `json:"n"`
+		IntraMS  float64 `json:"intra_rtt_ms"`
+		InterMS  float64 `json:"inter_rtt_ms"`
+		NextNode string  `json:"next_node"`
+	} `json:"sites"`
+	// Coordinates: the agents' Vivaldi coordinates at the end of the run
+	// (with --sites > 1 or --next-node vivaldi): the median relative
+	// error of the estimated RTT against the modelled one over pairs of
+	// hosts, the fraction of agents whose coordinate is used (error
+	// estimate below the threshold), RTT samples per agent.
+	Coordinates struct {
+		MedianRelError  float64 `json:"median_rel_error"`
+		Pairs           int     `json:"pairs"`
+		Converged       float64 `json:"converged"`
+		SamplesPerAgent float64 `json:"samples_per_agent"`
+		// WarmupS: simulated seconds the coordinates probed before the
+		// agents started (SitesConfig.Warmup).
+		WarmupS float64 `json:"warmup_s"`
+	} `json:"coordinates"`
 	Agents struct {
 		Killed int `json:"killed"`
 	} `json:"agents"`
@@ -285,6 +316,12 @@ func (r *Report) WriteText(w io.Writer) {
 		r.Partitions.MaxSize, r.Partitions.MeanSize, r.Merges.Committed, r.Merges.Refused)
 	fmt.Fprintf(w, "  messages    %d (%.1f per event, %d dropped)   agents killed %d   faults injected %d\n",
 		r.Messages.Total, r.Messages.PerEvent, r.Messages.Dropped, r.Agents.Killed, r.Faults.Injected)
+	if r.Sites.N > 1 || r.Sites.NextNode == "vivaldi" {
+		fmt.Fprintf(w, "  sites       %d (RTT %.1f ms inside, %.1f ms between), next node %s: %d inter-site migrations (%d of events their initiator's site could solve), %d inter-site messages\n",
+			r.Sites.N, r.Sites.IntraMS, r.Sites.InterMS, r.Sites.NextNode, r.Migrations.InterSite, r.Migrations.InterSiteSiteSolvable, r.Messages.InterSite)
+		fmt.Fprintf(w, "  coordinates median relative RTT error %.3f over %d pairs, %.2f of agents converged, %.0f samples per agent (after a warm-up of %.0f s)\n",
+			r.Coordinates.MedianRelError, r.Coordinates.Pairs, r.Coordinates.Converged, r.Coordinates.SamplesPerAgent, r.Coordinates.WarmupS)
+	}
 	n := r.Nova
 	capacity := "unlimited API"
 	if n.APIRPS > 0 {

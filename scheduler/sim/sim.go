@@ -87,6 +87,9 @@ type Config struct {
 	// (placement-only). See arrivals.go.
 	Arrivals       float64
 	ArrivalWeights string
+	// Sites spreads the hosts over sites whose RTTs delay messages; the
+	// agents' next-node policy is Agent.NextNode.
+	Sites SitesConfig
 	// Progress, if set, receives a live status line every wall second.
 	Progress io.Writer
 	Log      zerolog.Logger
@@ -104,6 +107,7 @@ func DefaultConfig() Config {
 		BandwidthMBps: 1000, Agent: scheduler.DefaultConfig("template"), Runtime: rt, Log: zerolog.Nop(),
 		Mode: "dvms", Arbiter: "raft", CentralPeriod: 30 * time.Second, CentralSolveLimit: 10 * time.Second,
 		ArrivalWeights: WeightsDvms,
+		Sites:          SitesConfig{Intra: time.Millisecond, Inter: 40 * time.Millisecond, Coord: node.DefaultCoordConfig(), Warmup: time.Minute},
 	}
 }
 
@@ -148,6 +152,12 @@ func (c Config) Validate() error {
 	} else if c.Arrivals > 0 && c.ArrivalWeights == WeightsDvms && c.Mode != "dvms" {
 		errs = append(errs, errors.New("--arrival-weights dvms needs --mode dvms (the agents' summaries)"))
 	}
+	if err := c.Sites.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Agent.NextNode != "" && c.Agent.NextNode != scheduler.NextRing && c.Agent.NextNode != scheduler.NextVivaldi {
+		errs = append(errs, fmt.Errorf("--next-node %q: want ring or vivaldi", c.Agent.NextNode))
+	}
 	return errors.Join(errs...)
 }
 
@@ -174,6 +184,11 @@ var plFlavors = []struct {
 	vcpus int
 	ram   int
 }{{"pl.1", 1, 512}, {"pl.2", 2, 1024}}
+
+// coordinates: the agents run Vivaldi (sites, or the vivaldi policy).
+func (c Config) coordinates() bool {
+	return c.Mode == "dvms" && (c.Sites.N > 1 || c.Agent.NextNode == scheduler.NextVivaldi)
+}
 
 var flavors = []struct {
 	name  string
@@ -286,6 +301,7 @@ type agentSlot struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	r      *node.Runner
+	viv    *node.Vivaldi
 }
 
 // Run runs one simulation and returns its report.
@@ -366,6 +382,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	sts := newSites(cfg.Sites, cfg.Runtime.Region, hosts, cfg.Seed+7, clock)
+	var siteWG sync.WaitGroup
+	defer siteWG.Wait()
+	if cfg.Agent.NextNode == scheduler.NextVivaldi {
+		cfg.Agent.Distance = sts.table.Distance(cfg.Sites.Coord.MaxError)
+	}
+	if cfg.Sites.N > 1 {
+		hooks.OnSolve = func(_ string, req scheduler.SolveRequest, sol scheduler.Solution, _ time.Duration) {
+			sts.solved(req, sol)
+		}
+		hooks.OnExec = func(_ string, ev scheduler.Event, res node.ExecResult) { sts.executed(ev, res) }
+		siteWG.Add(1)
+		go func() {
+			defer siteWG.Done()
+			sts.checkSites(ctx, cloud, cfg, hosts)
+		}()
+	}
+	var coordSamples atomic.Int64
 	slots := make([]*agentSlot, len(hosts))
 	// The region's maintenance watch runs in the first live agent, as
 	// `dvms agent` elects it (the smallest live host name).
@@ -385,27 +419,61 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		ac := cfg.Agent
 		ac.ID = hosts[i]
 		ac.Incarnation = fmt.Sprintf("%x", rng.Int63())
+		var tr bus.Transport = nc
+		var delayed *bus.Delayed
+		if cfg.Sites.N > 1 {
+			delayed = sts.transport(nc, hosts[i])
+			tr = delayed
+		}
+		var viv *node.Vivaldi
+		if cfg.coordinates() {
+			// The agents' coordinates are shared in one table: the
+			// simulator's membership is ideal (every coordinate known to
+			// every agent at once), the RTT samples are real probes.
+			if viv, err = node.NewVivaldi(cfg.Sites.Coord, cfg.Runtime.Region, hosts[i], tr, clock, sts.table, rng.Int63(), cfg.Log); err != nil {
+				return err
+			}
+			viv.SetPeers(hosts)
+		}
 		r, err := node.New(cfg.Runtime, ac, nil, node.Deps{Ring: &ring,
 			// Each agent measures only its own host, as a cgroup source
 			// does, and has its own Nova client, metered under its name.
-			Bus: nc, Nova: cloud.Client(hosts[i]), Demand: node.OnlyHost(countDemand{cloud, &samples}, hosts[i]), Arbiter: arb, Clock: clock, Hooks: hooks,
+			Bus: tr, Nova: cloud.Client(hosts[i]), Demand: node.OnlyHost(countDemand{cloud, &samples}, hosts[i]), Arbiter: arb, Clock: clock, Hooks: hooks,
 			Log: cfg.Log, Seed: rng.Int63(), Watcher: watcher(i),
 		})
 		if err != nil {
 			return err
 		}
 		actx, acancel := context.WithCancel(ctx)
-		s := &agentSlot{host: hosts[i], cancel: acancel, done: make(chan struct{}), r: r}
+		s := &agentSlot{host: hosts[i], cancel: acancel, done: make(chan struct{}), r: r, viv: viv}
 		go func() {
 			defer close(s.done)
+			var vwg sync.WaitGroup
+			if viv != nil {
+				vwg.Add(1)
+				go func() {
+					defer vwg.Done()
+					if err := viv.Run(actx); err != nil {
+						cfg.Log.Error().Err(err).Str("host", s.host).Msg("coordinates stopped")
+					}
+				}()
+			}
 			if err := r.Run(actx); err != nil {
 				cfg.Log.Error().Err(err).Str("host", s.host).Msg("agent stopped")
+			}
+			vwg.Wait()
+			if viv != nil {
+				coordSamples.Add(viv.Samples())
+			}
+			if delayed != nil {
+				_ = delayed.Close()
 			}
 		}()
 		slots[i] = s
 		use.start(hosts[i])
 		return nil
 	}
+	var warmup time.Duration
 	centralDone := make(chan struct{})
 	switch cfg.Mode {
 	case "central":
@@ -424,6 +492,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}()
 	default:
 		close(centralDone)
+		if cfg.coordinates() {
+			w, err := sts.warmup(ctx, nc, hosts, rng.Int63(), cfg.Log)
+			if err != nil {
+				return nil, err
+			}
+			warmup = w
+		}
 		for i := range hosts {
 			if err := start(i); err != nil {
 				return nil, err
@@ -506,6 +581,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				for _, s := range slots {
 					if s != slots[kl.i] {
 						s.r.MemberDown(hosts[kl.i])
+						if s.viv != nil {
+							s.viv.PeerDown(hosts[kl.i])
+						}
 					}
 				}
 				kl.at = -1
@@ -518,6 +596,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				down[kl.i].Store(false)
 				for _, s := range slots {
 					s.r.MemberUp(hosts[kl.i])
+					if s.viv != nil {
+						s.viv.PeerUp(hosts[kl.i])
+					}
 				}
 				kl.back = -1
 			}
@@ -577,6 +658,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		arr.report(rep)
 	}
 	novaReport(rep, use, cloud, cfg)
+	rep.Sites.NextNode = cmp.Or(cfg.Agent.NextNode, scheduler.NextRing)
+	if cfg.Mode == "dvms" {
+		cancel()
+		siteWG.Wait()
+		sts.drainChecks(cloud, cfg, hosts)
+		sts.report(rep, hosts, coordSamples.Load(), rng, cfg.coordinates())
+		rep.Coordinates.WarmupS = round(warmup.Seconds())
+	}
 	rep.validity()
 	return rep, nil
 }

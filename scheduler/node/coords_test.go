@@ -1,0 +1,115 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/scheduler/node"
+)
+
+// Vivaldi coordinates from probes over a real NATS server whose
+// deliveries are held by the sites' RTT (one way: half of it): once they
+// converge, the estimated RTT tells a host's site-mates from the others.
+func TestVivaldiSeparatesSites(t *testing.T) {
+	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n, sites = 12, 3
+	site := func(h string) int {
+		var i int
+		fmt.Sscanf(h, "h%d", &i)
+		return i % sites
+	}
+	rtt := func(a, b string) time.Duration {
+		if site(a) == site(b) {
+			return 2 * time.Millisecond
+		}
+		return 60 * time.Millisecond
+	}
+	var hosts []string
+	for i := 0; i < n; i++ {
+		hosts = append(hosts, fmt.Sprintf("h%d", i))
+	}
+	table := node.NewCoordTable()
+	cfg := node.DefaultCoordConfig()
+	cfg.Probe = 5 * time.Millisecond
+	var wg sync.WaitGroup
+	var vs []*node.Vivaldi
+	for i, h := range hosts {
+		nc, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		d := bus.NewDelayed(nc, func(subject string) time.Duration {
+			if to := bus.SubjectHost(subject); to != "" {
+				return rtt(h, to) / 2
+			}
+			return 0
+		})
+		defer d.Close()
+		v, err := node.NewVivaldi(cfg, "t", h, d, node.Wall{}, table, int64(i), zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.SetPeers(hosts)
+		vs = append(vs, v)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := v.Run(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer cancel()
+	dist := table.Distance(cfg.MaxError)
+	// medians of the estimates inside and between sites, ok once every
+	// coordinate is used.
+	medians := func() (intra, inter time.Duration, ok bool) {
+		var in, out []time.Duration
+		for _, a := range hosts {
+			for _, b := range hosts {
+				if a == b {
+					continue
+				}
+				d, known := dist(a, b)
+				if !known {
+					return 0, 0, false
+				}
+				if site(a) == site(b) {
+					in = append(in, d)
+				} else {
+					out = append(out, d)
+				}
+			}
+		}
+		slices.Sort(in)
+		slices.Sort(out)
+		return in[len(in)/2], out[len(out)/2], true
+	}
+	// A stall of this shared machine is a sample of seconds: wait until
+	// the coordinates agree with the sites, as they do once it passes.
+	var mi, me time.Duration
+	separated := func() bool {
+		var ok bool
+		mi, me, ok = medians()
+		return ok && mi*4 < me && me > 30*time.Millisecond && me < 120*time.Millisecond
+	}
+	if !waitFor(t, 30*time.Second, separated) {
+		t.Fatalf("after 30 s (samples of h0: %d): median estimate intra-site %s (true 2ms), inter-site %s (true 60ms)", vs[0].Samples(), mi, me)
+	}
+	t.Logf("median estimate: intra-site %s (true 2ms), inter-site %s (true 60ms)", mi, me)
+}
