@@ -176,6 +176,12 @@ func (c *Cloud) Demand(ctx context.Context, name string) (map[string]nova.Demand
 		return nil, fmt.Errorf("demand of %s: %w", name, nova.ErrNotFound)
 	}
 	h.readSeq = h.demandSeq
+	if id := nova.RequestID(ctx); id != "" {
+		if h.readBy == nil || len(h.readBy) >= maxReadBy {
+			h.readBy = map[string]int{}
+		}
+		h.readBy[id] = h.demandSeq
+	}
 	out := make(map[string]nova.Demand, len(h.servers))
 	for id, s := range h.servers {
 		out[id] = s.demand

@@ -42,9 +42,12 @@ type host struct {
 	incoming     map[string]*migration
 	usedV, usedR int // placement allocations, moves in and out included
 	// demandSeq counts demand changes of the host's servers; readSeq is
-	// its value at the last Demand read. They tell a plan's fault from
-	// demand that moved after the executor's re-check (Drift).
+	// its value at the last Demand read, readBy at the last read under
+	// each global request id (a plan's re-check; a few recent plans
+	// kept). They tell a plan's fault from demand that moved after the
+	// executor's re-check (Drift).
 	demandSeq, readSeq int
+	readBy             map[string]int
 	overcommitted      bool // reported already; report again only after it cleared
 	// laneFree is when the host's live-migration lane frees: Nova's
 	// max_concurrent_live_migrations = 1 runs one outgoing migration at a

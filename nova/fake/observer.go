@@ -126,7 +126,7 @@ func (c *Cloud) checkPlan(s *server, src, dst *host, global string) {
 	if c.over(dst, cpu, ram) {
 		msg := fmt.Sprintf("plan overloads destination %s with %s: demand %.2f/%.2f cores, %.0f/%.0f MB (request %q)",
 			dst.Name, s.ID, cpu, float64(dst.VCPUs)*c.cfg.OverloadCPU, ram, float64(dst.RAMMB)*c.cfg.OverloadRAM, global)
-		if dst.demandSeq != dst.readSeq || src.demandSeq != src.readSeq {
+		if dst.demandSeq != seenBy(dst, global) || src.demandSeq != seenBy(src, global) {
 			c.obs.drift = append(c.obs.drift, Violation{At: c.clock.Now(), Kind: KindOverload,
 				Message: msg + "; demand changed since the executor last read it"})
 		} else {
@@ -140,6 +140,22 @@ func (c *Cloud) checkPlan(s *server, src, dst *host, global string) {
 		}
 		c.obs.moved[k] = true
 	}
+}
+
+// maxReadBy bounds host.readBy; past it the oldest plans' reads are
+// forgotten and seenBy falls back to the last read by anyone.
+const maxReadBy = 32
+
+// seenBy is h's demandSeq as the plan with the given global request id
+// last read it, else (no id, or no read under it kept) as anyone last
+// read it. A read by another caller (a monitor, another plan) after the
+// plan's re-check does not make the plan answerable for demand that
+// changed in between.
+func seenBy(h *host, global string) int {
+	if seq, ok := h.readBy[global]; ok && global != "" {
+		return seq
+	}
+	return h.readSeq
 }
 
 // Violations returns the safety violations seen so far, oldest first.

@@ -30,6 +30,16 @@ func TestObserverCatchesBadSequences(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{fake.KindOverload}, "overloads destination compute-2"},
+		{"plan overloads a destination it read, read again by another", func(t *testing.T, c *fake.Cloud, _ *fake.ManualClock) {
+			mustAdd(t, c, server("busy", "compute-2", 4, 1024), server("hot", "compute-1", 2, 1024))
+			_ = c.SetDemand("busy", nova.Demand{CPU: 7, RAMMB: 1024})
+			_ = c.SetDemand("hot", nova.Demand{CPU: 2, RAMMB: 1024})
+			readDemandAs(t, plan, c, "compute-1", "compute-2") // the re-check saw 7 + 2
+			readDemand(t, c, "compute-2")                      // the monitor, no change
+			if _, err := c.LiveMigrate(plan, "hot", "compute-2"); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{fake.KindOverload}, "overloads destination compute-2"},
 		{"moves in flight count towards the destination", func(t *testing.T, c *fake.Cloud, _ *fake.ManualClock) {
 			mustAdd(t, c, server("a", "compute-1", 2, 1024), server("b", "compute-3", 2, 1024), server("d", "compute-2", 1, 512))
 			_ = c.SetDemand("a", nova.Demand{CPU: 4})
@@ -96,6 +106,31 @@ func TestObserverTellsDriftApart(t *testing.T) {
 	}
 }
 
+// A plan answers for the demand it read: a read by someone else (the
+// destination's monitor) after the plan's re-check and after the demand
+// moved does not make the drift the plan's fault. Seen at 1,000 hosts:
+// the re-check read the destination at 15.05 of 16 cores, its demand rose
+// to 15.91 and its monitor read it, then the move started.
+func TestObserverDriftSeenOnlyByAnotherReader(t *testing.T) {
+	c, _ := newCloud(t)
+	plan := nova.WithRequestID(context.Background(), "req-00000000-0000-4000-8000-0000000000d1")
+	mustAdd(t, c, server("busy", "compute-2", 4, 1024), server("late", "compute-1", 1, 512))
+	_ = c.SetDemand("busy", nova.Demand{CPU: 6})
+	_ = c.SetDemand("late", nova.Demand{CPU: 1})
+	readDemandAs(t, plan, c, "compute-1", "compute-2") // the re-check: 6 + 1 fits in 8
+	_ = c.SetDemand("busy", nova.Demand{CPU: 8})       // after the re-check
+	readDemand(t, c, "compute-2")                      // the monitor
+	if _, err := c.LiveMigrate(plan, "late", "compute-2"); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.Violations(); len(v) != 0 {
+		t.Fatalf("violations %v", v)
+	}
+	if d := c.Drift(); len(d) != 1 || d[0].Kind != fake.KindOverload || !strings.Contains(d[0].Message, "changed since") {
+		t.Fatalf("drift %v", d)
+	}
+}
+
 // A correct sequence (moves, failures, shelves, deletes) leaves the
 // observer and the audit silent: newCloud's cleanup checks both.
 func TestObserverQuietOnCorrectSequence(t *testing.T) {
@@ -123,8 +158,14 @@ func TestObserverQuietOnCorrectSequence(t *testing.T) {
 
 func readDemand(t *testing.T, c *fake.Cloud, hosts ...string) {
 	t.Helper()
+	readDemandAs(t, context.Background(), c, hosts...)
+}
+
+// readDemandAs reads the demand of hosts with ctx (a plan's request id).
+func readDemandAs(t *testing.T, ctx context.Context, c *fake.Cloud, hosts ...string) {
+	t.Helper()
 	for _, h := range hosts {
-		if _, err := c.Demand(context.Background(), h); err != nil {
+		if _, err := c.Demand(ctx, h); err != nil {
 			t.Fatal(err)
 		}
 	}
