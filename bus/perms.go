@@ -47,6 +47,8 @@ func AgentPermissions(region, host string) Permissions {
 			SummarySubject(region, host),
 			InboxPrefix + all,           // answers to `dvms status` and to operators' controls
 			ControlStateSubject(region), // controls passed on to agents that missed them
+			PingSubject(region, all),    // RTT probes (Vivaldi coordinates) to any agent
+			PongSubject(region, all),    // and their answers
 		},
 		Subscribe: []string{
 			AgentSubject(region, host),
@@ -58,6 +60,8 @@ func AgentPermissions(region, host string) Permissions {
 			StatusSubject(region),
 			ControlSubject(region),
 			ControlStateSubject(region),
+			PingSubject(region, host),
+			PongSubject(region, host),
 		},
 	}
 	p.Publish = append(p.Publish, arbiterSubjects(region)...)

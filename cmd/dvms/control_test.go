@@ -183,6 +183,9 @@ func TestOperatorControls(t *testing.T) {
 	if ss, _ := cloud.Servers(context.Background(), "compute-2"); len(ss) != 1 {
 		t.Errorf("compute-2 is excluded, yet it holds %d servers (1 before)", len(ss))
 	}
+	if n := natsViolations.Load(); n != 0 {
+		t.Errorf("the agents' NATS connections reported %d permission violations (a subject they use is not in bus.AgentPermissions)", n)
+	}
 	code, out := dvms("status", "-f", "json")
 	var st struct {
 		Control []map[string]any `json:"control"`
