@@ -61,3 +61,18 @@ func TestNATSConfigParsesAsNATSServerConfig(t *testing.T) {
 		t.Error("an observer key inside keys_dir was accepted")
 	}
 }
+
+// One dvms.conf serves the agents and scheduler-api: an agent speaks as
+// its own key (nkey_auth), scheduler-api with nkey_seed (the functional
+// tier's scheduler-api once looked for keys_dir/scheduler-api.key).
+func TestNATSKeyOfAgentsAndSchedulerAPI(t *testing.T) {
+	cfg := fileConfig{KeysDir: "/k", NATSNkeyAuth: true, NATSNkeySeed: "/obs/ops.key", NATSURL: "nats://x:4222"}
+	cfg.Agent.ID = "compute-1"
+	if got := cfg.busConfig(cfg.NATSURL).NkeySeedFile; got != "/k/compute-1.key" {
+		t.Errorf("agent's nkey %q, want its own key", got)
+	}
+	cfg.Agent.ID = "scheduler-api" // what loadConfig gives scheduler-api
+	if got := schedAPIBusConfig(cfg).NkeySeedFile; got != "/obs/ops.key" {
+		t.Errorf("scheduler-api's nkey %q, want nkey_seed", got)
+	}
+}

@@ -159,10 +159,18 @@ func startSchedAPI(ctx context.Context, cfg fileConfig, now func() time.Time, lo
 	return p, nil
 }
 
+// schedAPIBusConfig is scheduler-api's NATS connection: it is no agent,
+// so it never authenticates as an agent's key (nkey_auth, shared with
+// the agents in one dvms.conf) but with [nats] nkey_seed.
+func schedAPIBusConfig(cfg fileConfig) bus.Config {
+	cfg.NATSNkeyAuth = false
+	return cfg.busConfig(cfg.NATSURL)
+}
+
 // subscribe connects to NATS (retrying every natsRetry until it answers)
 // and receives the summaries until ctx ends.
 func (a *schedAPI) subscribe(ctx context.Context, cfg fileConfig) {
-	bc := cfg.busConfig(cfg.NATSURL)
+	bc := schedAPIBusConfig(cfg)
 	bc.Name = "dvms-scheduler-api"
 	bc.OnStateChange = func(event string, err error) {
 		a.log.Warn().Err(err).Str("nats", event).Msg("NATS connection state changed")
