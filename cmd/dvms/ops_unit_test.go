@@ -256,23 +256,36 @@ func TestJournalJoinsAgents(t *testing.T) {
 	}
 }
 
-// dvms plans lists the advised plans only, each move with its re-check.
+// dvms plans lists the advised plans only, each move with its re-check;
+// a plan advised again (the agent raised its event again after the
+// backoff and planned the same moves) is one row, the latest event's, with
+// how many times and since when; one that differs in a destination or a
+// re-check is a row of its own.
 func TestPlansTable(t *testing.T) {
-	planned := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) *time.Time { p := time.Date(2026, 1, 1, 0, 0, s, 0, time.UTC); return &p }
+	held := actionEntry{Kind: "live-migrate", Server: "s1", From: "c1", To: "c2", Outcome: "skipped", Class: "advise", Reason: "advise mode: not executed"}
+	disabled := actionEntry{Kind: "live-migrate", Server: "s2", From: "c1", To: "c3", Outcome: "skipped", Class: "destination_disabled", Reason: "destination is disabled/up"}
+	elsewhere := held
+	elsewhere.To = "c5"
+	nowHolds := disabled
+	nowHolds.Class, nowHolds.Reason = "advise", "advise mode: not executed"
 	es := []eventEntry{
-		{ID: "e1", Kind: "overload", Host: "c1", Planned: &planned, Leader: "c2", PlanReason: "fixes c1", Actions: []actionEntry{
-			{Kind: "live-migrate", Server: "s1", From: "c1", To: "c2", Outcome: "skipped", Class: "advise", Reason: "advise mode: not executed"},
-			{Kind: "live-migrate", Server: "s2", From: "c1", To: "c3", Outcome: "skipped", Class: "destination_disabled", Reason: "destination is disabled/up"},
-		}},
-		{ID: "e2", Kind: "overload", Host: "c4", Planned: &planned, Actions: []actionEntry{
+		{ID: "e1", Kind: "overload", Host: "c1", Planned: at(0), Leader: "c2", PlanReason: "fixes c1", Actions: []actionEntry{held, disabled}},
+		{ID: "e2", Kind: "overload", Host: "c4", Planned: at(1), Actions: []actionEntry{
 			{Kind: "live-migrate", Server: "s9", From: "c4", To: "c5", Outcome: "done"},
 		}},
+		{ID: "e3", Kind: "overload", Host: "c1", Planned: at(5), Leader: "c3", PlanReason: "fixes c1", Actions: []actionEntry{disabled, held}},
+		{ID: "e4", Kind: "overload", Host: "c1", Planned: at(15), Leader: "c2", PlanReason: "fixes c1", Actions: []actionEntry{elsewhere, disabled}},
+		{ID: "e5", Kind: "overload", Host: "c1", Planned: at(35), Leader: "c2", PlanReason: "fixes c1", Actions: []actionEntry{held, nowHolds}},
+		{ID: "e6", Kind: "overload", Host: "c1", Planned: at(40), Leader: "c2", PlanReason: "fixes c1", Actions: []actionEntry{held, disabled}},
 	}
 	var b bytes.Buffer
 	if err := writeTables(&b, "value", nil, plansTable(es)); err != nil {
 		t.Fatal(err)
 	}
-	want := "e1 overload c1 2026-01-01T00:00:00Z c2 fixes c1 live-migrate s1 c1 -> c2 holds live-migrate s2 c1 -> c3 would be skipped: destination is disabled/up\n"
+	want := "e6 overload c1 2026-01-01T00:00:40Z c2 fixes c1 live-migrate s1 c1 -> c2 holds live-migrate s2 c1 -> c3 would be skipped: destination is disabled/up 3 2026-01-01T00:00:00Z\n" +
+		"e4 overload c1 2026-01-01T00:00:15Z c2 fixes c1 live-migrate s1 c1 -> c5 holds live-migrate s2 c1 -> c3 would be skipped: destination is disabled/up 1 2026-01-01T00:00:15Z\n" +
+		"e5 overload c1 2026-01-01T00:00:35Z c2 fixes c1 live-migrate s1 c1 -> c2 holds live-migrate s2 c1 -> c3 holds 1 2026-01-01T00:00:35Z\n"
 	if b.String() != want {
 		t.Errorf("plans:\n got %q\nwant %q", b.String(), want)
 	}

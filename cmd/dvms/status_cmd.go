@@ -47,10 +47,12 @@ func init() {
 		&cli.Command{
 			Name:  "plans",
 			Usage: "plans the agents computed in advise mode, with their moves (nothing was sent to Nova)",
-			Description: "Agents with [scheduler] advise_only = true compute, re-check and record plans but\n" +
-				"send nothing to Nova; this lists those plans from the agents' journals: each move\n" +
-				"with whether its re-check held (\"advise mode: not executed\") or why it would be\n" +
-				"skipped.",
+			Description: "Agents in advise mode (dvms mode advise, or [scheduler] advise_only = true) compute,\n" +
+				"re-check and record plans but send nothing to Nova; this lists those plans from the\n" +
+				"agents' journals: each move with whether its re-check held (\"advise mode: not\n" +
+				"executed\") or why it would be skipped. An agent plans its event again after each\n" +
+				"backoff: the same plan (same moves, same re-checks) is listed once, the latest\n" +
+				"event's, with how many times it was advised (Advised) and since when.",
 			Flags: append(natsFlags(),
 				&cli.StringFlag{Name: "host", Usage: "only plans of this host's events, or moving servers from or to it"},
 				&cli.StringFlag{Name: "since", Usage: "only plans since: a duration ago (10m) or an RFC 3339 time"},
@@ -400,11 +402,18 @@ func runPlans(c *cli.Context) error {
 // advised: the executor's reason class for an action of advise mode.
 const advised = string(node.ReasonAdvise)
 
-// plansTable lists the events whose plan was advised, not executed.
+// plansTable lists the events whose plan was advised, not executed. An
+// agent in advise mode raises its event again after each backoff and
+// plans it again: a plan already listed (same event kind and host, same
+// moves with the same re-check results) is one row, the latest event's,
+// with how many times it was advised and when first. A plan that differs
+// in anything (a move, a destination, a re-check) is a row of its own.
 func plansTable(es []eventEntry) table {
-	t := table{Name: "plans", Columns: []string{"Event", "Kind", "Host", "Planned", "Leader", "Reason", "Moves"}}
+	t := table{Name: "plans", Columns: []string{"Event", "Kind", "Host", "Planned", "Leader", "Reason", "Moves", "Advised", "First Planned"}}
+	rowOf := map[string]int{} // plan key -> row
 	for _, e := range es {
 		var moves []orderedMap
+		var key []string
 		for _, a := range e.Actions {
 			if a.Class != advised && !slices.ContainsFunc(e.Actions, func(b actionEntry) bool { return b.Class == advised }) {
 				continue
@@ -414,11 +423,20 @@ func plansTable(es []eventEntry) table {
 				check = "would be skipped: " + a.Reason
 			}
 			moves = append(moves, orderedMap{{"action", a.Kind}, {"server", a.Server}, {"from", a.From}, {"to", "-> " + a.To}, {"recheck", check}})
+			key = append(key, strings.Join([]string{a.Kind, a.Server, a.From, a.To, a.Class}, " "))
 		}
 		if len(moves) == 0 {
 			continue
 		}
-		t.Rows = append(t.Rows, []any{e.ID, e.Kind, e.Host, stampPtr(e.Planned), e.Leader, e.PlanReason, moves})
+		slices.Sort(key)
+		k := e.Kind + " " + e.Host + "\n" + strings.Join(key, "\n")
+		if i, ok := rowOf[k]; ok {
+			first, n := t.Rows[i][8], t.Rows[i][7].(int)
+			t.Rows[i] = []any{e.ID, e.Kind, e.Host, stampPtr(e.Planned), e.Leader, e.PlanReason, moves, n + 1, first}
+			continue
+		}
+		rowOf[k] = len(t.Rows)
+		t.Rows = append(t.Rows, []any{e.ID, e.Kind, e.Host, stampPtr(e.Planned), e.Leader, e.PlanReason, moves, 1, stampPtr(e.Planned)})
 	}
 	return t
 }
