@@ -63,6 +63,7 @@ func TestFunctionalAgents(t *testing.T) {
 	t.Run("OperatorsViewOfTheDrain", func(t *testing.T) { w.t = t; w.operatorsView(rest, bin, drainHost, "maintenance") })
 	t.Run("Overload", func(t *testing.T) { w.t = t; w.overload(rest, "compute-2") })
 	t.Run("OperatorsViewOfTheOverload", func(t *testing.T) { w.t = t; w.operatorsView(rest, bin, "compute-2", "overload") })
+	t.Run("AdviseEnforcePauseResume", func(t *testing.T) { w.t = t; w.operatorControls(rest, bin, "compute-3", "compute-4") })
 	w.t = t
 	rest.stop(t)
 
@@ -323,9 +324,14 @@ type migrationRow struct {
 	UpdatedAt string `json:"Updated At"`
 }
 
-func (w *world) migrationsFrom(host string) []migrationRow {
+// migrationsFrom: `openstack server migration list --host host`, which
+// lists the migrations into host too.
+func (w *world) migrationsFrom(host string) []migrationRow { return w.migrationList("--host", host) }
+
+// migrationList is `openstack server migration list ARGS…`.
+func (w *world) migrationList(args ...string) []migrationRow {
 	w.t.Helper()
-	out := w.osc("server", "migration", "list", "--host", host, "-f", "json")
+	out := w.osc(append([]string{"server", "migration", "list", "-f", "json"}, args...)...)
 	var rows []migrationRow
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		w.t.Fatalf("migration list: %v\n%s", err, out)
@@ -452,30 +458,7 @@ func (w *world) drain(f *fleet, host string, want int) {
 
 func (w *world) overload(f *fleet, host string) {
 	t := w.t
-	pl := w.placement()
-	cpu := map[string]float64{}
-	for h, ss := range pl {
-		for _, s := range ss {
-			cpu[s.ID] = 0.5
-			if h == host {
-				cpu[s.ID] = 10.0 / float64(len(ss)) // 10 cores of demand on 8
-			}
-		}
-	}
-	w.writeDemand(cpu)
-	overloaded := func() []string {
-		var over []string
-		for h, ss := range w.placement() {
-			sum := 0.0
-			for _, s := range ss {
-				sum += cpu[s.ID]
-			}
-			if sum > 8+1e-9 {
-				over = append(over, fmt.Sprintf("%s=%.1f", h, sum))
-			}
-		}
-		return over
-	}
+	overloaded := w.overloadOnly(host)
 	t.Logf("overloaded at start: %v", overloaded())
 	if !w.eventually("no host overloaded", 4*time.Minute, func() bool { return len(overloaded()) == 0 }) {
 		t.Fatalf("still overloaded after 4 min: %v; agent logs in %s", overloaded(), f.logDir)
@@ -488,6 +471,42 @@ func (w *world) overload(f *fleet, host string) {
 	}
 	if n == 0 {
 		t.Error("overload solved without any live migration from " + host)
+	}
+}
+
+// overloadOnly writes a demand of 10 cores on host (8 cores) and of 0.5
+// on every other server of the test, and returns a check of the hosts
+// that demand overloads where Nova has the servers when it runs
+// ("HOST=cores").
+func (w *world) overloadOnly(host string) func() []string {
+	w.t.Helper()
+	pl := w.placement()
+	if len(pl[host]) == 0 {
+		w.t.Fatalf("%s hosts none of the test's servers: nothing to overload it with", host)
+	}
+	cpu := map[string]float64{}
+	for h, ss := range pl {
+		for _, s := range ss {
+			cpu[s.ID] = 0.5
+			if h == host {
+				cpu[s.ID] = 10.0 / float64(len(ss)) // 10 cores of demand on 8
+			}
+		}
+	}
+	w.writeDemand(cpu)
+	return func() []string {
+		var over []string
+		for h, ss := range w.placement() {
+			sum := 0.0
+			for _, s := range ss {
+				sum += cpu[s.ID]
+			}
+			if sum > 8+1e-9 {
+				over = append(over, fmt.Sprintf("%s=%.1f", h, sum))
+			}
+		}
+		slices.Sort(over)
+		return over
 	}
 }
 

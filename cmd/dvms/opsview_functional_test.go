@@ -23,18 +23,11 @@ import (
 // counters moved by at least as much.
 func (w *world) operatorsView(f *fleet, bin, host, kind string) {
 	t := w.t
-	cfg, err := loadConfig(configSource{file: filepath.Join(w.fc.dir, "etc", "dvms.conf"), env: os.LookupEnv}, host)
-	if err = withoutCloudError(err); err != nil {
-		t.Fatalf("read the agents' configuration: %v", err)
-	}
 	dvms := func(args ...string) []byte {
 		t.Helper()
-		args = append([]string{args[0], "--nats-url", cfg.NATSURL, "--region", cfg.Runtime.Region, "--timeout", "5s", "-f", "json"}, args[1:]...)
-		cmd := exec.CommandContext(w.ctx, bin, args...)
-		cmd.Env = w.fc.env() // the cloud's NATS: the observer key, its certificate
-		out, err := cmd.Output()
+		out, err := w.dvms(bin, args...)
 		if err != nil {
-			t.Fatalf("dvms %s: %v", strings.Join(args, " "), err)
+			t.Fatal(err)
 		}
 		return out
 	}
@@ -147,6 +140,37 @@ func (w *world) operatorsView(f *fleet, bin, host, kind string) {
 	}
 	t.Logf("OPERATORS' VIEW: %d migrations off %s in Nova = actions done of its %s events in dvms events; /metrics: %v done, %v %s events ended",
 		len(migrated), host, kind, done, ended, kind)
+}
+
+// agentConfig is the agents' configuration ($DVMS_FUNC_DIR/etc/dvms.conf
+// and the environment).
+func (w *world) agentConfig() fileConfig {
+	w.t.Helper()
+	cfg, err := loadConfig(configSource{file: filepath.Join(w.fc.dir, "etc", "dvms.conf"), env: os.LookupEnv}, w.hosts[0])
+	if err = withoutCloudError(err); err != nil {
+		w.t.Fatalf("read the agents' configuration: %v", err)
+	}
+	return cfg
+}
+
+// dvms runs `dvms CMD --nats-url … --region … --timeout 5s -f json ARGS…`
+// as an operator would, against the agents' NATS with the cloud's
+// environment (the observer key, the server's certificate), and returns
+// its standard output; the error says the command and its standard error.
+func (w *world) dvms(bin string, args ...string) ([]byte, error) {
+	cfg := w.agentConfig()
+	args = append([]string{args[0], "--nats-url", cfg.NATSURL, "--region", cfg.Runtime.Region, "--timeout", "5s", "-f", "json"}, args[1:]...)
+	cmd := exec.CommandContext(w.ctx, bin, args...)
+	cmd.Env = w.fc.env()
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		return out, fmt.Errorf("dvms %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr)
+	}
+	return out, nil
 }
 
 // metricsAddr is the address host's agent serves /metrics on, from its

@@ -438,7 +438,11 @@ GO_BIN=$(command -v go || echo /usr/local/go/bin/go)
 hosts=()
 for ((i = 1; i <= N; i++)); do hosts+=("compute-$i"); done
 dvms_keygen "$DVMS_FUNC_DIR/dvms" "$KEYS_DIR" "${hosts[@]}" || die "dvms keygen"
-log "agent keys: $KEYS_DIR"
+# The operator key of the run-time controls (dvms mode, pause, resume ...
+# --key $KEYS_DIR/operators/operator.key), as the DevStack plugin gives the
+# stack user: its .pub in every agent's keys_dir/operators (one machine).
+dvms_keygen "$DVMS_FUNC_DIR/dvms" "$KEYS_DIR/operators" operator || die "dvms keygen (operator)"
+log "agent keys: $KEYS_DIR; operator key: $KEYS_DIR/operators/operator.key"
 
 # The NATS server the dvms agents of the functional tests talk over
 # (Debian's nats-server, as the DevStack plugin's dvms-nats service), run
