@@ -208,7 +208,7 @@ func (w *world) operatorControls(f *fleet, bin, first, second string) {
 	paused := time.Now()
 	controlsAre(true, modeEnforce, "dvms_paused", float64(len(w.hosts)))
 	window := 3 * max(planned, time.Duration(cfg.Agent.K)*cfg.Runtime.Monitor)
-	window = min(window, time.Minute)
+	window = min(window, time.Minute).Round(100 * time.Millisecond)
 	known := map[string]bool{}
 	for _, e := range events("") {
 		known[e.Event] = true
