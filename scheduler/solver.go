@@ -57,8 +57,14 @@ type Solution struct {
 	// Moves are LiveMigrate (and, with preemption, Shelve) actions from
 	// the current placement to the target one, each server at most once.
 	Moves []Action
-	// MovedMB is the RAM of the migrated servers (the cost minimized).
+	// MovedMB is the RAM of the migrated servers (the cost minimized,
+	// after CrossZone).
 	MovedMB int
+	// CrossZone counts the live migrations between availability zones
+	// (hosts' Zone; the sites of a multi-site region): the solver keeps
+	// it as low as it finds, before the bytes moved, since a move across
+	// zones crosses a WAN or a server's requested zone.
+	CrossZone int `json:",omitempty"`
 	// Unmovable lists servers that had to move but cannot ("id: reason").
 	Unmovable []string
 	// TimedOut reports that the time limit cut the search (best so far).
@@ -218,8 +224,10 @@ func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solutio
 	base := newModel(&p)
 	s := &search{p: &p, opt: opt, base: base, best: Solution{Reason: "no viable placement in the partition"}}
 	idx := make(map[string]int, len(p.Hosts))
+	s.zone = make(map[string]string, len(p.Hosts))
 	for i := range p.Hosts {
 		idx[p.Hosts[i].Name] = i
+		s.zone[p.Hosts[i].Name] = p.Hosts[i].Zone
 	}
 	empty := map[int]bool{}
 	var notes []string
@@ -298,7 +306,9 @@ type search struct {
 	note      string
 	best      Solution
 	bestMB    int
+	bestCross int
 	found     bool
+	zone      map[string]string // host -> availability zone
 }
 
 func (s *search) expired() bool {
@@ -336,23 +346,28 @@ func (s *search) placeInOrder(m *model, ev []evict) ([]Action, bool) {
 	return acts, true
 }
 
-// bestDest is the destination with the most headroom left once the server
-// is there, or -1.
+// bestDest is the destination in the source's zone, else in any zone,
+// with the most headroom left once the server is there, or -1.
 func (s *search) bestDest(m *model, e evict) int {
-	bi, bh := -1, math.Inf(-1)
+	bi, bh, bsame := -1, math.Inf(-1), false
 	keep := 1.0
 	if e.consolidate {
 		keep = 1 - s.p.Headroom
 	}
+	zone := m.hosts[e.src].h.Zone
 	for i := range m.hosts {
 		if i == e.src || !m.fitsKeeping(i, e.s, keep) {
+			continue
+		}
+		same := m.hosts[i].h.Zone == zone
+		if bsame && !same {
 			continue
 		}
 		m.add(i, e.s)
 		h := m.headroom(i)
 		m.remove(i, e.s)
-		if h > bh {
-			bi, bh = i, h
+		if h > bh || (same && !bsame) {
+			bi, bh, bsame = i, h, same
 		}
 	}
 	return bi
@@ -367,17 +382,20 @@ func shelveAction(s *Server, from string) Action {
 }
 
 func (s *search) offer(acts []Action) {
-	mb := 0
+	mb, cross := 0, 0
 	for _, a := range acts {
 		if a.Kind == LiveMigrate {
 			mb += a.RAMMB
+			if s.zone[a.From] != s.zone[a.To] {
+				cross++
+			}
 		}
 	}
-	if s.found && mb >= s.bestMB {
+	if s.found && (cross > s.bestCross || cross == s.bestCross && mb >= s.bestMB) {
 		return
 	}
-	s.found, s.bestMB = true, mb
-	s.best = Solution{OK: true, Moves: acts, MovedMB: mb, Reason: s.note, Unmovable: s.unmovable, TimedOut: s.best.TimedOut}
+	s.found, s.bestMB, s.bestCross = true, mb, cross
+	s.best = Solution{OK: true, Moves: acts, MovedMB: mb, CrossZone: cross, Reason: s.note, Unmovable: s.unmovable, TimedOut: s.best.TimedOut}
 }
 
 func (s *search) candidates() [][]*Server {

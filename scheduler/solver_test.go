@@ -227,6 +227,37 @@ func TestSolveFewestBytes(t *testing.T) {
 	}
 }
 
+// A server moves within its zone when a host there has room, even when
+// another zone has more headroom (or a cheaper plan); across zones only
+// when its own zone cannot take it, and the solution counts it.
+func TestSolvePrefersTheSourcesZone(t *testing.T) {
+	// Shedding s1 and s2 (2 GiB) or big (8 GiB) fixes src. near, in
+	// src's zone, has the RAM for big or for one of s1, s2, not both: the
+	// fewest bytes cross to the far zone, the fewest crossings move big.
+	src := Host{Name: "src", Zone: "site-1", CPUs: 3, RAMMB: 131072, AllocVCPUs: 16, AllocRAMMB: 131072, Servers: []Server{
+		{ID: "big", VCPUs: 2, RAMMB: 8192, CPU: 3, RAM: 100},
+		{ID: "s1", VCPUs: 1, RAMMB: 1024, CPU: 1, RAM: 30000},
+		{ID: "s2", VCPUs: 1, RAMMB: 1024, CPU: 1, RAM: 30000},
+	}}
+	near := Host{Name: "near", Zone: "site-1", CPUs: 8, RAMMB: 40000, AllocVCPUs: 32, AllocRAMMB: 40000}
+	far := Host{Name: "far", Zone: "site-2", CPUs: 64, RAMMB: 262144, AllocVCPUs: 256, AllocRAMMB: 262144}
+	p := Problem{Events: []Event{{Kind: Overload, Host: "src"}}, Hosts: []Host{src, near, far}, Thresholds: DefaultThresholds()}
+	sol := Solve(p, DefaultSolveOptions())
+	if !sol.OK || sol.CrossZone != 0 {
+		t.Fatalf("crossed zones %d times (%+v), want 0: near can fix src", sol.CrossZone, sol.Moves)
+	}
+	for _, a := range sol.Moves {
+		if a.To != "near" {
+			t.Fatalf("moved %s to %s, want near (same zone): %+v", a.Server, a.To, sol.Moves)
+		}
+	}
+	// Without near, the far zone it is, and counted.
+	p.Hosts = []Host{src, far}
+	if sol := Solve(p, DefaultSolveOptions()); !sol.OK || sol.CrossZone != len(sol.Moves) || sol.CrossZone == 0 {
+		t.Fatalf("without near: %+v", sol)
+	}
+}
+
 func TestSolveTimeLimitKeepsBestSoFar(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	hosts := randomPartition(rng, 8, 12)

@@ -63,6 +63,8 @@ type Server struct {
 // Host is one host's snapshot: capacity, state and servers.
 type Host struct {
 	Name string
+	// Zone is the host's availability zone (the site of a multi-site
+	// region): the solver moves servers within their zone when it can.
 	Zone string `json:",omitempty"`
 	// Physical capacity, against which demand is measured.
 	CPUs  float64

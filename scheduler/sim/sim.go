@@ -382,7 +382,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sts := newSites(cfg.Sites, cfg.Runtime.Region, hosts, cfg.Seed+7, clock)
+	sts := newSites(cfg.Sites, cfg.Runtime.Region, hosts, cfg.Seed+siteSeed, clock)
 	var siteWG sync.WaitGroup
 	defer siteWG.Wait()
 	if cfg.Agent.NextNode == scheduler.NextVivaldi {
@@ -674,16 +674,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // order, within placement capacity.
 func build(cloud *fake.Cloud, cfg Config, rng *rand.Rand) ([]string, []ServerSpec, error) {
 	hosts := make([]string, cfg.Hosts)
-	for i := range hosts {
+	zone := make(map[string]string, cfg.Hosts)
+	for i, k := range siteOf(cfg.Sites, cfg.Hosts, cfg.Seed+siteSeed) {
 		hosts[i] = fmt.Sprintf("compute-%05d", i+1)
+		zone[hosts[i]] = zoneOf(cfg.Sites, k)
 		cloud.AddHost(nova.Host{
-			Name: hosts[i], Zone: "nova", VCPUs: cfg.HostCPUs, RAMMB: cfg.HostRAMMB,
+			Name: hosts[i], Zone: zone[hosts[i]], VCPUs: cfg.HostCPUs, RAMMB: cfg.HostRAMMB,
 			CPUAllocRatio: max(cfg.CPUAllocRatio, placementRatio*cfg.Overcommit), RAMAllocRatio: 1.0,
 			Service: nova.Service{ID: fmt.Sprintf("svc-%d", i+1), Host: hosts[i], Status: nova.ServiceEnabled, State: nova.ServiceUp},
 		})
 	}
 	if cfg.Overcommit > 0 {
-		specs, err := fill(cloud, cfg, hosts, rng)
+		specs, err := fill(cloud, cfg, hosts, zone, rng)
 		return hosts, specs, err
 	}
 	specs := make([]ServerSpec, 0, cfg.Servers)
@@ -694,7 +696,7 @@ func build(cloud *fake.Cloud, cfg Config, rng *rand.Rand) ([]string, []ServerSpe
 		placed := false
 		for try, h := 0, rng.Intn(cfg.Hosts); try < cfg.Hosts; try, h = try+1, (h+1)%cfg.Hosts {
 			if float64(used[h].v+f.vcpus) <= float64(cfg.HostCPUs)*cfg.CPUAllocRatio && used[h].r+f.ram <= cfg.HostRAMMB {
-				err := cloud.AddServer(nova.Server{ID: s.Name, Name: s.Name, Host: hosts[h], Zone: "nova",
+				err := cloud.AddServer(nova.Server{ID: s.Name, Name: s.Name, Host: hosts[h], Zone: zone[hosts[h]],
 					Status: nova.StatusActive, Flavor: f.name, VCPUs: f.vcpus, RAMMB: f.ram})
 				if err != nil {
 					return nil, nil, fmt.Errorf("place %s: %w", s.Name, err)
@@ -715,7 +717,7 @@ func build(cloud *fake.Cloud, cfg Config, rng *rand.Rand) ([]string, []ServerSpe
 
 // fill places servers of plFlavors on every host up to cfg.Overcommit
 // vCPUs per core (Config.Overcommit).
-func fill(cloud *fake.Cloud, cfg Config, hosts []string, rng *rand.Rand) ([]ServerSpec, error) {
+func fill(cloud *fake.Cloud, cfg Config, hosts []string, zone map[string]string, rng *rand.Rand) ([]ServerSpec, error) {
 	var specs []ServerSpec
 	limit := int(cfg.Overcommit * float64(cfg.HostCPUs))
 	for _, h := range hosts {
@@ -725,7 +727,7 @@ func fill(cloud *fake.Cloud, cfg Config, hosts []string, rng *rand.Rand) ([]Serv
 				f = plFlavors[0]
 			}
 			s := ServerSpec{Name: fmt.Sprintf("server-%06d", len(specs)+1), VCPUs: f.vcpus, RAMMB: f.ram}
-			err := cloud.AddServer(nova.Server{ID: s.Name, Name: s.Name, Host: h, Zone: "nova",
+			err := cloud.AddServer(nova.Server{ID: s.Name, Name: s.Name, Host: h, Zone: zone[h],
 				Status: nova.StatusActive, Flavor: f.name, VCPUs: f.vcpus, RAMMB: f.ram})
 			if err != nil {
 				return nil, fmt.Errorf("place %s: %w", s.Name, err)

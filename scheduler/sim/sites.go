@@ -99,17 +99,40 @@ type siteCheck struct {
 	ev scheduler.Event
 }
 
+// siteSeed offsets the run's seed for the sites' draw (the same for ring
+// and vivaldi runs of one seed).
+const siteSeed = 7
+
 // newSites spreads hosts over cfg.N sites, as many in each, at random
 // (from seed: the same for ring and vivaldi runs of one seed). Host
 // names are not in site order, as in a real region.
 func newSites(cfg SitesConfig, region string, hosts []string, seed int64, clock *node.Scaled) *sites {
 	s := &sites{cfg: cfg, region: region, of: make(map[string]int, len(hosts)), clock: clock, table: node.NewCoordTable(),
 		crossed: map[string]int{}, siteSolvable: map[string]bool{}, checks: make(chan siteCheck, 4096)}
-	n := max(cfg.N, 1)
-	for k, i := range rand.New(rand.NewSource(seed)).Perm(len(hosts)) {
-		s.of[hosts[i]] = k % n
+	for i, k := range siteOf(cfg, len(hosts), seed) {
+		s.of[hosts[i]] = k
 	}
 	return s
+}
+
+// siteOf is the site of each of n hosts (by index): as many in each, at
+// random from seed.
+func siteOf(cfg SitesConfig, n int, seed int64) []int {
+	out := make([]int, n)
+	for k, i := range rand.New(rand.NewSource(seed)).Perm(n) {
+		out[i] = k % max(cfg.N, 1)
+	}
+	return out
+}
+
+// zoneOf is the availability zone of a host of site k: with several
+// sites each is a zone (site-1, site-2, ...), as a multi-site region maps
+// them; with one, Nova's default zone.
+func zoneOf(cfg SitesConfig, k int) string {
+	if cfg.N <= 1 {
+		return "nova"
+	}
+	return fmt.Sprintf("site-%d", k+1)
 }
 
 // rtt is the modelled RTT between two hosts.
