@@ -45,6 +45,14 @@ if [ "$prev" -gt "$N" ]; then
 fi
 echo "$N" > "$DVMS_FUNC_DIR/computes"
 
+# Nova's and placement's policy files: the dvms agents run as user dvms with
+# the role dvms only (no admin), as an operator would deploy them.
+POLICY_DIR="$(cd "$HARNESS_DIR/../../etc/dvms/policy" && pwd)"
+for f in nova.yaml placement.yaml; do
+  "$PYTHON" -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); assert isinstance(d, dict) and d, "no rules"' \
+    "$POLICY_DIR/$f" || die "policy file $POLICY_DIR/$f does not parse"
+done
+
 # ---------------------------------------------------------------- helpers ---
 authtoken_section() { # authtoken_section SECTION USER
   cat <<EOT
@@ -70,6 +78,17 @@ clouds:
       username: admin
       password: $DVMS_FUNC_PASSWORD
       project_name: admin
+      user_domain_name: Default
+      project_domain_name: Default
+    region_name: $DVMS_FUNC_REGION
+    interface: public
+    identity_api_version: 3
+  $DVMS_FUNC_AGENT_CLOUD:
+    auth:
+      auth_url: $KEYSTONE_URL
+      username: dvms
+      password: $DVMS_FUNC_AGENT_PASSWORD
+      project_name: dvms
       user_domain_name: Default
       project_domain_name: Default
     region_name: $DVMS_FUNC_REGION
@@ -172,6 +191,9 @@ EOT
 connection = $DB_URL_BASE/placement
 [api]
 auth_strategy = keystone
+[oslo_policy]
+# The dvms agents' read-only rules (role dvms), from this checkout.
+policy_file = $POLICY_DIR/placement.yaml
 EOT
   authtoken_section keystone_authtoken placement
 } > "$ETC_DIR/placement/placement.conf"
@@ -235,6 +257,9 @@ mkdir -p "$STATE_DIR/nova/locks"
   cat <<EOT
 [api]
 auth_strategy = keystone
+[oslo_policy]
+# The dvms agents' least privilege (role dvms, issue 10), from this checkout.
+policy_file = $POLICY_DIR/nova.yaml
 [wsgi]
 api_paste_config = /etc/nova/api-paste.ini
 [api_database]
@@ -352,7 +377,7 @@ wait_for 120 "keystone on $KEYSTONE_PORT" http_ok "$KEYSTONE_URL" \
 run_logged "keystone: service project, users, services and endpoints" "$LOG_DIR/bootstrap.log" \
   "$PYTHON" "$HARNESS_DIR/files/bootstrap.py" identity "$DVMS_FUNC_PASSWORD" "$DVMS_FUNC_REGION" \
   "http://$DVMS_FUNC_HOST_IP:$GLANCE_PORT" "http://$DVMS_FUNC_HOST_IP:$PLACEMENT_PORT" \
-  "http://$DVMS_FUNC_HOST_IP:$NOVA_PORT/v2.1"
+  "http://$DVMS_FUNC_HOST_IP:$NOVA_PORT/v2.1" "$DVMS_FUNC_AGENT_PASSWORD"
 
 # ------------------------------------------------------- placement, glance ---
 wait_sync placement
@@ -474,7 +499,7 @@ log "NATS: TLS, $N agent keys and one observer key admitted ($NATS_DIR/nats.conf
 DVMS_SERVER_METADATA_CONTROLS=true \
 DVMS_KEYS_DIR="$KEYS_DIR" DVMS_NATS_NKEY_AUTH=true DVMS_NATS_NKEY_SEED="$OBS_DIR/ops.key" \
   DVMS_NATS_TLS_CA="$NATS_DIR/cert.pem" \
-DVMS_REGION="$DVMS_FUNC_REGION" DVMS_OS_CLOUD="$DVMS_FUNC_CLOUD" \
+DVMS_REGION="$DVMS_FUNC_REGION" DVMS_OS_CLOUD="$DVMS_FUNC_AGENT_CLOUD" \
   DVMS_CLOUDS_YAML="$DVMS_FUNC_DIR/clouds.yaml" \
   DVMS_NATS_URL="${DVMS_NATS_URL:-nats://$DVMS_FUNC_HOST_IP:$NATS_PORT}" \
   dvms_write_config "$ETC_DIR/dvms.conf"

@@ -1,9 +1,10 @@
 """Idempotent bootstrap of the functional cloud, one Python process per phase
 (an openstack CLI call costs ~2 s; this does a phase in a few seconds).
 
-  bootstrap.py identity PASSWORD REGION IMAGE_URL PLACEMENT_URL COMPUTE_URL
+  bootstrap.py identity PASSWORD REGION IMAGE_URL PLACEMENT_URL COMPUTE_URL AGENT_PASSWORD
       service project, users glance/placement/nova (role admin in service),
-      services and endpoints (public, internal, admin)
+      the dvms agents' user dvms (role dvms in project dvms, no admin: see
+      etc/dvms/policy), services and endpoints (public, internal, admin)
   bootstrap.py resources IMAGE_FILE
       flavors dvms.tiny and dvms.small, the raw image dvms-tiny (public)
 
@@ -20,6 +21,12 @@ SERVICES = (
     ("placement", "placement", 5),
     ("nova", "compute", 6),
 )
+
+# The dvms agents' keystone user and role (devstack/functional/up.sh writes
+# its cloud "dvms-agent" in clouds.yaml).
+AGENT_USER = "dvms"
+AGENT_ROLE = "dvms"
+AGENT_PROJECT = "dvms"
 
 FLAVORS = (
     # name, vcpus, ram MB, disk GB
@@ -49,6 +56,26 @@ def identity(conn, argv):
         else:
             idc.update_user(user, password=password)
         idc.assign_project_role_to_user(project, user, admin_role)
+    # The agents' least-privilege account (issue 10): role dvms only, which
+    # the cloud's policy files grant exactly what an agent needs, in a
+    # project of its own that holds no server (with Nova's legacy
+    # defaults any role on a project lets its holder manage that
+    # project's servers, and services such as Octavia boot theirs in
+    # "service").
+    agent_project = idc.find_project(AGENT_PROJECT, domain_id="default")
+    if agent_project is None:
+        agent_project = idc.create_project(name=AGENT_PROJECT, domain_id="default",
+                                           description="dvms agents (no servers)")
+        say("created project " + AGENT_PROJECT)
+    dvms_role = idc.find_role(AGENT_ROLE) or idc.create_role(name=AGENT_ROLE)
+    agent = idc.find_user(AGENT_USER, domain_id="default")
+    if agent is None:
+        agent = idc.create_user(name=AGENT_USER, password=argv[7], domain_id="default",
+                                default_project_id=agent_project.id)
+        say("created user %s (role %s in project %s)" % (AGENT_USER, AGENT_ROLE, AGENT_PROJECT))
+    else:
+        idc.update_user(agent, password=argv[7])
+    idc.assign_project_role_to_user(agent_project, agent, dvms_role)
     for name, stype, idx in SERVICES:
         url = argv[idx]
         svc = next((s for s in idc.services() if s.type == stype), None)
