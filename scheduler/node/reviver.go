@@ -16,6 +16,7 @@ import (
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/fit"
 )
 
 // ReviverConfig tunes the unshelving of preempted servers.
@@ -203,7 +204,7 @@ func (r *Reviver) Round(ctx context.Context) (string, error) {
 	}
 	for _, s := range mine {
 		d := r.ranDemand(s, demand)
-		if !r.room(h, d) || h.UsedVCPUs+float64(s.VCPUs) > h.AllocVCPUs || h.UsedRAMMB+float64(s.RAMMB) > h.AllocRAMMB {
+		if !r.room(h, s, d, true) {
 			continue
 		}
 		return r.unshelve(ctx, s, d, r.cfg.Host)
@@ -220,15 +221,17 @@ func (r *Reviver) ranDemand(s nova.Server, demand map[string]nova.Demand) nova.D
 	return nova.Demand{CPU: float64(s.VCPUs), RAMMB: float64(s.RAMMB)}
 }
 
-// room reports whether h's measured demand plus d stays under the
-// overload thresholds with the headroom left free.
-func (r *Reviver) room(h scheduler.Host, d nova.Demand) bool {
-	cpu, ram := 0.0, 0.0
-	for _, s := range h.Servers {
-		cpu, ram = cpu+s.CPU, ram+s.RAM
+// room reports whether s, demanding d, fits on h by the one rule
+// (fit.Check, as the solver and the executor's re-check decide) with the
+// headroom left free under the overload thresholds. alloc says whether
+// s's placement allocation is still to be added: an offloaded server's
+// is, a SHELVED one's is still held on h.
+func (r *Reviver) room(h scheduler.Host, s nova.Server, d nova.Demand, alloc bool) bool {
+	add := fit.Use{CPU: d.CPU, RAM: d.RAMMB}
+	if alloc {
+		add.VCPUs, add.RAMMB = float64(s.VCPUs), float64(s.RAMMB)
 	}
-	keep := 1 - r.cfg.Headroom
-	return cpu+d.CPU <= h.CPUs*r.cfg.Thresholds.CPUOverload*keep && ram+d.RAMMB <= h.RAMMB*r.cfg.Thresholds.RAMOverload*keep
+	return fit.Fits(h.Use(), add, r.cfg.Thresholds.Limit(&h).Scaled(1-r.cfg.Headroom))
 }
 
 // settle ends a dvms shelve left half done on this host: the server is
@@ -239,7 +242,7 @@ func (r *Reviver) room(h scheduler.Host, d nova.Demand) bool {
 // a later round unshelves it wherever there is room.
 func (r *Reviver) settle(ctx context.Context, h scheduler.Host, s nova.Server) (string, error) {
 	d := nova.Demand{CPU: float64(s.VCPUs), RAMMB: float64(s.RAMMB)}
-	if !h.Disabled && !h.Draining && r.room(h, d) {
+	if !h.Disabled && !h.Draining && r.room(h, s, d, false) {
 		return r.unshelve(ctx, s, d, "")
 	}
 	log := r.log.With().Str("server", s.ID).Str("host", r.cfg.Host).Str("shelved_by", s.Metadata[nova.MetaShelved]).Logger()

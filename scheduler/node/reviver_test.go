@@ -83,8 +83,9 @@ func TestReviverUnshelvesByPriority(t *testing.T) {
 	}
 }
 
-// No unshelve that would overload the host (headroom kept), none on a
-// disabled host, none while the agent is busy.
+// No unshelve that would overload the host (headroom kept) or that
+// placement would refuse, none on a disabled host, none while the agent
+// is busy.
 func TestReviverKeepsRoom(t *testing.T) {
 	ctx := context.Background()
 	// 6 of 8 cores used: a 2-core server would leave less than 10 %.
@@ -92,6 +93,26 @@ func TestReviverKeepsRoom(t *testing.T) {
 	r := newReviver(t, c, clock)
 	if got, err := r.Round(ctx); err != nil || got != "" {
 		t.Fatalf("unshelved %q (%v) onto a host that would go above the headroom", got, err)
+	}
+
+	// Little demand, but placement full (16 of 16 allocatable vCPUs): no
+	// unshelve that placement would refuse (NoValidHost).
+	cf, clockf := reviverCloud(t, 1)
+	if err := cf.AddServer(nova.Server{ID: "idle", Host: "host-a", VCPUs: 12, RAMMB: 1024}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cf.SetDemand("idle", nova.Demand{CPU: 0.1, RAMMB: 256}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := newReviver(t, cf, clockf).Round(ctx); err != nil || got != "" {
+		t.Fatalf("unshelved %q (%v) onto a host whose placement vCPUs are all allocated", got, err)
+	}
+	for _, id := range []string{"high", "low"} {
+		for _, a := range cf.Actions(id) {
+			if a.Name == "unshelve" {
+				t.Fatalf("asked Nova to unshelve %s onto a host whose placement vCPUs are all allocated: %+v", id, a)
+			}
+		}
 	}
 
 	c2, clock2 := reviverCloud(t, 1)
