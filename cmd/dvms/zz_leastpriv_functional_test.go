@@ -16,8 +16,8 @@ import (
 
 // agentCloud is the agents' cloud in the functional clouds.yaml: keystone
 // user agentUser with the role dvms only, in a project of its own
-// (devstack/functional/up.sh; Nova's and placement's policy files are
-// etc/dvms/policy/*.yaml).
+// (devstack/functional/up.sh; Nova's policy is written by
+// dvms_nova.policy, placement's is etc/dvms/policy/placement.yaml).
 const agentCloud = "dvms-agent"
 
 // TestFunctionalLeastPrivilege (issue 10): the agents run without admin.
@@ -90,6 +90,30 @@ func TestFunctionalLeastPrivilege(t *testing.T) {
 	}
 	if _, err := cl.Host(ctx, "compute-1"); err != nil {
 		t.Errorf("the agents' user cannot read compute-1 (granted): %v", err)
+	}
+	// A server of the admin project: the agents' user reads it (another
+	// project's server: the admin context the role gets) but may not
+	// delete it.
+	id, err := fc.osc(t, ctx, "server", "create", "--flavor", "dvms.tiny", "--image", "dvms-tiny", "--nic", "none",
+		"-f", "value", "-c", "id", "dvms-leastpriv-test")
+	if err != nil {
+		t.Fatalf("create a server as admin: %v", err)
+	}
+	id = strings.TrimSpace(id)
+	t.Cleanup(func() {
+		if _, err := fc.osc(t, context.Background(), "server", "delete", "--wait", id); err != nil {
+			t.Errorf("delete %s as admin: %v", id, err)
+		}
+	})
+	if s, err := cl.Server(ctx, id); err != nil || s.ID != id {
+		t.Errorf("the agents' user cannot read the admin project's server %s (granted): %+v, %v", id, s, err)
+	}
+	if out, err := fc.osc(t, ctx, "--os-cloud", agentCloud, "server", "delete", id); err == nil {
+		t.Errorf("the agents' user deleted the admin project's server %s: %s", id, out)
+	} else if !strings.Contains(err.Error(), "403") && !strings.Contains(strings.ToLower(err.Error()), "policy") {
+		t.Errorf("deleting a server as the agents' user failed, but not as forbidden: %v", err)
+	} else {
+		t.Logf("refused as expected: delete another project's server")
 	}
 	if err := cl.SetServiceStatus(ctx, "compute-1", true, "dvms least-privilege test"); err == nil {
 		t.Errorf("the agents' user disabled compute-1's nova-compute: os-services:update must be the operator's")

@@ -46,12 +46,18 @@ fi
 echo "$N" > "$DVMS_FUNC_DIR/computes"
 
 # Nova's and placement's policy files: the dvms agents run as user dvms with
-# the role dvms only (no admin), as an operator would deploy them.
+# the role dvms only (no admin role), as an operator would deploy them:
+# Nova's written by dvms_nova.policy from this Nova's own rules,
+# placement's from the checkout (etc/dvms/policy/placement.yaml).
 POLICY_DIR="$(cd "$HARNESS_DIR/../../etc/dvms/policy" && pwd)"
-for f in nova.yaml placement.yaml; do
+NOVA_POLICY="$ETC_DIR/nova-policy.yaml"
+(cd / && PYTHONPATH="$(cd "$HARNESS_DIR/../../nova" && pwd)" "$PYTHON" -m dvms_nova.policy --role dvms) \
+  > "$NOVA_POLICY" 2>"$LOG_DIR/nova-policy.log" || fail_with_log "writing Nova's policy for the role dvms" "$LOG_DIR/nova-policy.log"
+for f in "$NOVA_POLICY" "$POLICY_DIR/placement.yaml"; do
   "$PYTHON" -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); assert isinstance(d, dict) and d, "no rules"' \
-    "$POLICY_DIR/$f" || die "policy file $POLICY_DIR/$f does not parse"
+    "$f" || die "policy file $f does not parse"
 done
+log "policy: Nova's $NOVA_POLICY ($(grep -c '^"' "$NOVA_POLICY") rules), placement's $POLICY_DIR/placement.yaml"
 
 # ---------------------------------------------------------------- helpers ---
 authtoken_section() { # authtoken_section SECTION USER
@@ -259,7 +265,7 @@ mkdir -p "$STATE_DIR/nova/locks"
 auth_strategy = keystone
 [oslo_policy]
 # The dvms agents' least privilege (role dvms, issue 10), from this checkout.
-policy_file = $POLICY_DIR/nova.yaml
+policy_file = $NOVA_POLICY
 [wsgi]
 api_paste_config = /etc/nova/api-paste.ini
 [api_database]
