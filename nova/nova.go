@@ -154,11 +154,15 @@ type Server struct {
 	Zone      string
 	Status    string
 	TaskState string // OS-EXT-STS:task_state, "" when none
-	Flavor    string
-	VCPUs     int
-	RAMMB     int
-	Group     *ServerGroup
-	Metadata  map[string]string
+	// Locked: its owner or an operator locked it (`openstack server
+	// lock`): dvms never moves, shelves or unshelves it (Nova lets an
+	// admin context, which dvms' role is, act on a locked server).
+	Locked   bool
+	Flavor   string
+	VCPUs    int
+	RAMMB    int
+	Group    *ServerGroup
+	Metadata map[string]string
 }
 
 // Migration is one os-migrations record.

@@ -362,6 +362,18 @@ func (c *Cloud) SetDemand(id string, d nova.Demand) error {
 	return nil
 }
 
+// SetLocked locks a server (as `openstack server lock`) or unlocks it.
+func (c *Cloud) SetLocked(id string, locked bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.servers[id]
+	if !ok {
+		return fmt.Errorf("lock server %s: %w", id, nova.ErrNotFound)
+	}
+	s.Locked = locked
+	return nil
+}
+
 // SetServiceForcedDown forces a host's nova-compute service down (as
 // `openstack compute service set --down`), or lifts that. Live
 // migrations to a down host end in error; the scheduler skips it.

@@ -27,6 +27,7 @@ type serverJSON struct {
 	Host      *string `json:"OS-EXT-SRV-ATTR:host"`
 	Zone      string  `json:"OS-EXT-AZ:availability_zone"`
 	TaskState *string `json:"OS-EXT-STS:task_state"`
+	Locked    bool    `json:"locked"` // 2.9+
 	Flavor    struct {
 		OriginalName string            `json:"original_name"`
 		VCPUs        int               `json:"vcpus"`
@@ -44,7 +45,7 @@ type serverJSON struct {
 // write, only when trustMetadata, and the flavor's still win.
 func (s serverJSON) server(trustMetadata bool) nova.Server {
 	out := nova.Server{
-		ID: s.ID, Name: s.Name, Status: s.Status, Zone: s.Zone,
+		ID: s.ID, Name: s.Name, Status: s.Status, Zone: s.Zone, Locked: s.Locked,
 		Flavor: s.Flavor.OriginalName, VCPUs: s.Flavor.VCPUs, RAMMB: s.Flavor.RAM,
 		Metadata: s.Metadata,
 	}

@@ -480,6 +480,9 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	if s.Host != a.From || s.Status != nova.StatusActive || s.TaskState != "" {
 		return nil, nil, skipf(ReasonServerChanged, "server is now %s on %q (task %q)", s.Status, s.Host, s.TaskState)
 	}
+	if s.Locked {
+		return nil, nil, skipf(ReasonServerChanged, "server is locked")
+	}
 	if r.reason != "" {
 		return nil, nil, skip{ReasonEvent, r.reason}
 	}

@@ -101,6 +101,11 @@ func TestExecutorRecheck(t *testing.T) {
 		{name: "anti-affinity", setup: func(w *execWorld) {
 			w.server("peer", "h2", 0.5, group)
 		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped[server_group]: anti-affinity group web already has peer"}},
+		{name: "locked meanwhile", setup: func(w *execWorld) {
+			if err := w.cloud.SetLocked("s1", true); err != nil {
+				w.t.Fatal(err)
+			}
+		}, plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped[server_changed]: server is locked"}},
 		{name: "advise mode", cfg: func(c *node.ExecConfig) { c.DryRun = true },
 			plan: []scheduler.Action{move("s1", "h1", "h2", 2)}, want: []string{"skipped[advise]: advise mode"}},
 		{name: "unmeasured destination is no reason to skip", local: true,

@@ -273,6 +273,8 @@ func ToHost(h nova.Host, servers []nova.Server, demand map[string]nova.Demand, d
 		switch {
 		case s.Metadata[nova.MetaPin] == "true":
 			sv.Fixed, sv.FixedReason = true, "pinned by dvms:pin"
+		case s.Locked:
+			sv.Fixed, sv.FixedReason = true, "locked"
 		case s.Status != nova.StatusActive:
 			sv.Fixed, sv.FixedReason = true, "status "+s.Status
 		case s.TaskState != "":

@@ -48,6 +48,7 @@ func TestToHost(t *testing.T) {
 		{name: "measured", server: srv("a", nil), demand: map[string]nova.Demand{"a": {CPU: 1.5, RAMMB: 900}}, cpu: 1.5, ram: 900},
 		{name: "unknown demand is the flavor's RAM, no CPU", server: srv("a", nil), ram: 2048},
 		{name: "pinned", server: srv("a", func(s *nova.Server) { s.Metadata[nova.MetaPin] = "true" }), fixed: "pinned by dvms:pin", ram: 2048},
+		{name: "locked", server: srv("a", func(s *nova.Server) { s.Locked = true }), fixed: "locked", ram: 2048},
 		{name: "not active", server: srv("a", func(s *nova.Server) { s.Status = "SHUTOFF" }), fixed: "status SHUTOFF", ram: 2048},
 		{name: "busy", server: srv("a", func(s *nova.Server) { s.TaskState = "migrating" }), fixed: "task state migrating", ram: 2048},
 		{name: "affinity moves with its group", server: srv("a", func(s *nova.Server) { s.Group = grp }), fixed: "in affinity group db", ram: 2048},

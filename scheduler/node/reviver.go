@@ -175,7 +175,7 @@ func (r *Reviver) Round(ctx context.Context) (string, error) {
 	// finishes or undoes those.
 	var mine, here []nova.Server
 	for _, s := range shelved {
-		if s.Metadata[nova.MetaShelved] == "" || s.Metadata[nova.MetaPin] == "true" {
+		if s.Metadata[nova.MetaShelved] == "" || s.Metadata[nova.MetaPin] == "true" || s.Locked {
 			continue
 		}
 		switch {

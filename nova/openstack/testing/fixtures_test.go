@@ -247,13 +247,14 @@ const inventories2Body = `{"resource_provider_generation": 5, "inventories": {
 
 const usages2Body = `{"resource_provider_generation": 5, "usages": {"VCPU": 0, "MEMORY_MB": 0}}`
 
-// Servers on compute-1: one in a group with metadata, one migrating.
+// Servers on compute-1: one in a group with metadata, one migrating (and
+// locked).
 const serversBody = `{"servers": [
   {"id": "` + server1 + `", "name": "web-1", "status": "ACTIVE",
    "OS-EXT-SRV-ATTR:host": "compute-1", "OS-EXT-AZ:availability_zone": "nova", "OS-EXT-STS:task_state": null,
    "flavor": {"vcpus": 2, "ram": 1024, "disk": 1, "ephemeral": 0, "swap": 0, "original_name": "dvms.small", "extra_specs": {}},
    "metadata": {"dvms:priority": "5", "dvms:pin": "true"}},
-  {"id": "` + server2 + `", "name": "db-1", "status": "MIGRATING",
+  {"id": "` + server2 + `", "name": "db-1", "status": "MIGRATING", "locked": true,
    "OS-EXT-SRV-ATTR:host": "compute-1", "OS-EXT-AZ:availability_zone": "nova", "OS-EXT-STS:task_state": "migrating",
    "flavor": {"vcpus": 1, "ram": 512, "disk": 1, "ephemeral": 0, "swap": 0, "original_name": "dvms.tiny", "extra_specs": {}},
    "metadata": {}}

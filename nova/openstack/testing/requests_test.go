@@ -175,6 +175,9 @@ func TestServers(t *testing.T) {
 		if s1.Group == nil || s1.Group.ID != group1 || s1.Group.Policy != nova.PolicyAntiAffinity || s1.Group.Name != "web" {
 			t.Errorf("server 1 group %+v", s1.Group)
 		}
+		if s1.Locked || !s2.Locked {
+			t.Errorf("locked: server 1 %v, server 2 %v (want false, true)", s1.Locked, s2.Locked)
+		}
 		if s2.Status != nova.StatusMigrating || s2.TaskState != "migrating" || s2.Group != nil || s2.Metadata == nil {
 			t.Errorf("server 2 %+v", s2)
 		}
