@@ -398,12 +398,51 @@ func TestRedTeam(t *testing.T) {
 		rt.untouched(before)
 	})
 
-	t.Run("legitimate agents still work", func(t *testing.T) {
+	t.Run("legitimate agents still work, under a frozen-region attack", func(t *testing.T) {
+		// The frozen region: a Grow, an Update at version 1000 with
+		// leader "evil", then a leader's heartbeat every 500 ms (agent
+		// time) to every agent, kept up while compute-1 really overloads.
+		// Unsigned, every one is dropped: no agent is bound, the event is
+		// raised and solved as without the attack.
+		p := maintenancePart("p-frozen", "evil", "evil")
+		p.Events[0].Kind = scheduler.Overload
+		frozen := *p
+		frozen.Version, frozen.Leader, frozen.Nodes = 1000, "evil", append([]string{"evil"}, rt.hosts...)
+		droppedBefore := rt.dropped(auth.DropMalformed)
+		var forged atomic.Int64
+		stop := make(chan struct{})
+		var attacker sync.WaitGroup
+		attacker.Go(func() {
+			for _, h := range rt.hosts {
+				rt.send(rt.outside, h, scheduler.Message{Type: scheduler.MsgGrow, From: "evil", PartID: p.ID, Version: 1, Part: p})
+				rt.send(rt.outside, h, scheduler.Message{Type: scheduler.MsgUpdate, From: "evil", PartID: p.ID, Version: 1000, Part: &frozen})
+				forged.Add(2)
+			}
+			tick := time.NewTicker(50 * time.Millisecond) // 500 ms of agent time
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				for _, h := range rt.hosts {
+					rt.send(rt.outside, h, scheduler.Message{Type: scheduler.MsgHeartbeat, From: "evil", PartID: p.ID, Version: 1000})
+					forged.Add(1)
+				}
+			}
+		})
 		for j := range 2 {
 			_ = rt.cloud.SetDemand(fmt.Sprintf("s-1-%d", j), nova.Demand{CPU: 5, RAMMB: 1024}) // 10 > 8 cores
 		}
-		if !waitFor(t, 30*time.Second, func() bool { return !rt.cloud.Overloaded("compute-1") }) {
-			t.Fatalf("a real overload was not solved after the attacks (migrations: %+v)", rt.cloud.Stats())
+		solved := waitFor(t, 30*time.Second, func() bool { return !rt.cloud.Overloaded("compute-1") })
+		close(stop)
+		attacker.Wait()
+		if !solved {
+			t.Fatalf("a real overload was not solved under the frozen-region attack (migrations: %+v)", rt.cloud.Stats())
+		}
+		if !waitFor(t, 5*time.Second, func() bool { return rt.dropped(auth.DropMalformed)-droppedBefore >= forged.Load() }) {
+			t.Errorf("forged messages dropped: %d of %d", rt.dropped(auth.DropMalformed)-droppedBefore, forged.Load())
 		}
 		if v := rt.cloud.Violations(); len(v) > 0 || rt.cloud.ServersLost() != 0 {
 			t.Fatalf("violations %v, lost %d", v, rt.cloud.ServersLost())
