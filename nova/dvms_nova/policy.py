@@ -52,6 +52,10 @@ GRANTED = (
     "os_compute_api:os-shelve:shelve_offload",
     "os_compute_api:os-shelve:unshelve",
     "os_compute_api:os-shelve:unshelve_to_host",
+    # The dvms:shelved mark on a server it preempts (PUT), taken off when
+    # the server is back (DELETE): the reviver finds dvms' shelves by it.
+    "os_compute_api:server-metadata:update",
+    "os_compute_api:server-metadata:delete",
     "os_compute_api:os-migrations:index",
     # Only with [monitor] source = nova-diagnostics.
     "os_compute_api:os-server-diagnostics",
