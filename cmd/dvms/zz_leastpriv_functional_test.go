@@ -78,7 +78,7 @@ func TestFunctionalLeastPrivilege(t *testing.T) {
 		t.Errorf("user %s made no server action: the plans of the agents' tests ran under another identity", agentUser)
 	}
 	for k, n := range refused {
-		t.Errorf("the cloud refused %d requests of the agents' user: %s (etc/dvms/policy misses a rule)", n, k)
+		t.Errorf("the cloud refused %d requests of the agents' user: %s (dvms_nova.policy GRANTED or etc/dvms/policy/placement.yaml misses a rule)", n, k)
 	}
 
 	// What the role does not grant, asked with the agents' credentials.
