@@ -50,6 +50,8 @@ func simFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "nova-api-rps", Value: 0, Usage: "requests per second the simulated region's nova-api and placement serve together (0: unlimited); beyond it requests queue and wait"},
 		&cli.DurationFlag{Name: "nova-api-latency", Value: 0, Usage: "base latency of every simulated Nova or placement request (simulated time)"},
 		&cli.DurationFlag{Name: "nova-warmup", Value: 0, Usage: "simulated time before the per-agent-minute Nova figures start (0: the first minute, or half the run)"},
+		&cli.DurationFlag{Name: "refresh-interval", Value: d.Runtime.Refresh, Usage: "the agents' [monitor] refresh_interval: each re-reads its host's servers from Nova this often at rest (one request)"},
+		&cli.DurationFlag{Name: "placement-refresh-interval", Value: d.Runtime.PlacementRefresh, Usage: "the agents' [monitor] placement_refresh_interval: service, capacity and usage (three requests) this often at rest"},
 		&cli.BoolFlag{Name: "underload", Usage: "enable UNDERLOAD events (consolidation)"},
 		&cli.BoolFlag{Name: "preempt", Usage: "shelve the lowest-priority servers when nothing else works"},
 		&cli.DurationFlag{Name: "central-period", Value: d.CentralPeriod, Usage: "baseline: simulated time between two whole-cloud rounds"},
@@ -89,6 +91,7 @@ func simConfig(c *cli.Context) (sim.Config, error) {
 	}
 	cfg.NovaFaults = c.Float64("nova-faults")
 	cfg.NovaAPIRate, cfg.NovaLatency, cfg.NovaWarmup = c.Float64("nova-api-rps"), c.Duration("nova-api-latency"), c.Duration("nova-warmup")
+	cfg.Runtime.Refresh, cfg.Runtime.PlacementRefresh = c.Duration("refresh-interval"), c.Duration("placement-refresh-interval")
 	cfg.Agent.Underload, cfg.Agent.Preempt = c.Bool("underload"), c.Bool("preempt")
 	cfg.CentralPeriod = c.Duration("central-period")
 	cfg.Arbiter = c.String("arbiter")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -33,7 +34,12 @@ type ExecConfig struct {
 	// max_concurrent_live_migrations), counted on both ends while queued,
 	// so a host's next migration starts the moment the previous ends.
 	QueuePerHost int
-	// RecheckTimeout bounds the whole re-check of one action (all its reads).
+	// RecheckTimeout bounds the whole re-check of one action (all its
+	// reads). On a queued API it stretches to 3 × the latency the agent
+	// measures on its Nova reads, up to 3 × RecheckTimeout (a minute at
+	// the default): a re-check waits for a busy Nova's queue rather than
+	// abort the plan half-way, and a hung Nova (no read answers, nothing
+	// measured) still aborts it at RecheckTimeout.
 	RecheckTimeout time.Duration
 	// Unresponsive: a followed action whose status reads all failed for
 	// this long ends as failed (outcome unknown, recorded), so a hung Nova
@@ -198,6 +204,9 @@ type Executor struct {
 	// DrainReason: a disabled service whose reason matches is being
 	// drained (executor_reason.go); nil: DefaultConfig's.
 	DrainReason *regexp.Regexp
+	// lat: the latency of the last Nova reads (a moving average, ns of
+	// the executor's clock), see ExecConfig.RecheckTimeout.
+	lat atomic.Int64
 	// Controls, if set, are read before each action starts (paused,
 	// excluded) and after its re-check (advise, which then replaces
 	// ExecConfig.DryRun); an action already in Nova's hands is followed to
@@ -468,7 +477,7 @@ func (e *Executor) advise(a scheduler.Action) bool {
 // and baseline holds the server's migrations known before the action, so
 // following it never depends on the agent's clock against Nova's.
 func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) (baseline map[string]bool, held *reservation, sk skip) {
-	ctx, cancel := context.WithTimeout(ctx, e.wall(e.cfg.RecheckTimeout))
+	ctx, cancel := context.WithTimeout(ctx, e.wall(e.stretched(e.cfg.RecheckTimeout)))
 	defer cancel()
 	// Every read at once: on a busy nova-api the re-check costs one
 	// round trip, not seven (it is on the path of a drain's first move).
@@ -697,11 +706,38 @@ func (l *load) add(o load, sign int) {
 	l.ramMB += sign * o.ramMB
 }
 
-// retry calls a read with bounded backoff on nova.ErrUnavailable.
+// ObserveLatency feeds the latency of one successful Nova read into the
+// executor's measure (see ExecConfig.RecheckTimeout); the runner's
+// monitor feeds its reads too.
+func (e *Executor) ObserveLatency(d time.Duration) {
+	for {
+		old := e.lat.Load()
+		next := int64(d)
+		if old > 0 {
+			next = old + (int64(d)-old)/4
+		}
+		if e.lat.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// stretched is d, or 3 × the measured read latency when longer, at most
+// 3 × d.
+func (e *Executor) stretched(d time.Duration) time.Duration {
+	return min(max(d, 3*time.Duration(e.lat.Load())), 3*d)
+}
+
+// retry calls a read with bounded backoff on nova.ErrUnavailable; a read
+// that answers feeds the latency measure.
 func retry[T any](ctx context.Context, e *Executor, f func() (T, error)) (T, error) {
 	backoff := e.cfg.Backoff
 	for i := 0; ; i++ {
+		start := e.clock.Now()
 		v, err := f()
+		if err == nil {
+			e.ObserveLatency(e.clock.Now().Sub(start))
+		}
 		if err == nil || !errors.Is(err, nova.ErrUnavailable) || i >= e.cfg.Retries {
 			return v, err
 		}
@@ -733,6 +769,7 @@ func (e *Executor) follow(ctx context.Context, a scheduler.Action, baseline map[
 	if readTimeout <= 0 {
 		readTimeout = 30 * time.Second
 	}
+	readTimeout = e.stretched(readTimeout)
 	offloaded := false
 	lastOK := e.clock.Now()
 	for {
@@ -761,10 +798,12 @@ func (e *Executor) poll(ctx context.Context, a scheduler.Action, baseline map[st
 	defer cancel()
 	switch a.Kind {
 	case scheduler.LiveMigrate:
+		start := e.clock.Now()
 		ms, err := e.nova.Migrations(ctx, a.Server)
 		if err != nil {
 			return false, false, nil // transient: keep following
 		}
+		e.ObserveLatency(e.clock.Now().Sub(start))
 		// The migration this action created: the newest one not known
 		// before it (Migrations lists newest first).
 		for _, m := range ms {

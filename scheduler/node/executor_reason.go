@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler"
@@ -49,7 +50,30 @@ func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, _ schedu
 
 func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event) string {
 	src := ev.Host
-	h, err := retry(ctx, e, func() (nova.Host, error) { return e.nova.Host(ctx, src) })
+	// The three reads at once: on a queued API the verdict costs one
+	// wait, not three in a row (a Maintenance needs only the host).
+	var (
+		h       nova.Host
+		servers []nova.Server
+		d       map[string]nova.Demand
+		err     error
+		sErr    error
+		dErr    error
+		wg      sync.WaitGroup
+	)
+	if ev.Kind != scheduler.Maintenance {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			d, dErr = e.measure(ctx, src)
+		}()
+		go func() {
+			defer wg.Done()
+			servers, sErr = retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, src) })
+		}()
+	}
+	h, err = retry(ctx, e, func() (nova.Host, error) { return e.nova.Host(ctx, src) })
+	wg.Wait()
 	if err != nil {
 		return "reason not verified: re-read of " + src + " failed: " + err.Error()
 	}
@@ -63,13 +87,11 @@ func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event) string {
 	if ev.Kind == scheduler.Maintenance {
 		return fmt.Sprintf("reason not verified: %s is not being drained (service %s, reason %q)", src, h.Service.Status, h.Service.DisabledReason)
 	}
-	d, err := e.measure(ctx, src)
-	if err != nil || d == nil {
+	if dErr != nil || d == nil {
 		return "reason not verified: no measurement of " + src + " (its agent did not answer)"
 	}
-	servers, err := retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, src) })
-	if err != nil {
-		return "reason not verified: re-read of " + src + "'s servers failed: " + err.Error()
+	if sErr != nil {
+		return "reason not verified: re-read of " + src + "'s servers failed: " + sErr.Error()
 	}
 	host := ToHost(h, servers, d, drain)
 	if ev.Kind == scheduler.Underload {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math/rand"
 	"regexp"
 	"strconv"
 	"time"
@@ -16,16 +18,23 @@ import (
 // the local source and judges it against a cached view of the host, so the
 // per-second path costs Nova nothing. The view is re-read from Nova
 //
-//   - servers (one request): every Config.Refresh;
+//   - servers (one request): every Config.Refresh, and at once when the
+//     agent leaves a partition (a plan may have moved servers in or out).
+//     Not when it joins one: the partition's snapshot is the last sample,
+//     sent at once, before any read could answer;
 //   - service, capacity and usage (three requests): every
-//     Config.PlacementRefresh, and at once when the agent joins or leaves a
-//     partition (a plan may have moved servers in or out), when the
-//     region's maintenance watch reports a change of this host's service,
-//     or when the cached view is empty.
+//     Config.PlacementRefresh, at once when the region's maintenance watch
+//     reports a change of this host's service, on RequestRefresh, or when
+//     the cached view is empty.
 //
-// Between placement reads the usage is the sum of the listed servers'
-// flavors (what placement holds at rest; a migration in flight is only
-// seen at the next placement read, which every partition triggers).
+// Each period is drawn anew after each read within ±10 % of its setting,
+// so agents started together do not all read Nova in the same second of
+// every period (10,000 agents at once would queue a 500 requests/s API
+// for 20 s each time). Between placement reads the usage is the sum of the
+// listed servers' flavors (what placement holds at rest; a migration in
+// flight is seen at the next placement read). A partition's snapshot is
+// the last sample: the executor re-reads from Nova what each move needs
+// (executor.go), so a stale view costs a plan, never safety.
 
 // hostView is what the agent last read of its host from Nova.
 type hostView struct {
@@ -33,7 +42,10 @@ type hostView struct {
 	servers     []nova.Server
 	serversAt   time.Time
 	placementAt time.Time
-	urgent      bool // sample at once (the service changed)
+	// serversDue, placementDue: when the periodic re-reads are due
+	// (Refresh and PlacementRefresh after the last read, jittered).
+	serversDue, placementDue time.Time
+	urgent                   bool // sample at once (the service changed)
 }
 
 // monitor samples the host every Config.Monitor and hands samples to
@@ -95,8 +107,9 @@ func (r *Runner) refresher(ctx context.Context, out chan hostView) {
 	var v hostView
 	var retryAt time.Time
 	backoff := r.cfg.Monitor
+	jitter := rand.New(rand.NewSource(r.d.Seed ^ int64(hashString(r.agent.ID()))))
 	for {
-		forced, urgent := v.placementAt.IsZero(), false
+		forced, urgent, servers := v.placementAt.IsZero(), false, false
 		select {
 		case <-ctx.Done():
 			return
@@ -106,6 +119,8 @@ func (r *Runner) refresher(ctx context.Context, out chan hostView) {
 			}
 		case <-r.refresh:
 			forced = true
+		case <-r.partRefresh:
+			servers = true
 		case s := <-r.svc:
 			if v.placementAt.IsZero() || sameService(v.host.Service, s) {
 				continue // nothing new: the periodic republish of the watch
@@ -116,7 +131,7 @@ func (r *Runner) refresher(ctx context.Context, out chan hostView) {
 			r.log.Info().Str("status", s.Status).Str("reason", s.DisabledReason).Msg("service change reported by the region's watch: re-reading it from nova")
 			forced, urgent = true, true
 		}
-		read, err := r.refreshView(ctx, &v, forced)
+		read, err := r.refreshView(ctx, &v, forced, servers, jitter)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("monitor: refresh from nova failed: sampling goes on with the last view")
@@ -146,31 +161,47 @@ func (r *Runner) refresher(ctx context.Context, out chan hostView) {
 	}
 }
 
-// refreshView re-reads from Nova what is due (see the package comment);
-// read says whether it read anything.
-func (r *Runner) refreshView(ctx context.Context, v *hostView, forced bool) (read bool, err error) {
+// refreshView re-reads from Nova what is due (see the package comment):
+// everything when forced, the servers when servers; read says whether it
+// read anything.
+func (r *Runner) refreshView(ctx context.Context, v *hostView, forced, servers bool, jitter *rand.Rand) (read bool, err error) {
 	now := r.d.Clock.Now()
 	host := r.agent.ID()
-	placement := forced || v.placementAt.IsZero() || now.Sub(v.placementAt) >= r.cfg.PlacementRefresh
-	servers := placement || now.Sub(v.serversAt) >= r.cfg.Refresh
+	placement := forced || v.placementAt.IsZero() || !now.Before(v.placementDue)
+	servers = servers || placement || !now.Before(v.serversDue)
 	if placement {
 		h, err := r.d.Nova.Host(ctx, host)
 		if err != nil {
 			return false, fmt.Errorf("refresh %s: %w", host, err)
 		}
-		v.host, v.placementAt = h, now
+		r.exec.ObserveLatency(r.d.Clock.Now().Sub(now))
+		v.host, v.placementAt, v.placementDue = h, now, now.Add(jittered(r.cfg.PlacementRefresh, jitter))
 	}
 	if servers {
+		start := r.d.Clock.Now()
 		ss, err := r.d.Nova.Servers(ctx, host)
 		if err != nil {
 			return placement, fmt.Errorf("refresh servers of %s: %w", host, err)
 		}
-		v.servers, v.serversAt = ss, now
+		r.exec.ObserveLatency(r.d.Clock.Now().Sub(start))
+		v.servers, v.serversAt, v.serversDue = ss, now, now.Add(jittered(r.cfg.Refresh, jitter))
 		if !placement {
 			v.host.VCPUsUsed, v.host.RAMMBUsed = flavorUsage(ss)
 		}
 	}
 	return placement || servers, nil
+}
+
+// jittered is d within ±10 %, at random.
+func jittered(d time.Duration, rng *rand.Rand) time.Duration {
+	return d - d/10 + time.Duration(rng.Int63n(int64(d/5)+1))
+}
+
+// hashString is FNV-1a of s (a per-host seed).
+func hashString(s string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum64()
 }
 
 // flavorUsage is what placement holds for servers at rest.
@@ -195,6 +226,15 @@ func (r *Runner) RequestRefresh() { r.requestRefresh() }
 func (r *Runner) requestRefresh() {
 	select {
 	case r.refresh <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// partitionRefresh asks the monitor to re-read the host's servers at its
+// next turn (the agent left a partition).
+func (r *Runner) partitionRefresh() {
+	select {
+	case r.partRefresh <- struct{}{}:
 	default: // one is pending already
 	}
 }

@@ -67,6 +67,17 @@ type Report struct {
 		AbortedBy         map[string]int `json:"aborted_by_reason,omitempty"`
 		AbortedChecked    int            `json:"aborted_checked"`
 		AbortedWithGlobal int            `json:"aborted_with_global_solution"`
+		// WithSolution estimates the events that had a solution: solved,
+		// failed (counted as solvable), unsolvable with a global solution,
+		// and the aborted ones in the proportion of the checked that had
+		// one (all of them when none was checked). Events still in flight
+		// at the end are left out (the run's end cut them). SolvedPct is
+		// Solved over it, in percent (100 when it is 0).
+		WithSolution float64 `json:"with_solution"`
+		// Actions counts the executed plans' actions by outcome and
+		// reason class (node.ReasonClass), e.g. "skipped/read_failed".
+		Actions   map[string]int `json:"actions_by_outcome_class,omitempty"`
+		SolvedPct float64        `json:"solved_of_with_solution_pct"`
 	} `json:"events"`
 	// SolveMS is detection to plan in wall milliseconds; ProtocolMS the
 	// same in simulated time (what the protocol's timeouts see: message
@@ -203,6 +214,20 @@ type NovaCost struct {
 	QueueMaxMS float64 `json:"queue_max_ms,omitempty"`
 }
 
+// withSolution fills Events.WithSolution and SolvedPct (see Report).
+func (r *Report) withSolution() {
+	e := &r.Events
+	aborted := float64(e.Aborted)
+	if e.AbortedChecked > 0 {
+		aborted *= float64(e.AbortedWithGlobal) / float64(e.AbortedChecked)
+	}
+	e.WithSolution = round(float64(e.Solved+e.Failed+e.UnsolvableWithGlobal) + aborted)
+	e.SolvedPct = 100
+	if e.WithSolution > 0 {
+		e.SolvedPct = round(100 * float64(e.Solved) / e.WithSolution)
+	}
+}
+
 // TemplateRate is a template's requests per agent-minute.
 type TemplateRate struct {
 	Template       string  `json:"template"`
@@ -295,6 +320,7 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution, %d one in the union of the blocked partitions), %d failed, %d aborted, %d in flight\n",
 		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.UnsolvableWithUnion, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)
+	fmt.Fprintf(w, "  solved      %.1f %% of the %.0f events that had a solution (aborted ones estimated from the checked)\n", r.Events.SolvedPct, r.Events.WithSolution)
 	if r.Events.Aborted > 0 {
 		fmt.Fprintf(w, "  aborted     %d of %d checked had a global solution; by reason:\n", r.Events.AbortedWithGlobal, r.Events.AbortedChecked)
 		reasons := slices.Sorted(maps.Keys(r.Events.AbortedBy))

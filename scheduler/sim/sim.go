@@ -144,6 +144,9 @@ func (c Config) Validate() error {
 	if c.NovaAPIRate < 0 || c.NovaLatency < 0 || c.NovaWarmup < 0 || c.NovaWarmup >= c.Duration && c.Duration > 0 {
 		errs = append(errs, errors.New("--nova-api-rps and --nova-api-latency must be >= 0, --nova-warmup in [0, --duration)"))
 	}
+	if err := c.Runtime.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Arrivals < 0 {
 		errs = append(errs, errors.New("--arrivals must be >= 0"))
 	}
@@ -223,6 +226,20 @@ type stats struct {
 	// time), for the union-of-blocked check.
 	blocked  map[string]blockedPart
 	messages atomic.Int64
+	// actions: the executed plans' actions by outcome and reason class.
+	actions map[string]int
+}
+
+// executed counts a plan's actions by outcome and reason class.
+func (s *stats) executed(res node.ExecResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.actions == nil {
+		s.actions = map[string]int{}
+	}
+	for _, a := range res.Actions {
+		s.actions[a.Outcome.String()+"/"+string(a.Class)]++
+	}
 }
 
 // solved counts one solve of took (the solver's own time).
@@ -388,11 +405,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Agent.NextNode == scheduler.NextVivaldi {
 		cfg.Agent.Distance = sts.table.Distance(cfg.Sites.Coord.MaxError)
 	}
+	hooks.OnExec = func(_ string, _ scheduler.Event, res node.ExecResult) { st.executed(res) }
 	if cfg.Sites.N > 1 {
 		hooks.OnSolve = func(_ string, req scheduler.SolveRequest, sol scheduler.Solution, _ time.Duration) {
 			sts.solved(req, sol)
 		}
-		hooks.OnExec = func(_ string, ev scheduler.Event, res node.ExecResult) { sts.executed(ev, res) }
+		hooks.OnExec = func(_ string, ev scheduler.Event, res node.ExecResult) { st.executed(res); sts.executed(ev, res) }
 		siteWG.Add(1)
 		go func() {
 			defer siteWG.Done()
@@ -747,8 +765,10 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 	rep.Events.Failed = st.ended[scheduler.Failed]
 	rep.Events.Aborted = st.ended[scheduler.Aborted]
 	rep.Events.AbortedBy = st.abortedBy
+	rep.Events.Actions = st.actions
 	rep.Events.InFlight = len(st.inFlight)
 	rep.Events.Total = rep.Events.Solved + rep.Events.Unsolvable + rep.Events.Failed + rep.Events.Aborted + rep.Events.InFlight
+	rep.withSolution()
 	rep.SolveMS = percentiles(st.solveMS)
 	rep.ProtocolMS, rep.SolverMS = percentiles(st.protocolMS), percentiles(st.solverMS)
 	for _, n := range st.sizes {

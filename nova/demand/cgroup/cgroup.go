@@ -92,7 +92,17 @@ type Source struct {
 type sample struct {
 	usageUsec uint64
 	at        time.Time
+	cpu       float64 // the rate measured up to at
+	known     bool    // cpu is measured (not a baseline)
 }
+
+// minWindow: a call within this of the previous measurement answers the
+// previous rate and keeps the baseline. Several callers share one source
+// (the monitor every second, the executor's re-checks and the agents
+// asking over the bus); two calls a few microseconds apart would
+// otherwise measure a rate over nothing (0, or unknown) and spoil the
+// next caller's window too.
+const minWindow = 500 * time.Millisecond
 
 var _ nova.DemandSource = (*Source)(nil)
 
@@ -152,15 +162,19 @@ func (s *Source) Demand(ctx context.Context, host string) (map[string]nova.Deman
 		}
 		seen[e.Name()] = true
 		p, ok := s.prev[e.Name()]
-		s.prev[e.Name()] = sample{usageUsec: usage, at: now}
 		elapsed := now.Sub(p.at)
-		if !ok || usage < p.usageUsec || elapsed <= 0 {
-			continue // baseline (or counter reset): CPU unknown this time
+		if ok && usage >= p.usageUsec && elapsed < minWindow {
+			if p.known { // too soon for a new rate: the last one
+				out[uuid] = nova.Demand{CPU: p.cpu, RAMMB: float64(ramBytes) / (1 << 20)}
+			}
+			continue
 		}
-		out[uuid] = nova.Demand{
-			CPU:   float64(usage-p.usageUsec) / float64(elapsed.Microseconds()),
-			RAMMB: float64(ramBytes) / (1 << 20),
+		cur := sample{usageUsec: usage, at: now}
+		if ok && usage >= p.usageUsec && elapsed > 0 {
+			cur.cpu, cur.known = float64(usage-p.usageUsec)/float64(elapsed.Microseconds()), true
+			out[uuid] = nova.Demand{CPU: cur.cpu, RAMMB: float64(ramBytes) / (1 << 20)}
 		}
+		s.prev[e.Name()] = cur // else a baseline (or counter reset): CPU unknown this time
 	}
 	for k := range s.prev {
 		if !seen[k] {

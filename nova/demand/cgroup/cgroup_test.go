@@ -106,6 +106,20 @@ func TestDemand(t *testing.T) {
 		}
 	}
 
+	// A second caller a moment later (the executor's re-check while the
+	// monitor samples) gets the same rate, and keeps the window whole for
+	// the next.
+	now = now.Add(time.Millisecond)
+	tr.scope(4, "instance-00000003", 2_000_100, 256<<20)
+	if d, err = src.Demand(ctx, "compute-1"); err != nil || math.Abs(d[uuid3].CPU-1) > 1e-9 {
+		t.Fatalf("a call 1 ms later: %v, %v; want the last rate (1 core)", d, err)
+	}
+	now = now.Add(time.Second - time.Millisecond)
+	tr.scope(4, "instance-00000003", 2_500_000, 256<<20)
+	if d, err = src.Demand(ctx, "compute-1"); err != nil || math.Abs(d[uuid3].CPU-0.5) > 1e-9 {
+		t.Fatalf("a second after the last rate: %v, %v; want 0.5 core", d, err)
+	}
+
 	// A counter that went back (domain restarted) rebaselines; a scope
 	// that disappears is dropped.
 	now = now.Add(time.Second)
