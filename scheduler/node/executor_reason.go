@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/dvms-project/dvms/nova"
@@ -105,4 +106,31 @@ func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event) string {
 	}
 	cpu, ram := host.Demand()
 	return fmt.Sprintf("reason not verified: %s is neither drained nor overloaded by its own measurement (cpu %.1f/%.0f, ram %.0f/%.0f)", src, cpu, host.CPUs, ram, host.RAMMB)
+}
+
+// Relieved says whether the plan's OVERLOAD event is over although the
+// re-checks skipped part of the plan: its host's own latest measurement
+// (its local source, else its agent over the bus; no Nova request), on
+// the capacity of the plan's snapshot, is no longer overloaded. False
+// when it cannot tell (any other kind, no measurement, host not in the
+// snapshot). The runner then ends the event solved rather than aborted:
+// the moves done were enough.
+func (e *Executor) Relieved(ctx context.Context, ev scheduler.Event, plan scheduler.Plan) bool {
+	if ev.Kind != scheduler.Overload {
+		return false
+	}
+	i := slices.IndexFunc(plan.Snapshot, func(h scheduler.Host) bool { return h.Name == ev.Host })
+	if i < 0 {
+		return false
+	}
+	d, err := e.measure(ctx, ev.Host)
+	if err != nil || len(d) == 0 {
+		return false
+	}
+	h := plan.Snapshot[i]
+	h.Servers = make([]scheduler.Server, 0, len(d))
+	for id, v := range d {
+		h.Servers = append(h.Servers, scheduler.Server{ID: id, CPU: v.CPU, RAM: v.RAMMB})
+	}
+	return !e.thr.Overloaded(&h)
 }

@@ -104,3 +104,31 @@ func TestExecutorReasonCoversRoomMakingMoves(t *testing.T) {
 		t.Fatalf("%+v, want both moves done", res)
 	}
 }
+
+// A plan whose re-checks skipped a move still solved its OVERLOAD when the
+// host's own measurement says it is no longer overloaded; not when it
+// still is, nor for another kind of event.
+func TestExecutorRelieved(t *testing.T) {
+	w := newExecWorld(t, 2)
+	w.server("s1", "h1", 2, nil)
+	w.server("s2", "h1", 7, nil) // 9 > 8 cores: overloaded
+	e := w.executor(fastExec(), w.cloud, w.cloud, w.clock)
+	ctx := context.Background()
+	plan := scheduler.Plan{Snapshot: []scheduler.Host{{Name: "h1", CPUs: 8, RAMMB: 16384}}}
+	ev := scheduler.Event{ID: "e1", Kind: scheduler.Overload, Host: "h1"}
+	if e.Relieved(ctx, ev, plan) {
+		t.Fatal("relieved while h1 carries 9 of 8 cores")
+	}
+	if err := w.cloud.SetDemand("s2", nova.Demand{CPU: 1, RAMMB: 1024}); err != nil {
+		t.Fatal(err)
+	}
+	if !e.Relieved(ctx, ev, plan) {
+		t.Fatal("not relieved at 3 of 8 cores")
+	}
+	if e.Relieved(ctx, scheduler.Event{ID: "e2", Kind: scheduler.Maintenance, Host: "h1"}, plan) {
+		t.Fatal("a maintenance event is never relieved by a measurement")
+	}
+	if e.Relieved(ctx, ev, scheduler.Plan{}) {
+		t.Fatal("relieved without the host's capacity (not in the snapshot)")
+	}
+}

@@ -300,3 +300,31 @@ func TestExecutorControls(t *testing.T) {
 		})
 	}
 }
+
+// On a queued API (every request answers in 8 s, a destination's read
+// takes three in a row) the re-check waits for Nova when the agent has
+// measured that latency, and gives up at recheck_timeout when it has not.
+func TestExecutorRecheckWaitsForAQueuedAPI(t *testing.T) {
+	for _, measured := range []bool{false, true} {
+		clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 200)
+		fc := fake.DefaultConfig()
+		fc.APILatency = 8 * time.Second
+		w := &execWorld{t: t, clock: clock, cloud: fake.New(fc, clock)}
+		for _, h := range []string{"h1", "h2"} {
+			w.cloud.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 1, RAMAllocRatio: 1})
+		}
+		w.server("s1", "h1", 2, nil)
+		e := w.executor(fastExec(), w.cloud, w.cloud, w.clock) // recheck_timeout 20 s
+		if measured {
+			e.ObserveLatency(15 * time.Second)
+		}
+		res := e.Execute(context.Background(), scheduler.Event{ID: "queued"}, scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 2)}}})
+		got := res.Actions[0]
+		if measured && got.Outcome != node.ActionDone {
+			t.Errorf("latency measured: %s %s %s, want done", got.Outcome, got.Class, got.Reason)
+		}
+		if !measured && (got.Outcome != node.ActionSkipped || got.Class != node.ReasonReadFailed) {
+			t.Errorf("nothing measured: %s %s %s, want skipped read_failed", got.Outcome, got.Class, got.Reason)
+		}
+	}
+}

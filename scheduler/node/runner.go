@@ -496,6 +496,8 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 		switch {
 		case res.Failed > 0:
 			o = scheduler.Failed
+		case res.Skipped > 0 && res.Done > 0 && r.exec.Relieved(ctx, req.Event, req.Plan):
+			reason += "; the event's host is no longer overloaded by its own measurement"
 		case res.Skipped > 0:
 			o = scheduler.Aborted // re-checks skipped part of the plan
 		}
