@@ -44,8 +44,8 @@ func (c *Cloud) listHosts(ctx context.Context, v *View) ([]nova.Host, error) {
 		out = append(out, h.view())
 	}
 	b.add(nova.ClassOK, tProvidersAll)
-	for range out {
-		b.add(nova.ClassOK, tInventories, tUsages)
+	for _, h := range out {
+		b.capacity(h.Name)
 	}
 	c.mu.Unlock()
 	return out, b.end(nil)
@@ -91,7 +91,7 @@ func (c *Cloud) getHost(ctx context.Context, v *View, name string) (nova.Host, e
 			b.add(nova.ClassOK, tProvidersName)
 			v.rps[name] = true
 		}
-		b.add(nova.ClassOK, tInventories, tUsages)
+		b.capacity(name)
 	} else {
 		err = fmt.Errorf("host %s: %w", name, nova.ErrNotFound) // an empty service list
 	}

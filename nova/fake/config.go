@@ -42,6 +42,10 @@ type Config struct {
 	// long a client reuses its server-group listing) to charge the same
 	// requests. Default 30 min, as there; 0 lists every time.
 	GroupCacheTTL time.Duration
+	// InventoryCacheTTL mirrors nova/openstack's Config.InventoryCacheTTL
+	// (how long a client reuses a provider's inventories). Default
+	// 10 min, as there; 0 reads them every time.
+	InventoryCacheTTL time.Duration
 }
 
 // DefaultConfig returns 1000 MB/s, 1 s overhead, no faults, overload
@@ -49,7 +53,7 @@ type Config struct {
 // and a 10 s group cache.
 func DefaultConfig() Config {
 	return Config{BandwidthMBps: 1000, MigrationOverhead: time.Second, OverloadCPU: 1, OverloadRAM: 1,
-		GroupCacheTTL: 30 * time.Minute}
+		GroupCacheTTL: 30 * time.Minute, InventoryCacheTTL: 10 * time.Minute}
 }
 
 // Validate returns every problem of c, joined, or nil.
@@ -76,8 +80,8 @@ func (c Config) Validate() error {
 	if c.APILatency < 0 {
 		errs = append(errs, fmt.Errorf("fake: APILatency must be >= 0, got %v", c.APILatency))
 	}
-	if c.GroupCacheTTL < 0 {
-		errs = append(errs, fmt.Errorf("fake: GroupCacheTTL must be >= 0, got %v", c.GroupCacheTTL))
+	if c.GroupCacheTTL < 0 || c.InventoryCacheTTL < 0 {
+		errs = append(errs, fmt.Errorf("fake: GroupCacheTTL and InventoryCacheTTL must be >= 0, got %v and %v", c.GroupCacheTTL, c.InventoryCacheTTL))
 	}
 	return errors.Join(errs...)
 }
@@ -111,6 +115,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.GroupCacheTTL < 0 {
 		c.GroupCacheTTL = d.GroupCacheTTL
+	}
+	if c.InventoryCacheTTL < 0 {
+		c.InventoryCacheTTL = d.InventoryCacheTTL
 	}
 	return c
 }

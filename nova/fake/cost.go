@@ -59,12 +59,12 @@ func tMetadata(key, value string) nova.Template {
 // shorter than a full page; server groups at an empty page:
 // ceil(n/1000)+1). The group index is cached per caller for
 // Config.GroupCacheTTL of the cloud's clock, as nova/openstack caches it
-// per client. Demand is not charged: it stands for a local source
+// per client, and each host's inventories for Config.InventoryCacheTTL. Demand is not charged: it stands for a local source
 // (cgroup, file, Prometheus).
 var costs = []struct{ Method, Requests string }{
-	{"Hosts", "os-services?binary + resource_providers + (inventories + usages) per host"},
+	{"Hosts", "os-services?binary + resource_providers + (inventories unless cached + usages) per host"},
 	{"Services", "os-services?binary"},
-	{"Host", "os-services?binary&host; if the host exists: + resource_providers?name the caller's first time + inventories + usages"},
+	{"Host", "os-services?binary&host; if the host exists: + resource_providers?name the caller's first time + inventories unless cached + usages"},
 	{"Servers", "servers/detail?all_tenants&host&limit pages (then &marker); if any server and the group index is cold: + os-server-groups pages"},
 	{"Server", "servers/{id}; if in a group and the group index is cold: + os-server-groups/{id}"},
 	{"LiveMigrate, Shelve, ShelveOffload, Unshelve", "POST servers/{id}/action"},
@@ -269,6 +269,17 @@ func (b *bill) groupIndex(newest time.Time) {
 	b.v.groupsAt, b.v.listed = now, true
 }
 
+// capacity charges a host's placement reads: its inventories unless the
+// caller read them within InventoryCacheTTL, and its usages (c.mu held).
+func (b *bill) capacity(host string) {
+	now := b.c.clock.Now()
+	if at, ok := b.v.inv[host]; !ok || b.c.cfg.InventoryCacheTTL <= 0 || now.Sub(at) >= b.c.cfg.InventoryCacheTTL {
+		b.add(nova.ClassOK, tInventories)
+		b.v.inv[host] = now
+	}
+	b.add(nova.ClassOK, tUsages)
+}
+
 // server charges a server read: GET servers/{id}, and its group when the
 // caller's group index is cold (c.mu held).
 func (b *bill) server(s *server) {
@@ -300,9 +311,10 @@ type View struct {
 	caller string
 	free   bool // charges nothing and injects no fault (Uncharged)
 	// caches nova/openstack keeps per client, guarded by c.mu
-	groupsAt time.Time       // group index listed at
-	listed   bool            // ... ever
-	rps      map[string]bool // hosts whose resource provider is known
+	groupsAt time.Time            // group index listed at
+	listed   bool                 // ... ever
+	rps      map[string]bool      // hosts whose resource provider is known
+	inv      map[string]time.Time // hosts whose inventories were read, when
 }
 
 var _ nova.Client = (*View)(nil)
@@ -311,13 +323,15 @@ var _ nova.Client = (*View)(nil)
 // its own, so that requests are counted per agent while the agents' code
 // sees a plain nova.Client.
 func (c *Cloud) Client(caller string) *View {
-	return &View{c: c, caller: caller, rps: map[string]bool{}}
+	return &View{c: c, caller: caller, rps: map[string]bool{}, inv: map[string]time.Time{}}
 }
 
 // Uncharged returns a view that charges nothing, never queues and
 // injects no fault: what a harness reads to check a run is not a cost
 // to Nova.
-func (c *Cloud) Uncharged() *View { return &View{c: c, free: true, rps: map[string]bool{}} }
+func (c *Cloud) Uncharged() *View {
+	return &View{c: c, free: true, rps: map[string]bool{}, inv: map[string]time.Time{}}
+}
 
 // Caller is the view's caller name.
 func (v *View) Caller() string { return v.caller }

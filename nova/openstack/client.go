@@ -41,6 +41,9 @@ type Client struct {
 
 	rpMu sync.Mutex
 	rps  map[string]providerJSON // resource provider of each host, by host name
+	// inv: each provider's inventories as last read, by provider UUID
+	// (Config.InventoryCacheTTL).
+	inv map[string]cachedInventory
 
 	meter *meteredTransport
 }
@@ -110,7 +113,7 @@ func NewFromServiceClients(cfg Config, compute, placement *gophercloud.ServiceCl
 		t.endpoint(nova.ServiceCompute, compute.Endpoint)
 		t.endpoint(nova.ServicePlacement, placement.Endpoint)
 	}
-	return &Client{cfg: cfg, compute: compute, placement: placement, rps: map[string]providerJSON{}, meter: mt}
+	return &Client{cfg: cfg, compute: compute, placement: placement, rps: map[string]providerJSON{}, inv: map[string]cachedInventory{}, meter: mt}
 }
 
 // Meter counts every HTTP request the client's provider sends: compute,

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dvms-project/dvms/nova"
 )
@@ -98,24 +99,57 @@ func providerOf(host string, rps []providerJSON) (providerJSON, bool) {
 
 // fillCapacity reads the inventories and usages of provider rp into h.
 func (c *Client) fillCapacity(ctx context.Context, h *nova.Host, rp providerJSON) error {
-	var inv struct {
-		Inventories map[string]inventoryJSON `json:"inventories"`
-	}
 	base := c.placement.ServiceURL("resource_providers", url.PathEscape(rp.UUID))
-	if _, err := c.get(ctx, c.placement, base+"/inventories", &inv); err != nil {
-		return fmt.Errorf("inventories of %s (provider %s): %w", h.Name, rp.UUID, err)
+	inv, ok := c.cachedInventory(rp.UUID)
+	if !ok {
+		var got struct {
+			Inventories map[string]inventoryJSON `json:"inventories"`
+		}
+		if _, err := c.get(ctx, c.placement, base+"/inventories", &got); err != nil {
+			return fmt.Errorf("inventories of %s (provider %s): %w", h.Name, rp.UUID, err)
+		}
+		inv = got.Inventories
+		c.rpMu.Lock()
+		c.inv[rp.UUID] = cachedInventory{inv: inv, at: time.Now()}
+		c.rpMu.Unlock()
 	}
 	var use struct {
 		Usages map[string]int `json:"usages"`
 	}
 	if _, err := c.get(ctx, c.placement, base+"/usages", &use); err != nil {
+		if errors.Is(err, nova.ErrNotFound) {
+			c.rpMu.Lock()
+			delete(c.inv, rp.UUID) // the provider is gone
+			c.rpMu.Unlock()
+		}
 		return fmt.Errorf("usages of %s (provider %s): %w", h.Name, rp.UUID, err)
 	}
-	v, m := inv.Inventories[classVCPU], inv.Inventories[classRAM]
+	v, m := inv[classVCPU], inv[classRAM]
 	h.VCPUs, h.ReservedVCPUs, h.CPUAllocRatio = v.Total, v.Reserved, v.AllocationRatio
 	h.RAMMB, h.ReservedRAMMB, h.RAMAllocRatio = m.Total, m.Reserved, m.AllocationRatio
 	h.VCPUsUsed, h.RAMMBUsed = use.Usages[classVCPU], use.Usages[classRAM]
 	return nil
+}
+
+// cachedInventory is a provider's inventories as read at at.
+type cachedInventory struct {
+	inv map[string]inventoryJSON
+	at  time.Time
+}
+
+// cachedInventory returns the provider's inventories if read within
+// Config.InventoryCacheTTL.
+func (c *Client) cachedInventory(uuid string) (map[string]inventoryJSON, bool) {
+	if c.cfg.InventoryCacheTTL <= 0 {
+		return nil, false
+	}
+	c.rpMu.Lock()
+	defer c.rpMu.Unlock()
+	ci, ok := c.inv[uuid]
+	if !ok || time.Since(ci.at) >= c.cfg.InventoryCacheTTL {
+		return nil, false
+	}
+	return ci.inv, true
 }
 
 func hostOf(s serviceJSON) nova.Host {

@@ -109,7 +109,7 @@ func sequence(ctx context.Context, c nova.Client) []error {
 	try := func(err error) { errs = append(errs, err) }
 	try2 := func(_ any, err error) { errs = append(errs, err) }
 	try2(c.Host(ctx, "compute-1")) // the provider looked up
-	try2(c.Host(ctx, "compute-1")) // ... and remembered
+	try2(c.Host(ctx, "compute-1")) // ... and remembered, its inventories too unless the TTL is 0
 	try2(c.Hosts(ctx))
 	try2(c.Services(ctx))
 	try2(c.Servers(ctx, "compute-1")) // group index cold
@@ -139,12 +139,12 @@ func sequence(ctx context.Context, c nova.Client) []error {
 // here until nova/fake's cost table follows.
 func TestFakeChargesWhatTheClientSends(t *testing.T) {
 	for _, ttl := range []time.Duration{10 * time.Second, 0} {
-		t.Run(fmt.Sprintf("group-cache-%s", ttl), func(t *testing.T) {
+		t.Run(fmt.Sprintf("caches-%s", ttl), func(t *testing.T) {
 			ctx := context.Background()
-			real := twoHosts(t).client(func(c *openstack.Config) { c.GroupCacheTTL = ttl })
+			real := twoHosts(t).client(func(c *openstack.Config) { c.GroupCacheTTL, c.InventoryCacheTTL = ttl, ttl })
 			real.Meter().Reset() // forget the authentication
 			fcfg := fake.DefaultConfig()
-			fcfg.GroupCacheTTL = ttl
+			fcfg.GroupCacheTTL, fcfg.InventoryCacheTTL = ttl, ttl
 			fc := sameRegion(t, fcfg)
 
 			realErrs, fakeErrs := sequence(ctx, real), sequence(ctx, fc.Client("agent"))
