@@ -112,7 +112,7 @@ func (a *Agent) merged(req ArbiterRequest, res ArbiterResult) {
 	p.Version = max(res.Version, p.Version+1) + 1
 	p.State, p.Tours = Growing, 0
 	p.Events = append(p.Events, o.Events...)
-	a.record(Record{Kind: RecMergeCommitted, Reason: "absorbed " + o.ID})
+	a.record(Record{Kind: RecMergeCommitted, Reason: "absorbed " + o.ID, Absorbed: o.ID})
 	for _, n := range o.Nodes {
 		if n != a.cfg.ID {
 			a.send(n, Message{Type: MsgAbsorbed, PartID: p.ID, Version: p.Version, Part: p.clone(), Other: o.clone()})

@@ -112,6 +112,8 @@ type Record struct {
 	Reason    string
 	// Nodes of the partition, on RecBlocked and RecEventEnded records.
 	Nodes []string
+	// Absorbed names the partition absorbed (RecMergeCommitted).
+	Absorbed string
 }
 
 // Ready is the agent's output since the last call to Ready.

@@ -222,8 +222,9 @@ type stats struct {
 	aborted       []scheduler.Record
 	abortedBy     map[string]int
 	abortedChecks float64 // checks the observer may run now (abortedCheckBudget)
-	// blocked: the node sets of partitions as they last blocked (wall
-	// time), for the union-of-blocked check.
+	// blocked: the partitions Blocked now (DESIGN §5.2.5: each entered
+	// Blocked and has not left it since), their nodes as they blocked,
+	// for the union-of-blocked check.
 	blocked  map[string]blockedPart
 	messages atomic.Int64
 	// actions: the executed plans' actions by outcome and reason class.
@@ -250,18 +251,41 @@ func (s *stats) solved(took time.Duration) {
 }
 
 type blockedPart struct {
-	nodes []string
-	at    time.Time
+	nodes   []string
+	version uint64
+	at      time.Time // simulated
 }
 
-// unionWindow is how long (wall) a partition counts as blocked after it
-// blocked, for the union check of an unsolvable event.
-const unionWindow = 500 * time.Millisecond
+// blockedGuard: a partition counts as Blocked at most this long
+// (simulated) after it blocked, in case the records that say it left
+// that state (joined, planned, merged, dissolved) were never emitted
+// (an agent killed with its whole partition).
+const blockedGuard = 30 * time.Second
+
+// leaveBlocked forgets the partitions r says are no longer Blocked: a
+// node joined it (it grows again), it planned, merged or ended, or it was
+// absorbed. A join at the version it blocked at or older is a fork's
+// (a request from before): the partition itself is still Blocked.
+func (s *stats) leaveBlocked(r scheduler.Record) {
+	switch r.Kind {
+	case scheduler.RecJoined, scheduler.RecPlanned, scheduler.RecDissolved, scheduler.RecMergeCommitted:
+	default:
+		return
+	}
+	if r.Absorbed != "" {
+		delete(s.blocked, r.Absorbed)
+	}
+	b, ok := s.blocked[r.Partition]
+	if ok && (r.Version > b.version || r.Kind != scheduler.RecJoined && r.Version == b.version) {
+		delete(s.blocked, r.Partition)
+	}
+}
 
 func (s *stats) record(host string, r scheduler.Record) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.leaveBlocked(r)
 	switch r.Kind {
 	case scheduler.RecEventRaised:
 		s.raised[r.Event.ID] = now
@@ -281,11 +305,13 @@ func (s *stats) record(host string, r scheduler.Record) {
 		delete(s.raised, r.Event.ID)
 		delete(s.raisedSim, r.Event.ID)
 		if r.Outcome == scheduler.Unsolvable {
-			// The union: this partition and every other partition blocked
-			// around the same time.
+			// The union: this partition and every other partition Blocked
+			// when it gave up. Not the ones that blocked a moment ago
+			// and went on since (a plan running on their nodes): no merge
+			// could have given those nodes to this event.
 			union := slices.Clone(r.Nodes)
 			for id, b := range s.blocked {
-				if now.Sub(b.at) > unionWindow {
+				if s.simNow().Sub(b.at) > blockedGuard {
 					delete(s.blocked, id)
 				} else if id != r.Partition {
 					union = append(union, b.nodes...)
@@ -305,7 +331,7 @@ func (s *stats) record(host string, r scheduler.Record) {
 		if s.blocked == nil {
 			s.blocked = map[string]blockedPart{}
 		}
-		s.blocked[r.Partition] = blockedPart{nodes: r.Nodes, at: now}
+		s.blocked[r.Partition] = blockedPart{nodes: r.Nodes, version: r.Version, at: s.simNow()}
 	case scheduler.RecMergeCommitted:
 		s.merges++
 	case scheduler.RecMergeRefused:
