@@ -48,7 +48,11 @@ type Agent struct {
 	// offered: a Blocked partition that may absorb this one met it since
 	// its last tour (a merge may still commit): the tour counts as met.
 	offered bool
-	solved  []string // events the plan being executed solves
+	// lastLook: the partition's tours are over and it solves once more
+	// on fresh snapshots before giving up (tourDone); no solution then
+	// ends it Unsolvable (SolveDone).
+	lastLook bool
+	solved   []string // events the plan being executed solves
 
 	// own host
 	host    Host

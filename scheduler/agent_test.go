@@ -149,7 +149,8 @@ func TestFirstOutSkipsBusyPartition(t *testing.T) {
 }
 
 // §5.2.5: back to its own partition after a full tour → Blocked and
-// registered; a second time → dissolved, event unsolvable, retried later.
+// registered; a second time → a last look on fresh snapshots, and with no
+// solution there dissolved, event unsolvable, retried later.
 func TestFullTourBlocksThenDissolves(t *testing.T) {
 	h1 := newAgent(t, "h1")
 	g := only(t, overload(t, h1), MsgGrow)
@@ -167,6 +168,7 @@ func TestFullTourBlocksThenDissolves(t *testing.T) {
 		t.Fatal("second tour request not marked blocked")
 	}
 	h1.Step(g2.Msg)
+	noSolutionOnLastLook(t, h1)
 	rd = h1.Ready()
 	if h1.Partition() != nil {
 		t.Fatal("still in a partition after the second tour")
@@ -475,8 +477,83 @@ func TestMetRequestToursAgain(t *testing.T) {
 	}
 	g.Msg.Met = true
 	h1.Step(g.Msg)
+	noSolutionOnLastLook(t, h1)
 	if h1.Partition() != nil || len(records(h1.Ready(), RecEventEnded)) != 1 {
 		t.Fatalf("still touring after %d tours", maxTours)
+	}
+}
+
+// noSolutionOnLastLook answers the last look of a's partition, whose
+// tours are over, with no solution.
+func noSolutionOnLastLook(t *testing.T, a *Agent) {
+	t.Helper()
+	p := a.Partition()
+	if p == nil || a.phase != phSolving {
+		t.Fatalf("tours over: no last look (partition %+v)", p)
+	}
+	a.SolveDone(p.ID, p.Version, Solution{Reason: "none"}, Plan{}, nil)
+}
+
+// Issue 11, point 6: a partition's last snapshots are as old as its
+// tours, and under saturation demand drifts meanwhile: it solves once
+// more on fresh snapshots before it gives up. Here a member's demand
+// drops while the request tours; the last look finds the room and the
+// plan runs instead of the event being given up with a solution in the
+// partition's own nodes (what dvms simulate counted as
+// unsolvable_with_union_solution with no other partition Blocked).
+func TestLastLookBeforeGivingUp(t *testing.T) {
+	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
+	host := func(name string, cpus ...float64) Host {
+		h := Host{Name: name, CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192}
+		for k, c := range cpus {
+			h.Servers = append(h.Servers, Server{ID: fmt.Sprintf("%s-s%d", name, k), VCPUs: 2, RAMMB: 1024, CPU: c, RAM: 512})
+		}
+		return h
+	}
+	for range h1.cfg.K {
+		h1.Observe(t0, host("h1", 2.5, 2.5)) // 5 cores of 4
+	}
+	h2.Observe(t0, host("h2", 3.9)) // no room for 2.5 cores
+	h2.Step(only(t, h1.Ready(), MsgGrow).Msg)
+	exchange := func() Ready { // h2's updates to h1, h1's snapshots back
+		t.Helper()
+		rd := h2.Ready()
+		for _, u := range sent(rd, MsgUpdate) {
+			h1.Step(u.Msg)
+			for _, sn := range sent(h1.Ready(), MsgSnapshot) {
+				h2.Step(sn.Msg)
+			}
+		}
+		return rd
+	}
+	solve := func() {
+		t.Helper()
+		rd := h2.Ready()
+		if len(rd.Solve) != 1 {
+			t.Fatalf("solve requests %+v", rd.Solve)
+		}
+		req := rd.Solve[0]
+		sol, plan, err := SolveAndPlan(req.Problem, req.Limits, DefaultSolveOptions())
+		h2.SolveDone(req.PartID, req.Version, sol, plan, err)
+	}
+	exchange()
+	solve() // no room: the request goes on
+	tour := only(t, h2.Ready(), MsgGrow).Msg
+	h2.Step(tour) // back home (every other node busy): Blocked
+	tour = only(t, exchange(), MsgGrow).Msg
+	h2.Observe(t0, host("h2", 0.5)) // demand drops while it tours
+	h2.Step(tour)                   // back home again
+	exchange()
+	if h2.Partition() == nil {
+		t.Fatal("given up after two tours without a last look")
+	}
+	solve()
+	p := h2.Partition()
+	if p == nil || p.State != Finishing {
+		t.Fatalf("the last look did not plan: partition %+v", p)
+	}
+	if ex := h2.Ready().Execute; len(ex) != 1 || ex[0].Plan.Len() != 1 {
+		t.Fatalf("execute requests %+v", ex)
 	}
 }
 

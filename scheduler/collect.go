@@ -3,7 +3,10 @@ package scheduler
 // Snapshot collection and solving (DESIGN §5.2.2–3): the leader gathers
 // every member's snapshot, asks for a solution and acts on it.
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // collect starts gathering snapshots (leader).
 func (a *Agent) collect() {
@@ -89,6 +92,10 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 			reason = planErr.Error()
 		}
 		a.record(Record{Kind: RecNoSolution, Event: p.Events[0], Reason: reason})
+		if a.lastLook {
+			a.dissolve(Unsolvable, fmt.Sprintf("no solution after %d full tours and a last look", p.Tours))
+			return
+		}
 		a.forward()
 	}
 }

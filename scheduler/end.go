@@ -63,7 +63,7 @@ func (a *Agent) end(o Outcome, reason string, solved []string) {
 		a.stale = true // the plan may have moved servers of this host
 	}
 	a.part, a.phase, a.merging, a.snaps, a.solved = nil, phNone, false, nil, nil
-	a.back, a.backMet, a.offered = false, false, false
+	a.back, a.backMet, a.offered, a.lastLook = false, false, false, false
 	if a.active == nil {
 		return
 	}

@@ -157,7 +157,15 @@ func (a *Agent) tourDone(met bool) {
 	a.offered = false
 	p.Tours++
 	if p.Tours >= 2 && (!met || p.Tours >= maxTours) {
-		a.dissolve(Unsolvable, fmt.Sprintf("no solution after %d full tours", p.Tours))
+		// The snapshots the partition last solved on are as old as its
+		// tours (taken when its last node joined) and demand drifts: a
+		// last look at fresh ones before the event is given up. No
+		// solution then ends it (SolveDone).
+		// Same version: a merge absorbing the partition as registered
+		// may still commit meanwhile (onAbsorbed then ends the look).
+		a.lastLook = true
+		a.broadcast(a.update()) // members answer with their snapshot
+		a.collect()
 		return
 	}
 	if p.State == Blocked {

@@ -59,6 +59,9 @@ type Report struct {
 		// UnsolvableWithUnion: of those, the ones the union of the
 		// partitions blocked at the time could solve (merges missed them).
 		UnsolvableWithUnion int `json:"unsolvable_with_union_solution"`
+		// UnionMisses names the first of those (event: why given up,
+		// its partition, the partitions Blocked then).
+		UnionMisses []string `json:"union_misses,omitempty"`
 		// AbortedBy counts aborted events by reason (names and numbers
 		// replaced by *). AbortedChecked of them were solved on the whole
 		// cloud when they ended (abortedCheckBudget: 2 a simulated second at

@@ -262,6 +262,10 @@ type blockedPart struct {
 // (an agent killed with its whole partition).
 const blockedGuard = 30 * time.Second
 
+// maxUnionMisses: the report names this many events given up with a
+// solution in the union (Report.Events.UnionMisses).
+const maxUnionMisses = 20
+
 // leaveBlocked forgets the partitions r says are no longer Blocked: a
 // node joined it (it grows again), it planned, merged or ended, or it was
 // absorbed. A join at the version it blocked at or older is a fork's
@@ -310,13 +314,17 @@ func (s *stats) record(host string, r scheduler.Record) {
 			// and went on since (a plan running on their nodes): no merge
 			// could have given those nodes to this event.
 			union := slices.Clone(r.Nodes)
+			var with []string
 			for id, b := range s.blocked {
 				if s.simNow().Sub(b.at) > blockedGuard {
 					delete(s.blocked, id)
 				} else if id != r.Partition {
 					union = append(union, b.nodes...)
+					with = append(with, id)
 				}
 			}
+			slices.Sort(with)
+			r.Reason = fmt.Sprintf("%s (partition %s of %d nodes; Blocked then: %s)", r.Reason, r.Partition, len(r.Nodes), strings.Join(with, " "))
 			slices.Sort(union)
 			r.Nodes = slices.Compact(union)
 			s.unsolvable = append(s.unsolvable, r)
@@ -660,7 +668,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.Mode == "dvms" {
 			g, u, a := globalCheck(pending, aborted, cloud, cfg, hosts)
 			rep.Events.UnsolvableWithGlobal += g
-			rep.Events.UnsolvableWithUnion += u
+			rep.Events.UnsolvableWithUnion += len(u)
+			for _, r := range u {
+				cfg.Log.Warn().Str("event", r.Event.ID).Str("partition", r.Partition).Str("reason", r.Reason).Msg("event given up with a solution in the union of the Blocked partitions")
+				if len(rep.Events.UnionMisses) < maxUnionMisses {
+					rep.Events.UnionMisses = append(rep.Events.UnionMisses, r.Event.ID+": "+r.Reason)
+				}
+			}
 			rep.Events.AbortedChecked += len(aborted)
 			rep.Events.AbortedWithGlobal += a
 		}
@@ -861,9 +875,9 @@ func reasonKind(reason string) string {
 // DESIGN §5.4's merges are meant never to miss. An aborted event is
 // raised again after its backoff; a global solution says what its abort
 // may have delayed.
-func globalCheck(recs, aborted []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts []string) (global, union, abortedGlobal int) {
+func globalCheck(recs, aborted []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts []string) (global int, union []scheduler.Record, abortedGlobal int) {
 	if len(recs) == 0 && len(aborted) == 0 {
-		return 0, 0, 0
+		return 0, nil, 0
 	}
 	ctx := context.Background()
 	all := make([]scheduler.Host, 0, len(hosts))
@@ -893,7 +907,7 @@ func globalCheck(recs, aborted []scheduler.Record, cloud *fake.Cloud, cfg Config
 			}
 		}
 		if solvable(r.Event, sub) {
-			union++
+			union = append(union, r)
 		}
 	}
 	for _, r := range aborted {
