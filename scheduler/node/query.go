@@ -27,6 +27,10 @@ type demandQuery struct {
 	V     int    `json:"v"`
 	ID    string `json:"id"`
 	Reply string `json:"reply"`
+	// Request is the asking plan's request id (nova.RequestID): the
+	// answering agent reads its source under it, so a source that keeps
+	// track (nova/fake's observer) knows which demand the plan saw.
+	Request string `json:"request,omitempty"`
 }
 
 type demandAnswer struct {
@@ -54,7 +58,7 @@ func (r *Runner) answerDemand(_ string, data []byte) {
 	}
 	// A fresh local measurement (cheap: cgroup files, a file, a local
 	// Prometheus); the last sample's when the source fails now.
-	d, at, ok := r.measureNow()
+	d, at, ok := r.measureNow(q.Request)
 	if !ok {
 		return // nothing measured: the asker skips the move
 	}
@@ -97,7 +101,7 @@ func (r *Runner) askDemand(ctx context.Context, host string) (map[string]nova.De
 		delete(r.q.waiting, id)
 		r.q.mu.Unlock()
 	}()
-	data, err := json.Marshal(demandQuery{V: 1, ID: id, Reply: bus.ReplySubject(r.cfg.Region, r.agent.ID())})
+	data, err := json.Marshal(demandQuery{V: 1, ID: id, Reply: bus.ReplySubject(r.cfg.Region, r.agent.ID()), Request: nova.RequestID(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -118,10 +122,14 @@ func (r *Runner) askDemand(ctx context.Context, host string) (map[string]nova.De
 }
 
 // measureNow reads the local source for this host now, within
-// QueryTimeout; the last sample's measurement when that fails.
-func (r *Runner) measureNow() (map[string]nova.Demand, time.Time, bool) {
+// QueryTimeout, under the asking plan's request id (if any); the last
+// sample's measurement when that fails.
+func (r *Runner) measureNow(request string) (map[string]nova.Demand, time.Time, bool) {
 	if r.d.Demand != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), QueryTimeout)
+		if request != "" {
+			ctx = nova.WithRequestID(ctx, request)
+		}
 		d, err := r.d.Demand.Demand(ctx, r.agent.ID())
 		cancel()
 		if err == nil && d != nil {
