@@ -73,10 +73,18 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		return
 	}
 	p := a.part
+	// The plan's event: the first it solves (a merged partition may solve
+	// an absorbed partition's event and not its initiator's).
+	ev := p.Events[0]
+	for _, e := range p.Events {
+		if len(sol.Solved) > 0 && e.ID == sol.Solved[0] {
+			ev = e
+		}
+	}
 	switch {
 	case sol.OK && planErr == nil && plan.Len() == 0:
 		a.solved = sol.Solved
-		a.record(Record{Kind: RecPlanned, Event: p.Events[0], Reason: sol.Reason})
+		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
 		a.dissolve(Solved, "nothing to do")
 	case sol.OK && planErr == nil:
 		a.solved = sol.Solved
@@ -84,8 +92,8 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		p.Version++
 		a.phase = phExecuting
 		a.broadcast(a.update())
-		a.record(Record{Kind: RecPlanned, Event: p.Events[0], Moves: plan.Len(), Reason: sol.Reason})
-		a.rd.Execute = append(a.rd.Execute, ExecRequest{PartID: p.ID, Version: p.Version, Event: p.Events[0], Plan: plan})
+		a.record(Record{Kind: RecPlanned, Event: ev, Moves: plan.Len(), Reason: sol.Reason})
+		a.rd.Execute = append(a.rd.Execute, ExecRequest{PartID: p.ID, Version: p.Version, Event: ev, Plan: plan})
 	default:
 		reason := sol.Reason
 		if planErr != nil {

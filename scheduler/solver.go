@@ -202,16 +202,18 @@ func Solve(p Problem, opt SolveOptions) Solution {
 		opt.ExactLimit = DefaultSolveOptions().ExactLimit
 	}
 	// Tiers: everything; then only the events' hosts (other overloaded
-	// hosts are left as they are, never made worse); then only the
-	// partition's own event. A merged partition thus still solves its
-	// initiator's event when it cannot solve all it carries.
+	// hosts are left as they are, never made worse); then each event
+	// alone, the partition's own (its initiator's) first. A merged
+	// partition thus still solves what it can of the events it carries:
+	// the events of the partitions it absorbed too, when its initiator's
+	// has no solution (before, their partition gave both up).
 	sol := solveTier(p, opt, p.Events, true)
 	if !sol.OK && len(p.Events) > 0 {
 		if s := solveTier(p, opt, p.Events, false); s.OK {
 			return s
 		}
-		if len(p.Events) > 1 {
-			if s := solveTier(p, opt, p.Events[:1], false); s.OK {
+		for i := 0; len(p.Events) > 1 && i < len(p.Events); i++ {
+			if s := solveTier(p, opt, p.Events[i:i+1], false); s.OK {
 				return s
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 )
@@ -402,5 +403,26 @@ func TestConsolidationKeepsHeadroom(t *testing.T) {
 				t.Fatalf("solution %+v, want ok=%v with one move", sol, tc.ok)
 			}
 		})
+	}
+}
+
+// Issue 11, point 6: a merged partition whose initiator's event has no
+// solution still solves the events of the partitions it absorbed (before,
+// the tiers tried the initiator's event alone and nothing else, and the
+// partition gave both up; dvms simulate counted the absorbed one as
+// unsolvable with a solution in the union).
+func TestSolveAbsorbedEventWhenInitiatorsHasNone(t *testing.T) {
+	stuck := Host{Name: "h1", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192, Servers: []Server{
+		{ID: "huge", VCPUs: 4, RAMMB: 1024, CPU: 5, RAM: 512}, // fits nowhere
+	}}
+	over := Host{Name: "h2", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192, Servers: []Server{
+		{ID: "a", VCPUs: 2, RAMMB: 1024, CPU: 2.5, RAM: 512},
+		{ID: "b", VCPUs: 2, RAMMB: 1024, CPU: 2.5, RAM: 512},
+	}}
+	room := Host{Name: "h3", CPUs: 4, RAMMB: 8192, AllocVCPUs: 16, AllocRAMMB: 8192}
+	evs := []Event{{ID: "e1", Kind: Overload, Host: "h1"}, {ID: "e2", Kind: Overload, Host: "h2"}}
+	sol := Solve(Problem{Events: evs, Hosts: []Host{stuck, over, room}, Thresholds: DefaultThresholds()}, DefaultSolveOptions())
+	if !sol.OK || !slices.Equal(sol.Solved, []string{"e2"}) || len(sol.Moves) != 1 || sol.Moves[0].From != "h2" {
+		t.Fatalf("OK=%v solved %v moves %+v (%s): want e2 solved by one move off h2", sol.OK, sol.Solved, sol.Moves, sol.Reason)
 	}
 }
