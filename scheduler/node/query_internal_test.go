@@ -31,7 +31,7 @@ func (b *syncBus) Publish(_ context.Context, subject string, data []byte) error 
 }
 
 func (b *syncBus) Subscribe(string, bus.Handler) (bus.Subscription, error) { return nil, nil }
-func (b *syncBus) Close() error                                             { return nil }
+func (b *syncBus) Close() error                                            { return nil }
 
 // requestSeen is a demand source that notes the request id of each read.
 type requestSeen struct {
