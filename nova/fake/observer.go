@@ -126,7 +126,7 @@ func (c *Cloud) checkPlan(s *server, src, dst *host, global string) {
 	if c.over(dst, cpu, ram) {
 		msg := fmt.Sprintf("plan overloads destination %s with %s: demand %.2f/%.2f cores, %.0f/%.0f MB (request %q)",
 			dst.Name, s.ID, cpu, float64(dst.VCPUs)*c.cfg.OverloadCPU, ram, float64(dst.RAMMB)*c.cfg.OverloadRAM, global)
-		if dst.demandSeq != seenBy(dst, global) || src.demandSeq != seenBy(src, global) {
+		if dst.demandSeq != seenBy(dst, global) || src.demandSeq != seenBy(src, global) || c.incomingDrift(s, dst, global) {
 			c.obs.drift = append(c.obs.drift, Violation{At: c.clock.Now(), Kind: KindOverload,
 				Message: msg + "; demand changed since the executor last read it"})
 		} else {
@@ -140,6 +140,29 @@ func (c *Cloud) checkPlan(s *server, src, dst *host, global string) {
 		}
 		c.obs.moved[k] = true
 	}
+}
+
+// incomingDrift reports whether the demand of a server the same plan
+// (global request id) is already moving to dst changed since the plan
+// read that server's source: the plan counted that move at the demand it
+// read, so demand risen since is the workload's, not the plan's.
+func (c *Cloud) incomingDrift(s *server, dst *host, global string) bool {
+	if global == "" {
+		return false
+	}
+	for _, m := range dst.incoming {
+		if m.srv == s {
+			continue
+		}
+		acts := c.actions[m.srv.ID]
+		if m.action >= len(acts) || acts[m.action].GlobalRequestID != global {
+			continue // another plan's: the plan answers for seeing it
+		}
+		if from := c.hosts[m.Source]; from != nil && from.demandSeq != seenBy(from, global) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxReadBy bounds host.readBy; past it the oldest plans' reads are

@@ -131,6 +131,36 @@ func TestObserverDriftSeenOnlyByAnotherReader(t *testing.T) {
 	}
 }
 
+// A plan answers for the demand it read of the servers it already moves
+// to a destination too: one of them whose demand rose after the plan's
+// re-check (while it waits for its source's migration lane) makes the
+// next move there drift, not a violation (dvms simulate --workload
+// saturated, issue 11 point 6).
+func TestObserverDriftOfAMoveInFlight(t *testing.T) {
+	c, _ := newCloud(t)
+	plan := nova.WithRequestID(context.Background(), "req-00000000-0000-4000-8000-0000000000d2")
+	mustAdd(t, c, server("first", "compute-1", 1, 512), server("blocker", "compute-1", 1, 512),
+		server("second", "compute-3", 1, 512), server("busy", "compute-2", 4, 1024))
+	_ = c.SetDemand("busy", nova.Demand{CPU: 5})
+	_ = c.SetDemand("first", nova.Demand{CPU: 1})
+	_ = c.SetDemand("second", nova.Demand{CPU: 1})
+	readDemandAs(t, plan, c, "compute-1", "compute-2", "compute-3") // 5 + 1 + 1 fits in 8
+	if _, err := c.LiveMigrate(plan, "first", "compute-2"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDemand("first", nova.Demand{CPU: 3}) // in flight, after the re-check
+	readDemand(t, c, "compute-1")                 // its source's monitor
+	if _, err := c.LiveMigrate(plan, "second", "compute-2"); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.Violations(); len(v) != 0 {
+		t.Fatalf("violations %v", v)
+	}
+	if d := c.Drift(); len(d) != 1 || !strings.Contains(d[0].Message, "second") {
+		t.Fatalf("drift %v", d)
+	}
+}
+
 // A correct sequence (moves, failures, shelves, deletes) leaves the
 // observer and the audit silent: newCloud's cleanup checks both.
 func TestObserverQuietOnCorrectSequence(t *testing.T) {
