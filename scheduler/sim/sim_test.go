@@ -72,6 +72,12 @@ func TestSimulateWithFaults(t *testing.T) {
 		if r.Agents.Killed != 4 || r.Faults.Injected == 0 {
 			t.Fatalf("seed %d: faults not exercised: killed %d, injected %d", seed, r.Agents.Killed, r.Faults.Injected)
 		}
+		// The observer does not wait for a killed agent to stop (it may
+		// finish its plan for StopGrace, 120 s): it went 130 simulated
+		// seconds without a sample at 200 hosts when it did.
+		if r.Samples.MaxGapS > 30 {
+			t.Fatalf("seed %d: the observer went %.1f s without a sample", seed, r.Samples.MaxGapS)
+		}
 		t.Logf("seed %d: %+v", seed, r.Events)
 		solved += r.Events.Solved
 	}
