@@ -176,8 +176,8 @@ var options = []option{
 			"which feed its Vivaldi coordinate; four times as often until the coordinate settles. 0: no probes (the agent still answers).",
 		field: func(c *fileConfig) any { return &c.Coord.Probe }},
 	{section: "scheduler", name: "coordinate_max_error", kind: kindFloat, def: "0.75", bounds: "> 0", unit: "relative error",
-		help: "A member's coordinate is used for distances once its own error estimate is below this (it starts at 1.5); " +
-			"until then next_node vivaldi falls back on the ring for it.",
+		help: "A member's coordinate is used for distances once its own error estimate has been at or below this (it starts at 1.5), " +
+			"and stays used if the estimate rises again; until then next_node vivaldi falls back on the ring for it.",
 		field: func(c *fileConfig) any { return &c.Coord.MaxError }},
 	{section: "scheduler", name: "preempt", kind: kindBool, def: "false",
 		help:  "Shelve (offload) the lowest-priority servers (metadata dvms:priority) when no placement exists.",

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
@@ -114,4 +115,38 @@ func TestVivaldiSeparatesSites(t *testing.T) {
 		t.Fatalf("after 30 s (samples of h0: %d): median estimate intra-site %s (true 2ms), inter-site %s (true 200ms)", vs[0].Samples(), mi, me)
 	}
 	t.Logf("median estimate: intra-site %s (true 2ms), inter-site %s (true 200ms)", mi, me)
+}
+
+// A coordinate is used once its error estimate has been at or below the
+// bound, and stays used when the estimate rises again (a few queued
+// samples); one that never got there is not.
+func TestCoordTableDistanceOnceConverged(t *testing.T) {
+	table := node.NewCoordTable()
+	at := func(x, errEst float64) *coordinate.Coordinate {
+		c := coordinate.NewCoordinate(coordinate.DefaultConfig())
+		c.Vec[0] = x
+		c.Error = errEst
+		return c
+	}
+	dist := table.Distance(0.75)
+	table.Set("a", at(0, 1.5))
+	table.Set("b", at(0.02, 1.5))
+	if _, ok := dist("a", "b"); ok {
+		t.Fatal("distance known between coordinates that never converged")
+	}
+	table.Set("a", at(0, 0.3))
+	table.Set("b", at(0.02, 0.4))
+	d, ok := dist("a", "b")
+	if !ok || d < 15*time.Millisecond || d > 25*time.Millisecond {
+		t.Fatalf("converged: distance %v, %v; want about 20ms, true", d, ok)
+	}
+	table.Set("a", at(0, 1.2)) // a's estimate wanders above the bound
+	if d, ok := dist("a", "b"); !ok || d < 15*time.Millisecond {
+		t.Fatalf("after a's error rose: distance %v, %v; want it still known", d, ok)
+	}
+	table.Forget("a")
+	table.Set("a", at(0, 1.2)) // back after it left: converges anew
+	if _, ok := dist("a", "b"); ok {
+		t.Fatal("a rejoined with an unconverged coordinate and its distance is known")
+	}
 }
