@@ -56,12 +56,19 @@ type Report struct {
 		// solver, run on the whole cloud when the event ended, found a
 		// solution (a liveness miss).
 		UnsolvableWithGlobal int `json:"unsolvable_with_global_solution"`
-		// UnsolvableWithUnion: of those, the ones the union of the
-		// partitions blocked at the time could solve (merges missed them).
+		// UnsolvableWithUnion: unsolvable events the union of the
+		// partitions Blocked at the time could solve as their leaders
+		// last saw it (the snapshots they solved over): merges missed
+		// them, a protocol miss.
 		UnsolvableWithUnion int `json:"unsolvable_with_union_solution"`
-		// UnionMisses names the first of those (event: why given up,
-		// its partition, the partitions Blocked then).
-		UnionMisses []string `json:"union_misses,omitempty"`
+		// UnsolvableWithUnionLater: the others the same hosts could
+		// solve as the cloud was at the observer's next sample (demand
+		// changed after the snapshots; see globalCheck).
+		UnsolvableWithUnionLater int `json:"unsolvable_with_union_solution_later"`
+		// UnionMisses and UnionLaterMisses name the first of each (event:
+		// why given up, its partition, the partitions Blocked then).
+		UnionMisses      []string `json:"union_misses,omitempty"`
+		UnionLaterMisses []string `json:"union_later_misses,omitempty"`
 		// AbortedBy counts aborted events by reason (names and numbers
 		// replaced by *). AbortedChecked of them were solved on the whole
 		// cloud when they ended (abortedCheckBudget: 2 a simulated second at
@@ -321,8 +328,8 @@ func (r *Report) WriteText(w io.Writer) {
 	if r.Samples.Due > 0 {
 		fmt.Fprintf(w, "  kept up     agents took %d of %d samples due from %.0fs (%.2f)\n", r.Samples.Taken, r.Samples.Due, r.Samples.FromS, r.Samples.Ratio)
 	}
-	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution, %d one in the union of the blocked partitions), %d failed, %d aborted, %d in flight\n",
-		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.UnsolvableWithUnion, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)
+	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution, %d one in the union of the blocked partitions as they saw it, %d as the cloud was a moment later), %d failed, %d aborted, %d in flight\n",
+		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.UnsolvableWithUnion, r.Events.UnsolvableWithUnionLater, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)
 	fmt.Fprintf(w, "  solved      %.1f %% of the %.0f events that had a solution (aborted ones estimated from the checked)\n", r.Events.SolvedPct, r.Events.WithSolution)
 	if r.Events.Aborted > 0 {
 		fmt.Fprintf(w, "  aborted     %d of %d checked had a global solution; by reason:\n", r.Events.AbortedWithGlobal, r.Events.AbortedChecked)

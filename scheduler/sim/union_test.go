@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestUnionCountsPartitionsBlockedNow(t *testing.T) {
 			if len(s.unsolvable) != 1 {
 				t.Fatalf("unsolvable events %d, want 1", len(s.unsolvable))
 			}
-			if got := s.unsolvable[0].Nodes; !slices.Equal(got, tc.want) {
+			if got := s.unsolvable[0].rec.Nodes; !slices.Equal(got, tc.want) {
 				t.Fatalf("union %v, want %v", got, tc.want)
 			}
 		})
@@ -58,8 +59,57 @@ func TestUnionCountsPartitionsBlockedNow(t *testing.T) {
 		s.record("x", blocked("q", 3, "c"))
 		now = now.Add(blockedGuard + time.Second)
 		s.record("a", given)
-		if got := s.unsolvable[0].Nodes; !slices.Equal(got, []string{"a", "b"}) {
+		if got := s.unsolvable[0].rec.Nodes; !slices.Equal(got, []string{"a", "b"}) {
 			t.Fatalf("union %v, want [a b]", got)
 		}
 	})
+}
+
+// The union is also kept as the Blocked partitions' leaders last solved
+// it (the snapshots they had): the check of what merges must never miss
+// runs on that, not on the cloud a moment later.
+func TestUnionKeepsTheLeadersViews(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
+		simNow: func() time.Time { return now }, raisedSim: map[string]time.Time{}}
+	view := func(id string, hosts ...string) scheduler.SolveRequest {
+		req := scheduler.SolveRequest{PartID: id}
+		for _, h := range hosts {
+			req.Problem.Hosts = append(req.Problem.Hosts, scheduler.Host{Name: h, CPUs: 16})
+		}
+		return req
+	}
+	s.viewed(view("p", "a"))
+	s.viewed(view("p", "a", "b")) // the last solve counts
+	s.viewed(view("q", "c", "d"))
+	s.viewed(view("r", "e"))
+	s.record("c", scheduler.Record{Kind: scheduler.RecBlocked, Partition: "q", Version: 3, Nodes: []string{"c", "d"}})
+	s.record("e", scheduler.Record{Kind: scheduler.RecBlocked, Partition: "r", Version: 1, Nodes: []string{"e"}})
+	s.record("e", scheduler.Record{Kind: scheduler.RecJoined, Partition: "r", Version: 2}) // r grew: not Blocked
+	s.record("a", scheduler.Record{Kind: scheduler.RecEventEnded, Outcome: scheduler.Unsolvable, Partition: "p", Version: 4,
+		Event: scheduler.Event{ID: "ev-a", Host: "a"}, Nodes: []string{"a", "b"}})
+	if len(s.unsolvable) != 1 {
+		t.Fatalf("unsolvable events %d, want 1", len(s.unsolvable))
+	}
+	var names []string
+	for _, h := range s.unsolvable[0].view {
+		names = append(names, h.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"a", "b", "c", "d"}; !slices.Equal(names, want) {
+		t.Fatalf("union as the leaders saw it %v, want %v", names, want)
+	}
+	// A dissolved partition's view is kept while members may still
+	// report their own events of it, then dropped.
+	s.record("c", scheduler.Record{Kind: scheduler.RecDissolved, Partition: "q"})
+	if _, ok := s.views["q"]; !ok {
+		t.Fatal("view dropped at once when its partition dissolved")
+	}
+	now = now.Add(blockedGuard + time.Second)
+	for i := range 256 {
+		s.viewEnded(fmt.Sprintf("x%d", i))
+	}
+	if _, ok := s.views["q"]; ok {
+		t.Fatal("a view kept long after its partition dissolved")
+	}
 }
