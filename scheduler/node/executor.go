@@ -231,7 +231,8 @@ func RequestID(eventID string) string {
 // flight is what the plan has in flight, shared by the re-checks.
 type flight struct {
 	mu sync.Mutex
-	// flying: the plan's moves into each host, re-checked and not ended,
+	// flying: the plan's moves into each host, re-checked and not given
+	// back (a move done stays until the plan ends, see settle),
 	// by server. A later re-check counts those its destination does not
 	// list yet (a completed move is listed, and measured, there).
 	flying map[string]map[string]*reservation
@@ -393,7 +394,7 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 		log.Info().Str("reason", sk.why).Str("class", string(sk.class)).Msg("action skipped after re-check")
 		return r
 	}
-	defer f.release(held)
+	defer func() { f.settle(held, r) }()
 	if e.advise(a) {
 		r.Outcome, r.Class, r.Reason = ActionSkipped, ReasonAdvise, "advise mode: not executed"
 		log.Info().Msg("advise: would run action")
@@ -685,10 +686,22 @@ func (f *flight) accept(h *reservation) {
 	f.mu.Unlock()
 }
 
-// release gives back what recheck reserved and accept noted, once the
-// action ended (done: the server is listed on its destination now).
-func (f *flight) release(h *reservation) {
+// settle is called once the reserved action ended with res. A move that
+// did not happen gives back what recheck reserved. A move done (or whose
+// outcome is unknown: it may have happened) keeps its reservation for the
+// rest of the plan: later re-checks count it where their listing of the
+// destination does not show the server (arriving). A re-check whose
+// listing was read while the move still ran, and that takes the flight
+// after the move ended, would otherwise count the server nowhere: with
+// the reservation given back at the end, such a re-check let a plan
+// moving servers from several hosts into one start a move into a full
+// destination (a plan-overloads-destination violation in about one
+// saturated 200-host run in ten, with no demand changed).
+func (f *flight) settle(h *reservation, res ActionResult) {
 	if h == nil {
+		return
+	}
+	if res.Outcome == ActionDone || res.Outcome == ActionFailed && res.Class == ReasonTimeout {
 		return
 	}
 	f.mu.Lock()
