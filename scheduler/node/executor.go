@@ -252,11 +252,20 @@ type load struct {
 
 // arriving sums the plan's moves into host that its listing (listed, by
 // server) does not show yet: their load, and the VCPUs of those Nova
-// accepted (placement holds them, or will soon) (f.mu held).
-func (f *flight) arriving(host string, listed map[string]bool) (in load, acceptedVCPUs int) {
+// accepted (placement holds them, or will soon) (f.mu held). A moving
+// server's demand is taken from fresh (a measurement of its source read
+// by this re-check) when it has one, and the reservation updated: the
+// value reserved at its own re-check may be seconds old. (Seen: a plan
+// moving three servers from one host into another counted the first at
+// the 0.56 core reserved while its source, read again, measured 0.76,
+// and started the third move into 16.14 of 16 cores.)
+func (f *flight) arriving(host string, listed map[string]bool, fresh map[string]nova.Demand) (in load, acceptedVCPUs int) {
 	for id, r := range f.flying[host] {
 		if listed[id] {
 			continue
+		}
+		if d, ok := fresh[id]; ok {
+			r.l.cpu, r.l.ram = d.CPU, d.RAMMB
 		}
 		in.add(r.l, 1)
 		if r.accepted {
@@ -552,7 +561,7 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	for _, sv := range servers {
 		listed[sv.ID] = true
 	}
-	in, accepted := f.arriving(a.To, listed)
+	in, accepted := f.arriving(a.To, listed, r.srcDemand)
 	// Placement holds a moving server on both hosts: allocations on the
 	// destination beyond its listed servers and the moves of this plan
 	// still on their way are migrations from elsewhere (a partition that
