@@ -5,5 +5,10 @@
 // executor that re-checks every action against Nova right before it
 // (DESIGN §5.5).
 //
+// Membership comes from Membership (heartbeats over the bus, N² messages a
+// second in a region; what `dvms agent` runs today) or Swim (SWIM over
+// hashicorp/memberlist, O(1) per agent a second; SwimNet runs many in one
+// process). Both report members up and down the same way.
+//
 // It depends on interfaces only; cmd/ wires concrete implementations.
 package node

@@ -1,0 +1,252 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/rs/zerolog"
+)
+
+// SwimConfig configures the SWIM membership of one agent (issue 12): a
+// gossip failure detector with suspicion and Lifeguard, from
+// hashicorp/memberlist, whose traffic per agent does not grow with the
+// region, unlike the heartbeats of Membership (N² deliveries a second).
+type SwimConfig struct {
+	// Self is what this agent tells the others about itself (host, site,
+	// incarnation, Raft address); it travels as memberlist node metadata.
+	// Self.Host is the memberlist node name.
+	Self Heartbeat
+	// Seeds are "host:port" of members to join through; none: this agent
+	// starts the region alone and others join it.
+	Seeds []string
+	// BindAddr and BindPort are where memberlist listens (TCP and UDP,
+	// 7946 by default) when Transport is nil.
+	BindAddr string
+	BindPort int
+	// Transport replaces the network (tests and `dvms simulate` run many
+	// agents in one process over SwimNet).
+	Transport memberlist.NodeAwareTransport
+	// Tune, if set, adjusts memberlist's LAN defaults before start.
+	Tune func(*memberlist.Config)
+}
+
+// Validate lists every problem.
+func (c SwimConfig) Validate() error {
+	var errs []error
+	if c.Self.Host == "" || c.Self.Incarnation == "" {
+		errs = append(errs, errors.New("swim: host and incarnation are required"))
+	}
+	if c.Transport == nil && (c.BindPort < 0 || c.BindPort > 65535) {
+		errs = append(errs, fmt.Errorf("swim: bind port %d out of range", c.BindPort))
+	}
+	return errors.Join(errs...)
+}
+
+// Swim follows the region's members with SWIM. It reports members up and
+// down exactly as Membership does (OnUp, OnDown, Members), so the runner
+// consumes either the same way.
+type Swim struct {
+	cfg SwimConfig
+	log zerolog.Logger
+
+	// OnUp and OnDown are called from Run's goroutine when membership
+	// changes. They must not block. Set them before Run.
+	OnUp, OnDown func(host string)
+
+	mu      sync.Mutex
+	ml      *memberlist.Memberlist
+	members map[string]Member // live others, as last heard
+	events  []swimEvent
+	wake    chan struct{}
+}
+
+type swimEvent struct {
+	host string
+	up   bool
+}
+
+// NewSwim returns a SWIM membership; Run starts it.
+func NewSwim(cfg SwimConfig, log zerolog.Logger) (*Swim, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Self.V = 1
+	return &Swim{cfg: cfg, log: log, members: map[string]Member{}, wake: make(chan struct{}, 1)}, nil
+}
+
+// Members returns the live members, sorted by host, this agent included.
+func (s *Swim) Members() []Member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Member, 0, len(s.members)+1)
+	out = append(out, Member{Heartbeat: s.cfg.Self, Seen: time.Now()})
+	for _, v := range s.members {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Host, b.Host) })
+	return out
+}
+
+// Run joins the region, reports changes until ctx ends, then leaves.
+func (s *Swim) Run(ctx context.Context) error {
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = s.cfg.Self.Host
+	mc.Delegate = swimMeta{s}
+	mc.Events = swimEvents{s}
+	mc.Logger = log.New(swimLogWriter{s.log}, "", 0)
+	if s.cfg.Transport != nil {
+		mc.Transport = s.cfg.Transport
+	} else {
+		if s.cfg.BindAddr != "" {
+			mc.BindAddr = s.cfg.BindAddr
+		}
+		mc.BindPort, mc.AdvertisePort = s.cfg.BindPort, s.cfg.BindPort
+	}
+	if s.cfg.Tune != nil {
+		s.cfg.Tune(mc)
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("swim start %s: %w", s.cfg.Self.Host, err)
+	}
+	s.mu.Lock()
+	s.ml = ml
+	s.mu.Unlock()
+	defer func() {
+		if err := ml.Leave(time.Second); err != nil {
+			s.log.Warn().Err(err).Msg("swim leave")
+		}
+		_ = ml.Shutdown()
+	}()
+	joined := len(s.cfg.Seeds) == 0
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
+	for {
+		if !joined {
+			if n, err := ml.Join(s.cfg.Seeds); err != nil {
+				s.log.Warn().Err(err).Strs("seeds", s.cfg.Seeds).Msg("swim join failed; retrying")
+			} else {
+				joined = true
+				s.log.Info().Int("contacted", n).Msg("swim joined")
+			}
+		}
+		s.dispatch()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake:
+		case <-retry.C:
+		}
+	}
+}
+
+// dispatch reports the queued changes, in order, from Run's goroutine.
+func (s *Swim) dispatch() {
+	s.mu.Lock()
+	evs := s.events
+	s.events = nil
+	s.mu.Unlock()
+	for _, e := range evs {
+		f := s.OnDown
+		if e.up {
+			f = s.OnUp
+		}
+		if f != nil {
+			f(e.host)
+		}
+	}
+}
+
+// change records a member's new state (called from memberlist, which must
+// not be blocked) and wakes Run.
+func (s *Swim) change(n *memberlist.Node, alive bool) {
+	if n.Name == s.cfg.Self.Host {
+		return
+	}
+	var hb Heartbeat
+	if alive {
+		if err := json.Unmarshal(n.Meta, &hb); err != nil || hb.V != 1 || hb.Host != n.Name || hb.Incarnation == "" {
+			s.log.Warn().Str("member", n.Name).Int("bytes", len(n.Meta)).Msg("swim: malformed member metadata rejected")
+			return
+		}
+	}
+	s.mu.Lock()
+	old, known := s.members[n.Name]
+	switch {
+	case !alive:
+		if known {
+			delete(s.members, n.Name)
+			s.events = append(s.events, swimEvent{n.Name, false})
+			s.log.Warn().Str("member", n.Name).Msg("member dead or left")
+		}
+	case !known:
+		s.members[n.Name] = Member{Heartbeat: hb, Seen: time.Now()}
+		s.events = append(s.events, swimEvent{n.Name, true})
+		s.log.Info().Str("member", n.Name).Str("site", hb.Site).Msg("member up")
+	default:
+		s.members[n.Name] = Member{Heartbeat: hb, Seen: time.Now()}
+		if old.Incarnation != hb.Incarnation {
+			s.events = append(s.events, swimEvent{n.Name, false}, swimEvent{n.Name, true})
+			s.log.Info().Str("member", n.Name).Msg("member restarted")
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+type swimEvents struct{ s *Swim }
+
+func (e swimEvents) NotifyJoin(n *memberlist.Node)   { e.s.change(n, true) }
+func (e swimEvents) NotifyLeave(n *memberlist.Node)  { e.s.change(n, false) }
+func (e swimEvents) NotifyUpdate(n *memberlist.Node) { e.s.change(n, true) }
+
+// swimMeta gives memberlist this agent's metadata; the protocol itself
+// stays on NATS, so no user messages travel over memberlist.
+type swimMeta struct{ s *Swim }
+
+func (d swimMeta) NodeMeta(limit int) []byte {
+	hb := d.s.cfg.Self
+	hb.Coord = nil // coordinates travel with memberlist's own probes (issue 12, point 2)
+	b, _ := json.Marshal(hb)
+	if len(b) > limit {
+		d.s.log.Error().Int("bytes", len(b)).Int("limit", limit).Msg("swim: metadata too large; sent empty")
+		return nil
+	}
+	return b
+}
+func (swimMeta) NotifyMsg([]byte)                    {}
+func (swimMeta) GetBroadcasts(int, int) [][]byte     { return nil }
+func (swimMeta) LocalState(bool) []byte              { return nil }
+func (swimMeta) MergeRemoteState(buf []byte, _ bool) {}
+
+// swimLogWriter turns memberlist's "[LEVEL] memberlist: ..." lines into
+// structured logs.
+type swimLogWriter struct{ log zerolog.Logger }
+
+func (w swimLogWriter) Write(p []byte) (int, error) {
+	line := string(bytes.TrimSpace(p))
+	ev := w.log.Debug()
+	switch {
+	case strings.HasPrefix(line, "[ERR]"):
+		ev = w.log.Error()
+	case strings.HasPrefix(line, "[WARN]"):
+		ev = w.log.Warn()
+	}
+	ev.Str("component", "memberlist").Msg(line)
+	return len(p), nil
+}
+
+var _ io.Writer = swimLogWriter{}

@@ -1,0 +1,144 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// SwimNet runs many SWIM agents in one process over memberlist's
+// in-memory transport (MockNetwork), with what a real network adds:
+// datagram loss (Drop), hosts that crash (Kill: silent from then on, in
+// and out) and a count of the membership messages sent. Tests and
+// `dvms simulate` use it; real agents use memberlist's UDP/TCP transport.
+//
+// Every transport must be made (Transport) before the first agent
+// starts: MockNetwork's routing table is not safe for concurrent use.
+type SwimNet struct {
+	ctx  context.Context
+	mock memberlist.MockNetwork
+	// drop is the fraction of datagrams lost; streams (TCP) are not.
+	drop   float64
+	byAddr map[string]*swimTransport
+	// Packets and Streams count datagrams and stream connections sent.
+	Packets, Streams atomic.Int64
+	Dropped          atomic.Int64
+}
+
+// NewSwimNet returns an empty network losing the fraction drop of its
+// datagrams. Its pumps stop when ctx ends: end it only after every agent
+// on it has stopped.
+func NewSwimNet(ctx context.Context, drop float64) (*SwimNet, error) {
+	if drop < 0 || drop >= 1 {
+		return nil, fmt.Errorf("swim net: drop %.3f must be in [0, 1)", drop)
+	}
+	n := &SwimNet{ctx: ctx, drop: drop, byAddr: map[string]*swimTransport{}}
+	return n, nil
+}
+
+// Transport makes the transport of host.
+func (n *SwimNet) Transport(host string) memberlist.NodeAwareTransport {
+	inner := n.mock.NewTransport(host)
+	t := &swimTransport{MockTransport: inner, net: n,
+		packets: make(chan *memberlist.Packet, 4096), streams: make(chan net.Conn, 64)}
+	ip, port, _ := inner.FinalAdvertiseAddr("", 0)
+	t.addr = net.JoinHostPort(ip.String(), fmt.Sprint(port))
+	n.byAddr[t.addr] = t
+	go t.pump(n.ctx)
+	return t
+}
+
+// Addr is where host's transport listens, to join through.
+func (n *SwimNet) Addr(t memberlist.NodeAwareTransport) string {
+	return t.(*swimTransport).addr
+}
+
+// Kill makes the host of t silent, as a crashed machine: nothing it sends
+// or is sent arrives any more.
+func (n *SwimNet) Kill(t memberlist.NodeAwareTransport) { t.(*swimTransport).dead.Store(true) }
+
+// swimTransport wraps a MockTransport. MockTransport hands packets over
+// unbuffered channels, so a sender blocks until the receiver reads: a
+// pump drains them into buffers (overflow is a lost datagram, as a full
+// socket buffer), and a dead host's pump throws everything away.
+type swimTransport struct {
+	*memberlist.MockTransport
+	net     *SwimNet
+	addr    string
+	dead    atomic.Bool
+	packets chan *memberlist.Packet
+	streams chan net.Conn
+}
+
+var errHostDown = errors.New("host down")
+
+func (t *swimTransport) pump(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-t.MockTransport.PacketCh():
+			if t.dead.Load() {
+				continue
+			}
+			select {
+			case t.packets <- p:
+			default:
+				t.net.Dropped.Add(1)
+			}
+		case c := <-t.MockTransport.StreamCh():
+			if t.dead.Load() {
+				_ = c.Close()
+				continue
+			}
+			select {
+			case t.streams <- c:
+			case <-ctx.Done():
+				_ = c.Close()
+				return
+			}
+		}
+	}
+}
+
+func (t *swimTransport) PacketCh() <-chan *memberlist.Packet { return t.packets }
+func (t *swimTransport) StreamCh() <-chan net.Conn           { return t.streams }
+
+func (t *swimTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	return t.WriteToAddress(b, memberlist.Address{Addr: addr})
+}
+
+func (t *swimTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	t.net.Packets.Add(1)
+	now := time.Now()
+	if t.dead.Load() || t.peerDead(a) || rand.Float64() < t.net.drop {
+		t.net.Dropped.Add(1)
+		return now, nil // a datagram lost is not an error to its sender
+	}
+	return t.MockTransport.WriteToAddress(b, a)
+}
+
+func (t *swimTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	return t.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
+}
+
+func (t *swimTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	t.net.Streams.Add(1)
+	if t.dead.Load() || t.peerDead(a) {
+		return nil, fmt.Errorf("dial %s: %w", a.Addr, errHostDown)
+	}
+	return t.MockTransport.DialAddressTimeout(a, timeout)
+}
+
+func (t *swimTransport) peerDead(a memberlist.Address) bool {
+	p, ok := t.net.byAddr[a.Addr]
+	return ok && p.dead.Load()
+}
+
+var _ memberlist.NodeAwareTransport = (*swimTransport)(nil)
