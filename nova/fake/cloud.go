@@ -480,6 +480,19 @@ func (c *Cloud) OverloadedHosts() int {
 	return n
 }
 
+// Created returns when a server was added (Nova's "created"), and false
+// for an unknown server. nova/fakeapi serves it: nova/openstack lists the
+// server groups again when it sees a server newer than its group index.
+func (c *Cloud) Created(id string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.servers[id]
+	if !ok {
+		return time.Time{}, false
+	}
+	return s.created, true
+}
+
 // Actions returns a server's instance actions, oldest first (kept after
 // the server is deleted, as Nova keeps them).
 func (c *Cloud) Actions(serverID string) []Action {
