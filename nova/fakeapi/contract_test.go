@@ -16,8 +16,6 @@ import (
 	"github.com/dvms-project/dvms/nova/openstack"
 )
 
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // bed is a fake cloud served over HTTP by an httptest server.
 type bed struct {
 	cloud *fake.Cloud
@@ -26,10 +24,12 @@ type bed struct {
 }
 
 // newBed serves three 8-VCPU / 16 GiB hosts compute-1..3 and checks at
-// cleanup that the fake's observer saw nothing wrong.
+// cleanup that the fake's observer saw nothing wrong. The fake's clock
+// starts at the wall clock's now: the client compares a server's
+// "created" with its own clock (its group index cache).
 func newBed(t *testing.T, opts fakeapi.Options) *bed {
 	t.Helper()
-	clock := fake.NewManualClock(epoch)
+	clock := fake.NewManualClock(time.Now().UTC().Truncate(time.Second))
 	c := fake.New(fake.DefaultConfig(), clock)
 	for i := 1; i <= 3; i++ {
 		c.AddHost(nova.Host{Name: fmt.Sprintf("compute-%d", i), VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 1, RAMAllocRatio: 1})

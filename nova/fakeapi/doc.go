@@ -52,6 +52,15 @@
 // query parameter not served is 400; an unknown path is 404; a missing or
 // unknown X-Auth-Token is 401.
 //
+// Timestamps (a server's created, a service's updated_at, a migration's
+// created_at and updated_at) are the fake's clock. nova/openstack
+// compares a server's created with its own wall clock to tell whether
+// its server-group index may miss the server: with a fake clock far from
+// the wall clock (a ManualClock in the past, a ScaledClock faster than
+// real time), a client may show a new server's group only after its
+// Config.GroupCacheTTL. Start the fake's clock at the wall clock's now,
+// at factor 1, or give the agents a short GroupCacheTTL.
+//
 // Known differences from Nova: the fake has one project, so all_tenants
 // and all_projects change nothing; listings are ordered by ID, not by
 // creation; an empty metadata value cannot be stored (400); unshelve to
