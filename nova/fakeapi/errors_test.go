@@ -3,7 +3,10 @@ package fakeapi_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,5 +160,52 @@ func noErr(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestExpiredTokenIsRenewed: compute answers an expired token 401 and
+// the real client authenticates again (AllowReauth) and goes on.
+func TestExpiredTokenIsRenewed(t *testing.T) {
+	b := newBed(t, fakeapi.Options{TokenTTL: 50 * time.Millisecond})
+	c := b.client(t)
+	time.Sleep(100 * time.Millisecond)
+	if _, err := c.Hosts(context.Background()); err != nil {
+		t.Fatalf("Hosts after the token expired: %v", err)
+	}
+	tokens := int64(0)
+	for tpl, n := range c.Meter().CallerCounts("") {
+		if tpl.Method == http.MethodPost && strings.HasSuffix(tpl.Path, "/auth/tokens") {
+			tokens += n
+		}
+	}
+	if tokens < 2 {
+		t.Errorf("%d token requests, want the first and a renewal", tokens)
+	}
+}
+
+// TestBaseURLNamesTheCatalog: with Options.BaseURL the catalog names it,
+// whatever address the token request came to.
+func TestBaseURLNamesTheCatalog(t *testing.T) {
+	b := newBed(t, fakeapi.Options{})
+	var h http.Handler
+	var viaBase atomic.Int64
+	base := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		viaBase.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(base.Close)
+	h = fakeapi.New(b.cloud, fakeapi.Options{BaseURL: base.URL + "/"})
+	auth := httptest.NewServer(h)
+	t.Cleanup(auth.Close)
+	c, err := b.connect(t, auth.URL+"/identity/v3", "admin", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := viaBase.Load()
+	if _, err := c.Hosts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if viaBase.Load() <= before {
+		t.Errorf("Hosts sent nothing to the BaseURL server")
 	}
 }
