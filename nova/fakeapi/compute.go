@@ -459,6 +459,9 @@ func (s *Server) serverAction(w http.ResponseWriter, r *http.Request) error {
 			}
 			dest := ""
 			if a.Host != nil {
+				if *a.Host == "" {
+					return httpError(http.StatusBadRequest, "Invalid input for field/attribute host: '' is too short (null lets the scheduler pick)")
+				}
 				dest = *a.Host
 			}
 			rc, err = s.api.LiveMigrate(ctx, id, dest)
@@ -485,6 +488,9 @@ func (s *Server) serverAction(w http.ResponseWriter, r *http.Request) error {
 					return httpError(http.StatusBadRequest, "unshelve: availability_zone is not served by the fake (name a host)")
 				}
 				if a.Host != nil {
+					if *a.Host == "" {
+						return httpError(http.StatusBadRequest, "Invalid input for field/attribute host: '' is too short")
+					}
 					host = *a.Host
 				}
 			}

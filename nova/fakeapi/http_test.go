@@ -98,6 +98,9 @@ func TestRequestsRefused(t *testing.T) {
 		{"unknown action", "POST", compute + "/servers/s1/action", tok, `{"reboot": {"type": "HARD"}}`, nil, 400, "badRequest", "no such action"},
 		{"migrate without block_migration", "POST", compute + "/servers/s1/action", tok, `{"os-migrateLive": {"host": "compute-2"}}`, nil, 400, "badRequest", "block_migration"},
 		{"migrate with an unknown member", "POST", compute + "/servers/s1/action", tok, `{"os-migrateLive": {"host": null, "block_migration": "auto", "force": true}}`, nil, 400, "badRequest", "force"},
+		{"migrate to an empty host name", "POST", compute + "/servers/s1/action", tok, `{"os-migrateLive": {"host": "", "block_migration": "auto"}}`, nil, 400, "badRequest", "too short"},
+		{"unshelve with an availability zone", "POST", compute + "/servers/s1/action", tok, `{"unshelve": {"availability_zone": "az1"}}`, nil, 400, "badRequest", "availability_zone"},
+		{"shelve with arguments", "POST", compute + "/servers/s1/action", tok, `{"shelve": {"x": 1}}`, nil, 400, "badRequest", "null"},
 		{"malformed service update", "PUT", compute + "/os-services/" + "a1a1a1a1-0000-4000-8000-0000000000b1", tok, `{"status": }`, nil, 400, "badRequest", "Malformed"},
 		{"service update by name", "PUT", compute + "/os-services/compute-1", tok, `{"status": "enabled"}`, nil, 400, "badRequest", "Invalid uuid"},
 		{"unknown service", "PUT", compute + "/os-services/a1a1a1a1-0000-4000-8000-0000000000b1", tok, `{"status": "enabled"}`, nil, 404, "itemNotFound", "could not be found"},
@@ -247,5 +250,30 @@ func TestGroupsAndDiagnosticsThroughTheClient(t *testing.T) {
 	}
 	if len(d.CPU) != 2 || sum != 150 || d.Mem.Used != 700 {
 		t.Errorf("diagnostics %s, want 2 vCPUs at 150 %% in all and 700 MB", raw)
+	}
+}
+
+// TestServiceForcedDown: PUT os-services/{uuid} with forced_down puts
+// the fake's service down, and the answer shows it.
+func TestServiceForcedDown(t *testing.T) {
+	b := newBed(t, fakeapi.Options{})
+	tok := b.token(t)
+	h, err := b.cloud.Host(context.Background(), "compute-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := b.srv.URL + "/compute/v2.1/os-services/" + h.Service.ID
+	status, doc := do(t, "PUT", url, tok, `{"forced_down": true}`)
+	svc, _ := doc["service"].(map[string]any)
+	if status != http.StatusOK || svc["state"] != "down" || svc["forced_down"] != true || svc["host"] != "compute-2" {
+		t.Errorf("HTTP %d %v, want compute-2 forced down", status, doc)
+	}
+	if h, _ := b.cloud.Host(context.Background(), "compute-2"); h.Service.State != nova.ServiceDown {
+		t.Errorf("the fake's service is %+v, want down", h.Service)
+	}
+	status, doc = do(t, "PUT", url, tok, `{"status": "disabled", "disabled_reason": "dvms:maintenance", "forced_down": false}`)
+	svc, _ = doc["service"].(map[string]any)
+	if status != http.StatusOK || svc["state"] != "up" || svc["status"] != "disabled" || svc["disabled_reason"] != "dvms:maintenance" {
+		t.Errorf("HTTP %d %v, want compute-2 up and disabled with its reason", status, doc)
 	}
 }
