@@ -61,6 +61,11 @@
 // Config.GroupCacheTTL. Start the fake's clock at the wall clock's now,
 // at factor 1, or give the agents a short GroupCacheTTL.
 //
+// Where Nova and the fake in process differ, the HTTP API answers as
+// Nova: servers/detail?host= of an unknown host lists nothing (the
+// fake's Servers says nova.ErrNotFound), os-migrations of an unknown
+// server lists nothing, and deleting an absent metadata key is 404.
+//
 // Known differences from Nova: the fake has one project, so all_tenants
 // and all_projects change nothing; listings are ordered by ID, not by
 // creation; an empty metadata value cannot be stored (400); unshelve to

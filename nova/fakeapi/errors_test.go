@@ -166,9 +166,9 @@ func noErr(t *testing.T, err error) {
 // TestExpiredTokenIsRenewed: compute answers an expired token 401 and
 // the real client authenticates again (AllowReauth) and goes on.
 func TestExpiredTokenIsRenewed(t *testing.T) {
-	b := newBed(t, fakeapi.Options{TokenTTL: 50 * time.Millisecond})
+	b := newBed(t, fakeapi.Options{TokenTTL: 500 * time.Millisecond})
 	c := b.client(t)
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(700 * time.Millisecond)
 	if _, err := c.Hosts(context.Background()); err != nil {
 		t.Fatalf("Hosts after the token expired: %v", err)
 	}
