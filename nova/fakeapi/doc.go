@@ -67,7 +67,8 @@
 // server lists nothing, and deleting an absent metadata key is 404.
 //
 // Known differences from Nova: the fake has one project, so all_tenants
-// and all_projects change nothing; listings are ordered by ID, not by
+// and all_projects change nothing; zones are the fake's ("" when a host
+// has none, where Nova says "nova"); listings are ordered by ID, not by
 // creation; an empty metadata value cannot be stored (400); unshelve to
 // an availability zone is not served (400).
 package fakeapi
