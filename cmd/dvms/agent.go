@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand"
+	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -18,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
@@ -130,6 +133,55 @@ func runAgent(c *cli.Context) error {
 	return err
 }
 
+// members is what an agent needs of its membership: heartbeats over NATS
+// (node.Membership) or SWIM (node.Swim), by [consensus] membership.
+type members interface {
+	Members() []node.Member
+	Run(ctx context.Context) error
+}
+
+// swimConfig is the agent's SWIM membership from its configuration: the
+// region key read from swim_key_file, bind, advertise and seed addresses.
+func swimConfig(cfg fileConfig, self node.Heartbeat, coords *node.CoordTable, selfCoord func() *coordinate.Coordinate) (node.SwimConfig, error) {
+	sc := node.SwimConfig{Self: self, Coords: coords, SelfCoord: selfCoord}
+	var err error
+	if sc.Seeds, err = cfg.swimSeeds(); err != nil {
+		return sc, err
+	}
+	host, port, err := splitAddr(cfg.SwimBind)
+	if err != nil {
+		return sc, fmt.Errorf("[consensus] swim_bind: %w", err)
+	}
+	sc.BindAddr, sc.BindPort = host, port
+	if cfg.SwimAdvertise != "" {
+		if sc.AdvertiseAddr, sc.AdvertisePort, err = splitAddr(cfg.SwimAdvertise); err != nil {
+			return sc, fmt.Errorf("[consensus] swim_advertise: %w", err)
+		}
+	}
+	if cfg.SwimKeyFile != "" {
+		raw, err := os.ReadFile(cfg.SwimKeyFile)
+		if err != nil {
+			return sc, fmt.Errorf("[consensus] swim_key_file: %w", err)
+		}
+		if sc.Key, err = base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw))); err != nil {
+			return sc, fmt.Errorf("[consensus] swim_key_file %s: not base64: %w", cfg.SwimKeyFile, err)
+		}
+	}
+	return sc, sc.Validate()
+}
+
+func splitAddr(a string) (string, int, error) {
+	host, p, err := net.SplitHostPort(a)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q: want 0..65535", p)
+	}
+	return host, port, nil
+}
+
 // agentProc is a running agent: its runner, membership, arbiter and the
 // connections they share. Stop order matters: the runner first (it may
 // still need the arbiter and the bus to end its partition), then the
@@ -137,7 +189,7 @@ func runAgent(c *cli.Context) error {
 type agentProc struct {
 	log      zerolog.Logger
 	runner   *node.Runner
-	member   *node.Membership
+	member   members
 	arbiter  agentArbiter
 	reviver  reviver
 	tr       *bus.NATS
@@ -283,12 +335,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	if err != nil {
 		return nil, err
 	}
-	mc := node.MembershipConfig{Region: cfg.Runtime.Region, Interval: cfg.Heartbeat, DeadAfter: cfg.DeadAfter,
-		Self: node.Heartbeat{Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation, Raft: arb.RaftAddr()}}
-	if p.member, err = node.NewMembership(mc, bt, node.Wall{}, log); err != nil {
-		return nil, err
-	}
-	p.member.Coords, p.member.SelfCoord = coords, viv.Coordinate
+	self := node.Heartbeat{Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation, Raft: arb.RaftAddr()}
 	peers := func() {
 		var ps []consensus.Peer
 		for _, m := range p.member.Members() {
@@ -296,8 +343,30 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		}
 		arb.SetPeers(ps)
 	}
-	p.member.OnUp = func(h string) { p.runner.MemberUp(h); viv.PeerUp(h); peers() }
-	p.member.OnDown = func(h string) { p.runner.MemberDown(h); viv.PeerDown(h); peers() }
+	up := func(h string) { p.runner.MemberUp(h); viv.PeerUp(h); peers() }
+	down := func(h string) { p.runner.MemberDown(h); viv.PeerDown(h); peers() }
+	if cfg.Membership == "swim" {
+		sc, err := swimConfig(cfg, self, coords, viv.Coordinate)
+		if err != nil {
+			return nil, err
+		}
+		sw, err := node.NewSwim(sc, log.With().Str("component", "swim").Logger())
+		if err != nil {
+			return nil, err
+		}
+		sw.OnUp, sw.OnDown = up, down
+		p.member = sw
+		log.Info().Str("bind", cfg.SwimBind).Strs("seeds", sc.Seeds).Bool("encrypted", len(sc.Key) > 0).Msg("membership: swim")
+	} else {
+		mc := node.MembershipConfig{Region: cfg.Runtime.Region, Interval: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, Self: self}
+		m, err := node.NewMembership(mc, bt, node.Wall{}, log)
+		if err != nil {
+			return nil, err
+		}
+		m.Coords, m.SelfCoord = coords, viv.Coordinate
+		m.OnUp, m.OnDown = up, down
+		p.member = m
+	}
 	peers()
 
 	if p.reviver, err = newReviver(cfg, nc, src, p.runner.LastSample, log); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -73,6 +74,11 @@ type fileConfig struct {
 	RaftAdvertise string
 	Heartbeat     time.Duration
 	DeadAfter     time.Duration
+	Membership    string
+	SwimBind      string
+	SwimAdvertise string
+	SwimSeeds     string
+	SwimKeyFile   string
 
 	// Summary: the agent's host summaries for `dvms scheduler-api`;
 	// SchedAPI, SchedAPIListen: that service (schedapi.go).
@@ -220,10 +226,33 @@ func (c fileConfig) validate() error {
 	if c.NATSNkeyAuth && c.KeysDir == "" {
 		errs = append(errs, errors.New("[nats] nkey_auth uses the agent's message key: set [DEFAULT] keys_dir"))
 	}
+	if c.Membership == "swim" {
+		if _, err := c.swimSeeds(); err != nil {
+			errs = append(errs, err)
+		}
+		if c.SwimKeyFile == "" && !c.InsecureUnsigned {
+			errs = append(errs, errors.New("[consensus] membership = swim needs swim_key_file (or [DEFAULT] insecure_unsigned = true)"))
+		}
+	}
 	if c.DeadAfter <= 2*c.Heartbeat {
 		errs = append(errs, fmt.Errorf("[consensus] dead_after (%s) must exceed twice heartbeat_interval (%s)", c.DeadAfter, c.Heartbeat))
 	}
 	return errors.Join(errs...)
+}
+
+// swimSeeds parses [consensus] swim_seeds.
+func (c fileConfig) swimSeeds() ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(c.SwimSeeds, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(f); err != nil || port == "" {
+			return nil, fmt.Errorf("[consensus] swim_seeds: %q is not host:port", f)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // busConfig is the NATS connection of the agent, to url.

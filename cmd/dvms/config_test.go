@@ -335,3 +335,38 @@ func TestEnvironmentOverridesFileAndFlagsOverrideBoth(t *testing.T) {
 		t.Fatalf("a bad environment value is not named: %v", err)
 	}
 }
+
+// membership = swim: seeds must be host:port, a key file is required
+// unless messages are unsigned anyway, and the key file is read as base64
+// of 16, 24 or 32 bytes.
+func TestSwimMembershipConfig(t *testing.T) {
+	_, err := load(t, "[nova]\nos_cloud = c\n[consensus]\nmembership = swim\nswim_seeds = 10.0.0.1:7946, no-port\n")
+	for _, want := range []string{`swim_seeds: "no-port" is not host:port`, "membership = swim needs swim_key_file"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
+	}
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.key"), filepath.Join(dir, "bad.key")
+	if err := os.WriteFile(good, []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("c2hvcnQ=\n"), 0o600); err != nil { // "short"
+		t.Fatal(err)
+	}
+	c, err := load(t, "[nova]\nos_cloud = c\n[consensus]\nmembership = swim\nswim_bind = 10.0.0.2:7950\nswim_seeds = 10.0.0.1:7946,10.0.0.3:7946\nswim_key_file = "+good+"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := swimConfig(c, node.Heartbeat{Host: "compute-1", Incarnation: "1"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Key) != 32 || sc.BindAddr != "10.0.0.2" || sc.BindPort != 7950 || len(sc.Seeds) != 2 {
+		t.Errorf("swim config %d-byte key, bind %s:%d, seeds %v", len(sc.Key), sc.BindAddr, sc.BindPort, sc.Seeds)
+	}
+	c.SwimKeyFile = bad
+	if _, err := swimConfig(c, node.Heartbeat{Host: "compute-1", Incarnation: "1"}, nil, nil); err == nil || !strings.Contains(err.Error(), "key of 5 bytes") {
+		t.Errorf("a 5-byte key: %v", err)
+	}
+}

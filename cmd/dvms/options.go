@@ -285,6 +285,27 @@ var options = []option{
 		help: "Address the other voters dial, advertised in heartbeats; empty = bind's address, or for a wildcard bind " +
 			"the local address that routes to the NATS server.",
 		field: func(c *fileConfig) any { return &c.RaftAdvertise }},
+	{section: "consensus", name: "membership", kind: kindEnum, def: "heartbeat", choices: []string{"heartbeat", "swim"},
+		help: "How agents follow each other: heartbeat (every agent to every other over NATS each heartbeat_interval: " +
+			"simple, O(N) messages per agent, for regions of up to a few hundred hosts), or swim (hashicorp/memberlist's " +
+			"gossip failure detector with suspicion and Lifeguard, O(1) messages per agent; needs swim_bind open to the " +
+			"other agents over TCP and UDP, and swim_key_file).",
+		field: func(c *fileConfig) any { return &c.Membership }},
+	{section: "consensus", name: "swim_bind", kind: kindAddr, def: "0.0.0.0:7946",
+		help:  "membership = swim: TCP and UDP address of the agent's memberlist.",
+		field: func(c *fileConfig) any { return &c.SwimBind }},
+	{section: "consensus", name: "swim_advertise", kind: kindAddr,
+		help:  "membership = swim: the address the other agents dial; empty = swim_bind's, or for a wildcard bind the host's first private address.",
+		field: func(c *fileConfig) any { return &c.SwimAdvertise }},
+	{section: "consensus", name: "swim_seeds", kind: kindString,
+		help: "membership = swim: host:port of agents to join through, comma separated (a few per site is enough; " +
+			"the agent retries every second until one answers). Empty: this agent starts the region's membership.",
+		field: func(c *fileConfig) any { return &c.SwimSeeds }},
+	{section: "consensus", name: "swim_key_file", kind: kindPath,
+		help: "membership = swim: file holding the region's membership key, base64 of 16, 24 or 32 bytes " +
+			"(openssl rand -base64 32); every membership message is encrypted and authenticated with it (AES-GCM), so only " +
+			"key holders can join or report a member up or down. Required unless [DEFAULT] insecure_unsigned.",
+		field: func(c *fileConfig) any { return &c.SwimKeyFile }},
 	{section: "consensus", name: "heartbeat_interval", kind: kindSeconds, def: "1", bounds: "> 0",
 		help:  "Heartbeat period on NATS.",
 		field: func(c *fileConfig) any { return &c.Heartbeat }},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/rs/zerolog"
 )
 
@@ -36,6 +37,22 @@ type SwimConfig struct {
 	// Transport replaces the network (tests and `dvms simulate` run many
 	// agents in one process over SwimNet).
 	Transport memberlist.NodeAwareTransport
+	// AdvertiseAddr and AdvertisePort, if set, are what the others dial
+	// (a wildcard BindAddr has no address to tell them).
+	AdvertiseAddr string
+	AdvertisePort int
+	// Key, when set (16, 24 or 32 bytes: AES-128/192/256), encrypts and
+	// authenticates every membership message (memberlist's AES-GCM): only
+	// holders of the region's key can join, or report a member up or
+	// down. Without it anyone who reaches the port can.
+	Key []byte
+	// Coords, if set, gets every member's coordinate from its metadata
+	// (and loses a member that leaves or dies); SelfCoord, if set, is
+	// this agent's, put in its metadata and re-announced every
+	// MetaRefresh (default 10 s) when it moved.
+	Coords      *CoordTable
+	SelfCoord   func() *coordinate.Coordinate
+	MetaRefresh time.Duration
 	// Tune, if set, adjusts memberlist's LAN defaults before start.
 	Tune func(*memberlist.Config)
 }
@@ -48,6 +65,15 @@ func (c SwimConfig) Validate() error {
 	}
 	if c.Transport == nil && (c.BindPort < 0 || c.BindPort > 65535) {
 		errs = append(errs, fmt.Errorf("swim: bind port %d out of range", c.BindPort))
+	}
+	if c.AdvertisePort < 0 || c.AdvertisePort > 65535 {
+		errs = append(errs, fmt.Errorf("swim: advertise port %d out of range", c.AdvertisePort))
+	}
+	if k := len(c.Key); k != 0 && k != 16 && k != 24 && k != 32 {
+		errs = append(errs, fmt.Errorf("swim: key of %d bytes: want 16, 24 or 32", k))
+	}
+	if c.MetaRefresh < 0 {
+		errs = append(errs, fmt.Errorf("swim: meta refresh %s must not be negative", c.MetaRefresh))
 	}
 	return errors.Join(errs...)
 }
@@ -81,6 +107,9 @@ func NewSwim(cfg SwimConfig, log zerolog.Logger) (*Swim, error) {
 		return nil, err
 	}
 	cfg.Self.V = 1
+	if cfg.MetaRefresh == 0 {
+		cfg.MetaRefresh = 10 * time.Second
+	}
 	return &Swim{cfg: cfg, log: log, members: map[string]Member{}, wake: make(chan struct{}, 1)}, nil
 }
 
@@ -111,9 +140,24 @@ func (s *Swim) Run(ctx context.Context) error {
 			mc.BindAddr = s.cfg.BindAddr
 		}
 		mc.BindPort, mc.AdvertisePort = s.cfg.BindPort, s.cfg.BindPort
+		if s.cfg.AdvertiseAddr != "" {
+			mc.AdvertiseAddr = s.cfg.AdvertiseAddr
+		}
+		if s.cfg.AdvertisePort != 0 {
+			mc.AdvertisePort = s.cfg.AdvertisePort
+		}
+	}
+	if len(s.cfg.Key) > 0 {
+		mc.SecretKey = s.cfg.Key
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	if s.cfg.Tune != nil {
 		s.cfg.Tune(mc)
+	}
+	if c := s.selfCoord(); c != nil && c.IsValid() {
+		s.mu.Lock()
+		s.cfg.Self.Coord = c
+		s.mu.Unlock()
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -131,7 +175,22 @@ func (s *Swim) Run(ctx context.Context) error {
 	joined := len(s.cfg.Seeds) == 0
 	retry := time.NewTicker(time.Second)
 	defer retry.Stop()
+	announced := s.cfg.Self.Coord
+	lastMeta := time.Now()
 	for {
+		if s.cfg.SelfCoord != nil && time.Since(lastMeta) >= s.cfg.MetaRefresh {
+			lastMeta = time.Now()
+			if c := s.selfCoord(); coordMoved(announced, c) {
+				s.mu.Lock()
+				s.cfg.Self.Coord = c
+				s.mu.Unlock()
+				if err := ml.UpdateNode(time.Second); err != nil {
+					s.log.Debug().Err(err).Msg("swim: coordinate not re-announced")
+				} else {
+					announced = c
+				}
+			}
+		}
 		if !joined {
 			if n, err := ml.Join(s.cfg.Seeds); err != nil {
 				s.log.Warn().Err(err).Strs("seeds", s.cfg.Seeds).Msg("swim join failed; retrying")
@@ -148,6 +207,28 @@ func (s *Swim) Run(ctx context.Context) error {
 		case <-retry.C:
 		}
 	}
+}
+
+func (s *Swim) selfCoord() *coordinate.Coordinate {
+	if s.cfg.SelfCoord == nil {
+		return nil
+	}
+	return s.cfg.SelfCoord()
+}
+
+// coordMoved: worth re-announcing (a new coordinate, or one that moved by
+// more than a tenth of its height plus 0.5 ms from the last announced).
+func coordMoved(old, c *coordinate.Coordinate) bool {
+	if c == nil || !c.IsValid() {
+		return false
+	}
+	if old == nil {
+		return true
+	}
+	if !old.IsCompatibleWith(c) {
+		return true
+	}
+	return old.DistanceTo(c) > 500*time.Microsecond+time.Duration(c.Height*float64(time.Second)/10)
 }
 
 // dispatch reports the queued changes, in order, from Run's goroutine.
@@ -178,6 +259,13 @@ func (s *Swim) change(n *memberlist.Node, alive bool) {
 		if err := json.Unmarshal(n.Meta, &hb); err != nil || hb.V != 1 || hb.Host != n.Name || hb.Incarnation == "" {
 			s.log.Warn().Str("member", n.Name).Int("bytes", len(n.Meta)).Msg("swim: malformed member metadata rejected")
 			return
+		}
+	}
+	if s.cfg.Coords != nil {
+		if !alive {
+			s.cfg.Coords.Forget(n.Name)
+		} else if hb.Coord != nil && hb.Coord.IsValid() {
+			s.cfg.Coords.Set(n.Name, hb.Coord)
 		}
 	}
 	s.mu.Lock()
@@ -218,9 +306,14 @@ func (e swimEvents) NotifyUpdate(n *memberlist.Node) { e.s.change(n, true) }
 type swimMeta struct{ s *Swim }
 
 func (d swimMeta) NodeMeta(limit int) []byte {
+	d.s.mu.Lock()
 	hb := d.s.cfg.Self
-	hb.Coord = nil // coordinates travel with memberlist's own probes (issue 12, point 2)
+	d.s.mu.Unlock()
 	b, _ := json.Marshal(hb)
+	if len(b) > limit && hb.Coord != nil {
+		hb.Coord = nil // the membership matters more than the coordinate
+		b, _ = json.Marshal(hb)
+	}
 	if len(b) > limit {
 		d.s.log.Error().Int("bytes", len(b)).Int("limit", limit).Msg("swim: metadata too large; sent empty")
 		return nil

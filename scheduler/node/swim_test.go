@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/scheduler/node"
@@ -115,5 +116,121 @@ func TestSwimConfigRejectsBadInput(t *testing.T) {
 	}
 	if _, err := node.NewSwimNet(context.Background(), 1.5); err == nil {
 		t.Error("drop 150 % accepted")
+	}
+}
+
+// startSwims runs one Swim per config over sn until the test ends.
+func startSwims(t *testing.T, cfgs []node.SwimConfig) []*node.Swim {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	sw := make([]*node.Swim, len(cfgs))
+	for i, cfg := range cfgs {
+		s, err := node.NewSwim(cfg, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw[i] = s
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Run(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	return sw
+}
+
+// Each agent's Vivaldi coordinate travels in its SWIM metadata: every
+// other agent's table has it, and a coordinate that moves is announced
+// again.
+func TestSwimCarriesCoordinates(t *testing.T) {
+	const n = 3
+	netCtx, stopNet := context.WithCancel(context.Background())
+	t.Cleanup(stopNet)
+	sn, err := node.NewSwimNet(netCtx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	self := make([]*coordinate.Coordinate, n)
+	tables := make([]*node.CoordTable, n)
+	cfgs := make([]node.SwimConfig, n)
+	for i := range n {
+		c := coordinate.NewCoordinate(coordinate.DefaultConfig())
+		c.Vec[0] = float64(i) * 0.010 // i × 10 ms from the origin
+		self[i], tables[i] = c, node.NewCoordTable()
+		tr := sn.Transport(fmt.Sprintf("c%d", i))
+		cfgs[i] = node.SwimConfig{Self: node.Heartbeat{Host: fmt.Sprintf("c%d", i), Incarnation: "1"}, Transport: tr,
+			Tune: swimFast, Coords: tables[i], MetaRefresh: 100 * time.Millisecond,
+			SelfCoord: func() *coordinate.Coordinate { mu.Lock(); defer mu.Unlock(); return self[i].Clone() }}
+		if i > 0 {
+			cfgs[i].Seeds = []string{sn.Addr(cfgs[0].Transport)}
+		}
+	}
+	startSwims(t, cfgs)
+	at := func(table *node.CoordTable, h string) float64 {
+		c, ok := table.Get(h)
+		if !ok {
+			return -1
+		}
+		return c.Vec[0]
+	}
+	if !waitFor(t, 20*time.Second, func() bool {
+		for i := range n {
+			for j := range n {
+				if i != j && at(tables[i], fmt.Sprintf("c%d", j)) != float64(j)*0.010 {
+					return false
+				}
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("coordinates not in every table: c0 sees c2 at %v, c2 sees c1 at %v", at(tables[0], "c2"), at(tables[2], "c1"))
+	}
+	mu.Lock()
+	self[2] = self[2].Clone()
+	self[2].Vec[0] = 0.100 // moved 80 ms
+	mu.Unlock()
+	if !waitFor(t, 20*time.Second, func() bool { return at(tables[0], "c2") == 0.100 && at(tables[1], "c2") == 0.100 }) {
+		t.Fatalf("moved coordinate not re-announced: c0 sees c2 at %v", at(tables[0], "c2"))
+	}
+}
+
+// With a region key, an agent holding another key cannot join: the
+// members never see it, and it sees none of them.
+func TestSwimKeyKeepsStrangersOut(t *testing.T) {
+	netCtx, stopNet := context.WithCancel(context.Background())
+	t.Cleanup(stopNet)
+	sn, err := node.NewSwimNet(netCtx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, other := []byte("0123456789abcdef0123456789abcdef"), []byte("fedcba9876543210fedcba9876543210")
+	hosts := []string{"k0", "k1", "stranger"}
+	cfgs := make([]node.SwimConfig, len(hosts))
+	for i, h := range hosts {
+		cfgs[i] = node.SwimConfig{Self: node.Heartbeat{Host: h, Incarnation: "1"}, Transport: sn.Transport(h), Tune: swimFast, Key: key}
+	}
+	cfgs[2].Key = other
+	cfgs[1].Seeds = []string{sn.Addr(cfgs[0].Transport)}
+	cfgs[2].Seeds = []string{sn.Addr(cfgs[0].Transport)}
+	sw := startSwims(t, cfgs)
+	if !waitFor(t, 20*time.Second, func() bool { return len(sw[0].Members()) == 2 && len(sw[1].Members()) == 2 }) {
+		t.Fatalf("key holders did not see each other: %d, %d members", len(sw[0].Members()), len(sw[1].Members()))
+	}
+	// Several join attempts of the stranger (one a second).
+	time.Sleep(3 * time.Second)
+	for i, s := range sw {
+		for _, m := range s.Members() {
+			if (i == 2) != (m.Host == "stranger") {
+				t.Errorf("%s sees %s across keys", hosts[i], m.Host)
+			}
+		}
+	}
+	if _, err := node.NewSwim(node.SwimConfig{Self: node.Heartbeat{Host: "x", Incarnation: "1"}, Key: []byte("short")}, zerolog.Nop()); err == nil {
+		t.Error("a 5-byte key accepted")
 	}
 }
