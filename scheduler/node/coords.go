@@ -283,9 +283,10 @@ func (v *Vivaldi) Run(ctx context.Context) error {
 		case <-t.C:
 			v.probe(ctx)
 		}
-		if fast && v.Coordinate().Error <= v.cfg.MaxError/2 {
+		if c := v.Coordinate(); fast && c.Error <= v.cfg.MaxError/2 {
 			fast = false
 			t.Reset(v.cfg.Probe)
+			v.log.Info().Float64("error", c.Error).Msg("coordinate settled")
 		}
 	}
 }
