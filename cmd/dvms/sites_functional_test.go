@@ -31,12 +31,14 @@ import (
 // served over HTTP (nova/fakeapi) on the management network, which every
 // agent reaches through the real gophercloud client.
 //
-// Three phases, each with the same events (one host per site overloaded at
-// once, every site able to solve its own event): next_node = vivaldi, then
-// ring, then vivaldi with site 4 cut off from the WAN. It checks that
-// vivaldi crosses no site (and at least 72 % fewer than ring when ring
-// crosses any), that the cut-off site solves its own event inside itself
-// while another site solves its own, and that no server is lost or left
+// Three phases, each with the same kind of events (one host per site
+// overloaded at once, every site able to solve its own event): heartbeat
+// membership with next_node = vivaldi, then ring, then SWIM membership
+// with vivaldi; in the vivaldi phases site 4 is then cut off from the WAN
+// and a host on each side of the cut overloaded. It checks that vivaldi
+// crosses no site (and at least 72 % fewer than ring when ring crosses
+// any), that the cut-off site solves its own event inside itself while
+// another site solves its own, and that no server is lost or left
 // migrating. Figures are logged as "SITES ...".
 func TestFunctionalSites(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -53,40 +55,73 @@ func TestFunctionalSites(t *testing.T) {
 	tb := upTestbed(t, ctx, bin)
 	sc := newSiteCloud(t, ctx, tb)
 
-	phase := func(mode string) *fleet {
-		tb.setNextNode(t, mode)
-		f := startSiteFleet(t, tb, bin, mode)
+	phase := func(membership, mode string) *fleet {
+		tb.setOption(t, "membership", membership)
+		tb.setOption(t, "next_node", mode)
+		name := membership + "-" + mode
+		f := startSiteFleet(t, tb, bin, name)
 		if !holdsWithin(ctx, 2*time.Minute, f.allMembersUp) {
-			t.Fatalf("%s: not every agent saw every other up within 2 min (logs %s)", mode, f.logDir)
+			t.Fatalf("%s: not every agent saw every other up within 2 min (logs %s)", name, f.logDir)
 		}
 		if mode == "vivaldi" && !holdsWithin(ctx, 2*time.Minute, func() bool { return f.countLogged("coordinate settled") == len(tb.hosts) }) {
-			t.Fatalf("%s: %d of %d agents' Vivaldi coordinates settled within 2 min", mode, f.countLogged("coordinate settled"), len(tb.hosts))
+			t.Fatalf("%s: %d of %d agents' Vivaldi coordinates settled within 2 min", name, f.countLogged("coordinate settled"), len(tb.hosts))
 		}
 		return f
 	}
-
-	res := map[string]roundResult{}
-	for _, mode := range []string{"vivaldi", "ring"} {
-		f := phase(mode)
+	rounds := func(name string) roundResult {
 		var r roundResult
 		for range 2 {
 			var hosts []string
 			for s := 1; s <= tb.sites; s++ {
 				hosts = append(hosts, sc.busiest(s))
 			}
-			r.add(sc.overload(t, ctx, mode, hosts))
+			r.add(sc.overload(t, ctx, name, hosts))
 		}
-		f.stop(t)
-		res[mode] = r
 		t.Logf("SITES %s: %d events solved of %d, %d migrations, %d inter-site; time to solve p50 %s max %s",
-			mode, r.solved, r.events, r.migrations, r.interSite, r.p50(), r.max())
-	}
-	viv, ring := res["vivaldi"], res["ring"]
-	for mode, r := range res {
+			name, r.solved, r.events, r.migrations, r.interSite, r.p50(), r.max())
 		if r.solved != r.events {
-			t.Errorf("%s: %d of %d events solved", mode, r.solved, r.events)
+			t.Errorf("%s: %d of %d events solved", name, r.solved, r.events)
+		}
+		return r
+	}
+	// Site 4 cut off from the WAN: its agents lose the other sites (and
+	// those lose it), and events on both sides of the cut are solved
+	// inside their sites.
+	cutOff := func(f *fleet, name string) {
+		cut := tb.sites
+		tb.script(t, ctx, "cut.sh", fmt.Sprint(cut), "on")
+		defer tb.script(t, ctx, "cut.sh", fmt.Sprint(cut), "off")
+		cutAt := time.Now()
+		if !holdsWithin(ctx, time.Minute, func() bool { _, rest := f.deadSeen(cutAt, cut); return rest }) {
+			t.Fatalf("%s cut: the other sites did not see site %d's agents dead within a minute (logs %s)", name, cut, f.logDir)
+		}
+		t.Logf("SITES %s cut: every agent of the other sites saw site %d's dead %s after the cut", name, cut, time.Since(cutAt).Round(100*time.Millisecond))
+		r := sc.overload(t, ctx, name+" cut", []string{sc.busiest(cut), sc.busiest(1)})
+		// Inside the cut-off site, detection is not needed to solve its
+		// own events (vivaldi asks the site's own agents first): how far
+		// it got is reported, not required.
+		if inside, _ := f.deadSeen(cutAt, cut); inside {
+			t.Logf("SITES %s cut: site %d's agents saw every agent outside dead within %s of the cut", name, cut, time.Since(cutAt).Round(100*time.Millisecond))
+		} else {
+			t.Logf("SITES %s cut: %s after the cut, site %d's agents have not all seen every agent outside dead yet", name, time.Since(cutAt).Round(100*time.Millisecond), cut)
+		}
+		t.Logf("SITES %s cut: %d events solved of %d (site %d's and site 1's), %d migrations, %d inter-site; time to solve p50 %s max %s",
+			name, r.solved, r.events, cut, r.migrations, r.interSite, r.p50(), r.max())
+		if r.solved != r.events {
+			t.Errorf("%s cut: %d of %d events solved", name, r.solved, r.events)
+		}
+		if r.interSite != 0 {
+			t.Errorf("%s cut: %d inter-site migrations across a cut WAN", name, r.interSite)
 		}
 	}
+
+	f := phase("heartbeat", "vivaldi")
+	viv := rounds("vivaldi")
+	cutOff(f, "vivaldi")
+	f.stop(t)
+	f = phase("heartbeat", "ring")
+	ring := rounds("ring")
+	f.stop(t)
 	if viv.interSite != 0 {
 		t.Errorf("vivaldi: %d inter-site migrations although every event's site could solve it alone", viv.interSite)
 	}
@@ -95,27 +130,14 @@ func TestFunctionalSites(t *testing.T) {
 	} else if float64(viv.interSite) > 0.28*float64(ring.interSite) {
 		t.Errorf("vivaldi %d inter-site migrations vs ring %d: less than 72 %% fewer", viv.interSite, ring.interSite)
 	}
-
-	// Site 4 cut off from the WAN: its agents lose the other sites (and
-	// those lose it), and events on both sides of the cut are solved.
-	f := phase("vivaldi")
-	cut := tb.sites
-	tb.script(t, ctx, "cut.sh", fmt.Sprint(cut), "on")
-	cutAt := time.Now()
-	if !holdsWithin(ctx, time.Minute, func() bool { return f.deadSeen(cutAt, siteOf, cut) }) {
-		t.Fatalf("cut: agents did not see the other side of the cut dead within a minute (logs %s)", f.logDir)
+	// The same with SWIM membership (memberlist between the agents'
+	// wan0 addresses, the region key) instead of NATS heartbeats.
+	f = phase("swim", "vivaldi")
+	sw := rounds("swim vivaldi")
+	if sw.interSite != 0 {
+		t.Errorf("swim vivaldi: %d inter-site migrations although every event's site could solve it alone", sw.interSite)
 	}
-	t.Logf("SITES cut: site %d and the others saw each other dead %s after the cut", cut, time.Since(cutAt).Round(100*time.Millisecond))
-	r := sc.overload(t, ctx, "cut", []string{sc.busiest(cut), sc.busiest(1)})
-	t.Logf("SITES cut: %d events solved of %d (site %d's and site 1's), %d migrations, %d inter-site; time to solve p50 %s max %s",
-		r.solved, r.events, cut, r.migrations, r.interSite, r.p50(), r.max())
-	if r.solved != r.events {
-		t.Errorf("cut: %d of %d events solved", r.solved, r.events)
-	}
-	if r.interSite != 0 {
-		t.Errorf("cut: %d inter-site migrations across a cut WAN", r.interSite)
-	}
-	tb.script(t, ctx, "cut.sh", fmt.Sprint(cut), "off")
+	cutOff(f, "swim vivaldi")
 	f.stop(t)
 	sc.checkNoneLost(t, ctx)
 }
@@ -192,8 +214,9 @@ func (tb *testbed) script(t *testing.T, ctx context.Context, name string, args .
 	}
 }
 
-// setNextNode rewrites every agent's [scheduler] next_node.
-func (tb *testbed) setNextNode(t *testing.T, mode string) {
+// setOption rewrites one option (a line "name = value") of every
+// agent's config.
+func (tb *testbed) setOption(t *testing.T, name, value string) {
 	t.Helper()
 	for _, h := range tb.hosts {
 		p := filepath.Join(tb.dir, "etc", h+".conf")
@@ -204,12 +227,12 @@ func (tb *testbed) setNextNode(t *testing.T, mode string) {
 		lines := strings.Split(string(b), "\n")
 		found := false
 		for i, l := range lines {
-			if strings.HasPrefix(l, "next_node = ") {
-				lines[i], found = "next_node = "+mode, true
+			if strings.HasPrefix(l, name+" = ") {
+				lines[i], found = name+" = "+value, true
 			}
 		}
 		if !found {
-			t.Fatalf("%s has no next_node line", p)
+			t.Fatalf("%s has no %s line", p, name)
 		}
 		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
 			t.Fatal(err)
@@ -265,13 +288,16 @@ func (f *fleet) countLogged(msg string) int {
 	return n
 }
 
-// deadSeen: every agent of site cut logged "member dead" for every agent
-// outside it after at, and every agent outside for every agent inside.
-func (f *fleet) deadSeen(at time.Time, siteOf func(string) int, cut int) bool {
+// deadSeen tells whether every agent of site cut logged "member dead"
+// (heartbeats) or "member dead or left" (SWIM) for every agent outside it
+// after at (inside), and every agent outside for every agent inside
+// (rest).
+func (f *fleet) deadSeen(at time.Time, cut int) (inside, rest bool) {
+	inside, rest = true, true
 	for h, p := range f.logs {
 		fh, err := os.Open(p)
 		if err != nil {
-			return false
+			return false, false
 		}
 		dead := map[string]bool{}
 		sc := bufio.NewScanner(fh)
@@ -282,18 +308,22 @@ func (f *fleet) deadSeen(at time.Time, siteOf func(string) int, cut int) bool {
 				Member  string    `json:"member"`
 				Time    time.Time `json:"time"`
 			}
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Message == "member dead" && !l.Time.Before(at.Add(-time.Second)) {
+			if json.Unmarshal(sc.Bytes(), &l) == nil && (l.Message == "member dead" || l.Message == "member dead or left") && !l.Time.Before(at.Add(-time.Second)) {
 				dead[l.Member] = true
 			}
 		}
 		fh.Close()
 		for o := range f.logs {
 			if (siteOf(o) == cut) != (siteOf(h) == cut) && !dead[o] {
-				return false
+				if siteOf(h) == cut {
+					inside = false
+				} else {
+					rest = false
+				}
 			}
 		}
 	}
-	return true
+	return inside, rest
 }
 
 func holdsWithin(ctx context.Context, d time.Duration, cond func() bool) bool {

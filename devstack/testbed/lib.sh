@@ -22,7 +22,9 @@
 # toxiproxy (Shopify, the usual tool for TCP latency injection) delays the
 # real TCP streams of the real NATS super-cluster. What it does not delay:
 # Raft between voters of different sites (voters dial each other's wan0
-# address directly), and traffic inside a site (loopback, ~0.05 ms).
+# address directly), SWIM membership (UDP and TCP between wan0
+# addresses, with membership = swim), and traffic inside a site
+# (loopback, ~0.05 ms).
 # A site is cut off by taking its wan0 down (cut.sh): every inter-site
 # packet of that site, NATS and Raft, is lost; Nova stays reachable over
 # mgmt0, as a site's own control plane would.

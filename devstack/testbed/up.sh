@@ -15,7 +15,8 @@
 # agents; by hand, for agent K of site S:
 #   ip netns exec dvtb-sS dvms agent --host sS-cK --config $DVMS_TESTBED_DIR/etc/sS-cK.conf
 # Settings: DVMS_TESTBED_DIR (/tmp/dvms-testbed), DVMS_TESTBED_WAN_DELAY_MS
-# (20: one way, per crossing), DVMS_TESTBED_NEXT_NODE (vivaldi), DVMS_BIN
+# (20: one way, per crossing), DVMS_TESTBED_NEXT_NODE (vivaldi),
+# DVMS_TESTBED_MEMBERSHIP (heartbeat, or swim: memberlist on wan0), DVMS_BIN
 # (built from this checkout if unset). See lib.sh for the topology.
 set -euo pipefail
 # shellcheck source=devstack/testbed/lib.sh
@@ -25,6 +26,7 @@ trap 'log "FAILED at line $LINENO: $BASH_COMMAND (remove what was made: bash $TB
 SITES=${1:-4}
 PER_SITE=${2:-4}
 NEXT_NODE="${DVMS_TESTBED_NEXT_NODE:-vivaldi}"
+MEMBERSHIP="${DVMS_TESTBED_MEMBERSHIP:-heartbeat}"
 [[ "$SITES" =~ ^[0-9]+$ && "$SITES" -ge 2 && "$SITES" -le 9 ]] || die "SITES must be 2..9, got $SITES"
 [[ "$PER_SITE" =~ ^[0-9]+$ && "$PER_SITE" -ge 1 && "$PER_SITE" -le 20 ]] || die "AGENTS_PER_SITE must be 1..20, got $PER_SITE"
 need_root
@@ -113,6 +115,9 @@ run_logged "NATS TLS certificate" "$TB_LOG/keys.log" \
   -keyout "$TB_ETC/nats-key.pem" -out "$TB_ETC/nats-cert.pem"
 chmod 600 "$TB_ETC/nats-key.pem"
 GW_PASS=$(openssl rand -hex 16)
+# The region's membership key ([consensus] swim_key_file, membership = swim).
+openssl rand -base64 32 > "$TB_ETC/swim.key"
+chmod 600 "$TB_ETC/swim.key"
 NOVA_PASS=$(openssl rand -hex 16)
 
 # --- NATS super-cluster ---------------------------------------------------
@@ -168,6 +173,9 @@ clouds:
 EOT
 chmod 600 "$TB_ETC/clouds.yaml"
 mkdir -p "$TB_DIR/demand"
+# SWIM seeds: the first agent of every site.
+SWIM_SEEDS=$(for ((s = 1; s <= SITES; s++)); do printf '%s:%s,' "$(site_wan_ip "$s")" 7947; done)
+SWIM_SEEDS=${SWIM_SEEDS%,}
 for ((s = 1; s <= SITES; s++)); do
   for ((k = 1; k <= PER_SITE; k++)); do
     h=$(agent_host "$s" "$k")
@@ -197,6 +205,10 @@ file_path = $TB_DIR/demand/{host}.json
 [consensus]
 bind = $(site_wan_ip "$s"):$(( 7400 + k ))
 advertise = $(site_wan_ip "$s"):$(( 7400 + k ))
+membership = $MEMBERSHIP
+swim_bind = $(site_wan_ip "$s"):$(( 7946 + k ))
+swim_seeds = $SWIM_SEEDS
+swim_key_file = $TB_ETC/swim.key
 EOT
     run_logged "dvms config check $h" "$TB_LOG/config-check.log" "$DVMS" config check --host "$h" --config "$TB_ETC/$h.conf"
   done
