@@ -686,17 +686,24 @@ func startFleet(t *testing.T, fc funcCloud, bin string, hosts []string, name str
 		// Eight agents on one machine: each serves /metrics on a port of
 		// its own (logged; fleet.metricsAddr), not all on 9464.
 		cmd.Env = fc.env(append([]string{"DVMS_METRICS_LISTEN=127.0.0.1:0"}, env...)...)
-		cmd.Stdout, cmd.Stderr = lf, lf
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start agent %s: %v", h, err)
-		}
-		lf.Close()
-		ch := make(chan error, 1)
-		go func() { ch <- cmd.Wait() }()
-		f.procs[h], f.waits[h], f.logs[h] = cmd, ch, logPath
+		f.launch(t, h, cmd, lf, logPath)
 	}
 	t.Cleanup(func() { f.stop(t) })
 	return f
+}
+
+// launch starts host h's agent cmd, its output to lf (closed here), and
+// adds it to the fleet.
+func (f *fleet) launch(t *testing.T, h string, cmd *exec.Cmd, lf *os.File, logPath string) {
+	t.Helper()
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start agent %s: %v", h, err)
+	}
+	lf.Close()
+	ch := make(chan error, 1)
+	go func() { ch <- cmd.Wait() }()
+	f.procs[h], f.waits[h], f.logs[h] = cmd, ch, logPath
 }
 
 // stop sends SIGTERM to every agent: each must exit 0 (graceful) within

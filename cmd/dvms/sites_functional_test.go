@@ -263,14 +263,7 @@ func startSiteFleet(t *testing.T, tb *testbed, bin, name string) *fleet {
 		cmd := exec.Command("ip", "netns", "exec", fmt.Sprintf("dvtb-s%d", siteOf(h)), bin, "agent",
 			"--host", h, "--config", filepath.Join(tb.dir, "etc", h+".conf"))
 		cmd.Env = append(os.Environ(), "DVMS_METRICS_LISTEN=")
-		cmd.Stdout, cmd.Stderr = lf, lf
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start agent %s: %v", h, err)
-		}
-		lf.Close()
-		ch := make(chan error, 1)
-		go func() { ch <- cmd.Wait() }()
-		f.procs[h], f.waits[h], f.logs[h] = cmd, ch, logPath
+		f.launch(t, h, cmd, lf, logPath)
 	}
 	t.Cleanup(func() { f.stop(t) })
 	return f
@@ -405,7 +398,11 @@ func newSiteCloud(t *testing.T, ctx context.Context, tb *testbed) *siteCloud {
 		}
 	}()
 	t.Cleanup(func() { stop(); <-done })
-	if !holdsWithin(ctx, 10*time.Second, func() bool { sc.mu.Lock(); defer sc.mu.Unlock(); return sc.wrote == nil && fileExists(filepath.Join(tb.dir, "demand", tb.hosts[0]+".json")) }) {
+	if !holdsWithin(ctx, 10*time.Second, func() bool {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		return sc.wrote == nil && fileExists(filepath.Join(tb.dir, "demand", tb.hosts[0]+".json"))
+	}) {
 		t.Fatalf("demand files not written: %v", sc.wrote)
 	}
 	return sc
