@@ -46,6 +46,8 @@ func simFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "vcpu-overcommit", Usage: fmt.Sprintf("fill every host with small servers (1-2 vCPUs, 512 MB each) to this many vCPUs per core instead of --servers (default with --workload planetlab:FILE: %g, 0 there for --servers)", sim.PlanetLabOvercommit)},
 		&cli.Float64Flag{Name: "bandwidth-mbps", Value: d.BandwidthMBps, Usage: "migration bandwidth, MB/s (duration = RAM / bandwidth + overhead)"},
 		&cli.StringFlag{Name: "kill-agents", Value: "0", Usage: "fraction of agents killed and restarted during the run (10% or 0.1)"},
+		&cli.StringFlag{Name: "membership", Value: sim.MembershipIdeal, Usage: "how agents learn of deaths: ideal (told at once) or swim (hashicorp/memberlist per agent, in-memory network)"},
+		&cli.StringFlag{Name: "drop", Value: "0", Usage: "--membership swim: fraction of membership datagrams lost (10% or 0.1)"},
 		&cli.Float64Flag{Name: "nova-faults", Value: 0, Usage: "rate of injected Nova faults (500, 409, timeouts, failed migrations)"},
 		&cli.Float64Flag{Name: "nova-api-rps", Value: 0, Usage: "requests per second the simulated region's nova-api and placement serve together (0: unlimited); beyond it requests queue and wait"},
 		&cli.DurationFlag{Name: "nova-api-latency", Value: 0, Usage: "base latency of every simulated Nova or placement request (simulated time)"},
@@ -106,6 +108,10 @@ func simConfig(c *cli.Context) (sim.Config, error) {
 		return cfg, fmt.Errorf("--kill-agents %q: %w", c.String("kill-agents"), err)
 	}
 	cfg.KillAgents = k
+	cfg.Membership = c.String("membership")
+	if cfg.MembershipDrop, err = parseFraction(c.String("drop")); err != nil {
+		return cfg, fmt.Errorf("--drop %q: %w", c.String("drop"), err)
+	}
 	level := c.String("log-level")
 	if lv, ok := logLevel(c); ok {
 		level = lv

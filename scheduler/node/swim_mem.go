@@ -142,3 +142,7 @@ func (t *swimTransport) peerDead(a memberlist.Address) bool {
 }
 
 var _ memberlist.NodeAwareTransport = (*swimTransport)(nil)
+
+// Revive makes a killed host's transport carry messages again (the host
+// restarted, on the same address).
+func (n *SwimNet) Revive(t memberlist.NodeAwareTransport) { t.(*swimTransport).dead.Store(false) }

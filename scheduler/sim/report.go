@@ -160,7 +160,10 @@ type Report struct {
 	Agents struct {
 		Killed int `json:"killed"`
 	} `json:"agents"`
-	Faults struct {
+	// Membership: the SWIM membership's cost and detection (with
+	// --membership swim; the ideal detector has none to report).
+	Membership *MembershipReport `json:"membership,omitempty"`
+	Faults     struct {
 		Injected int `json:"injected"`
 	} `json:"faults"`
 	Safety struct {

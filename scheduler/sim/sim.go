@@ -90,6 +90,10 @@ type Config struct {
 	// Sites spreads the hosts over sites whose RTTs delay messages; the
 	// agents' next-node policy is Agent.NextNode.
 	Sites SitesConfig
+	// Membership is MembershipIdeal ("" too) or MembershipSwim;
+	// MembershipDrop the fraction of SWIM datagrams lost.
+	Membership     string
+	MembershipDrop float64
 	// Progress, if set, receives a live status line every wall second.
 	Progress io.Writer
 	Log      zerolog.Logger
@@ -154,6 +158,18 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("arrival weights %q: want dvms or nova", c.ArrivalWeights))
 	} else if c.Arrivals > 0 && c.ArrivalWeights == WeightsDvms && c.Mode != "dvms" {
 		errs = append(errs, errors.New("--arrival-weights dvms needs --mode dvms (the agents' summaries)"))
+	}
+	switch c.Membership {
+	case "", MembershipIdeal:
+	case MembershipSwim:
+		if c.Mode != "dvms" {
+			errs = append(errs, errors.New("--membership swim needs --mode dvms"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("membership %q: want ideal or swim", c.Membership))
+	}
+	if c.MembershipDrop < 0 || c.MembershipDrop >= 1 {
+		errs = append(errs, errors.New("--drop must be a fraction in [0, 1)"))
 	}
 	if err := c.Sites.Validate(); err != nil {
 		errs = append(errs, err)
@@ -523,6 +539,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	ring := scheduler.NewRing(hosts) // one member list for every agent
+	var swims *swimSim
+	if cfg.Membership == MembershipSwim && cfg.Mode == "dvms" {
+		var err error
+		if swims, err = newSwimSim(ctx, hosts, cfg.MembershipDrop, clock, cfg.Seed+swimSeed, func(i int) bool { return !down[i].Load() }, cfg.Log); err != nil {
+			return nil, err
+		}
+	}
 	start := func(i int) error {
 		ac := cfg.Agent
 		ac.ID = hosts[i]
@@ -552,11 +575,38 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return err
 		}
+		var sw *node.Swim
+		if swims != nil {
+			up := func(h string) {
+				r.MemberUp(h)
+				if viv != nil {
+					viv.PeerUp(h)
+				}
+			}
+			gone := func(h string) {
+				r.MemberDown(h)
+				if viv != nil {
+					viv.PeerDown(h)
+				}
+			}
+			if sw, err = swims.agent(i, ac.Incarnation, up, gone); err != nil {
+				return err
+			}
+		}
 		actx, acancel := context.WithCancel(ctx)
 		s := &agentSlot{host: hosts[i], cancel: acancel, done: make(chan struct{}), r: r, viv: viv}
 		go func() {
 			defer close(s.done)
 			var vwg sync.WaitGroup
+			if sw != nil {
+				vwg.Add(1)
+				go func() {
+					defer vwg.Done()
+					if err := sw.Run(actx); err != nil {
+						cfg.Log.Error().Err(err).Str("host", s.host).Msg("membership stopped")
+					}
+				}()
+			}
 			if viv != nil {
 				vwg.Add(1)
 				go func() {
@@ -610,6 +660,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		for i := range hosts {
 			if err := start(i); err != nil {
 				return nil, err
+			}
+			if swims != nil {
+				// Joins spread as a region's agents start: a thousand
+				// state exchanges at once would starve the probes.
+				time.Sleep(swimJoinStagger)
 			}
 		}
 	}
@@ -690,6 +745,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				// the agent stops (waiting blocked it for up to StopGrace,
 				// 120 simulated seconds: runs with --kill-agents were
 				// reported not valid for the observer's own gap).
+				if swims != nil {
+					swims.kill(kl.i) // silent at once: no goodbye
+				}
 				down[kl.i].Store(true)
 				slots[kl.i].cancel()
 				kl.at = -1
@@ -701,7 +759,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					kl.gone = true
 					use.stop(hosts[kl.i])
 					for _, s := range slots {
-						if s != slots[kl.i] {
+						if swims == nil && s != slots[kl.i] {
 							s.r.MemberDown(hosts[kl.i])
 							if s.viv != nil {
 								s.viv.PeerDown(hosts[kl.i])
@@ -712,11 +770,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				}
 			}
 			if kl.gone && kl.back >= 0 && t >= kl.back {
+				if swims != nil {
+					swims.revive(kl.i)
+				}
 				if err := start(kl.i); err != nil {
 					return nil, err
 				}
 				down[kl.i].Store(false)
 				for _, s := range slots {
+					if swims != nil {
+						break // SWIM tells them
+					}
 					s.r.MemberUp(hosts[kl.i])
 					if s.viv != nil {
 						s.viv.PeerUp(hosts[kl.i])
@@ -768,6 +832,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	use.end() // agents stopping are no longer at rest or in events
+	if swims != nil {
+		// Before the agents stop: their goodbyes are not deaths.
+		rep.Membership = swims.report(cfg.MembershipDrop)
+	}
 	rep.Samples.HarnessTicks, rep.Samples.HarnessDue = len(rep.Series), int(cfg.Duration/time.Second)
 	rep.Samples.MaxGapS = round(maxGap.Seconds())
 	if cfg.Mode == "dvms" && sampledFrom >= 0 {
