@@ -12,7 +12,7 @@ import (
 func TestSimulateSwimMembership(t *testing.T) {
 	c := small(8)
 	c.Hosts, c.Servers = 16, 160
-	c.Duration, c.TimeScale = 40*time.Second, 1 // memberlist runs in wall time
+	c.Duration, c.TimeScale = 50*time.Second, 1 // memberlist runs in wall time
 	c.KillAgents, c.Membership, c.MembershipDrop = 0.25, MembershipSwim, 0.10
 	r, err := Run(context.Background(), c)
 	if err != nil {
@@ -29,6 +29,9 @@ func TestSimulateSwimMembership(t *testing.T) {
 	}
 	if m.FalseDeaths != 0 {
 		t.Errorf("%d live agents reported down at 10 %% loss", m.FalseDeaths)
+	}
+	if m.Missed > m.Detections/4 {
+		t.Errorf("%d (observer, killed agent) pairs missed against %d detected", m.Missed, m.Detections)
 	}
 	if _, err := Run(context.Background(), Config{Membership: "gossip-by-pigeon"}); err == nil {
 		t.Error("unknown membership accepted")

@@ -691,7 +691,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var kills []kill
 	for _, i := range rng.Perm(len(slots))[:int(cfg.KillAgents*float64(len(slots)))] {
 		at := time.Duration(rng.Float64() * 0.7 * float64(cfg.Duration))
-		kills = append(kills, kill{at: at, back: at + 5*time.Second + time.Duration(rng.Intn(10))*time.Second, i: i})
+		downFor := 5*time.Second + time.Duration(rng.Intn(10))*time.Second
+		if cfg.Membership == MembershipSwim {
+			downFor += swimKilledFor - 5*time.Second
+		}
+		kills = append(kills, kill{at: at, back: at + downFor, i: i})
 	}
 	var arr *arrivals
 	if cfg.Arrivals > 0 {
