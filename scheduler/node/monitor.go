@@ -24,7 +24,8 @@ import (
 //     sent at once, before any read could answer;
 //   - service, capacity and usage (three requests): every
 //     Config.PlacementRefresh, at once when the region's maintenance watch
-//     reports a change of this host's service, on RequestRefresh, or when
+//     reports a change of this host's service (the agent samples the
+//     notice's service first, then reads), on RequestRefresh, or when
 //     the cached view is empty.
 //
 // Each period is drawn anew after each read within ±10 % of its setting,
@@ -110,6 +111,7 @@ func (r *Runner) refresher(ctx context.Context, out chan hostView) {
 	jitter := rand.New(rand.NewSource(r.d.Seed ^ int64(hashString(r.agent.ID()))))
 	for {
 		forced, urgent, servers := v.placementAt.IsZero(), false, false
+		var noticed *nova.Service // the service a notice said, when one did
 		select {
 		case <-ctx.Done():
 			return
@@ -125,11 +127,19 @@ func (r *Runner) refresher(ctx context.Context, out chan hostView) {
 			if v.placementAt.IsZero() || sameService(v.host.Service, s) {
 				continue // nothing new: the periodic republish of the watch
 			}
-			// The watch says the service changed: re-read it from Nova
-			// before acting on it (the message is a hint, Nova the truth),
-			// and sample at once.
-			r.log.Info().Str("status", s.Status).Str("reason", s.DisabledReason).Msg("service change reported by the region's watch: re-reading it from nova")
-			forced, urgent = true, true
+			// The watch says the service changed: sample at once with the
+			// notice's service (signed by a ring member), then re-read the
+			// host from Nova. The notice is a hint, Nova the truth: a plan
+			// it starts moves nothing before the executor has re-read the
+			// service from Nova (executor_reason.go), and the read below
+			// corrects the view. Reading first would put three Nova round
+			// trips on the path of a drain's first migration.
+			r.log.Info().Str("status", s.Status).Str("reason", s.DisabledReason).Msg("service change reported by the region's watch: sampling now, re-reading it from nova")
+			hint := v
+			hint.host.Service, hint.urgent = s, true
+			offer(out, hint)
+			forced, urgent = true, false
+			noticed = &s
 		}
 		read, err := r.refreshView(ctx, &v, forced, servers, jitter)
 		if err != nil {
@@ -144,19 +154,27 @@ func (r *Runner) refresher(ctx context.Context, out chan hostView) {
 			continue
 		}
 		nv := v
-		nv.urgent = urgent
-		select {
-		case out <- nv:
+		// Nova's answer is sampled at once when it contradicts the
+		// notice the agent just sampled.
+		nv.urgent = urgent || noticed != nil && !sameService(*noticed, v.host.Service)
+		offer(out, nv)
+	}
+}
+
+// offer hands v to the monitor, replacing a view it has not taken (an
+// urgent one stays urgent).
+func offer(out chan hostView, v hostView) {
+	select {
+	case out <- v:
+	default:
+		select { // replace the view the monitor has not taken
+		case old := <-out:
+			v.urgent = v.urgent || old.urgent
 		default:
-			select { // replace the view the monitor has not taken
-			case old := <-out:
-				nv.urgent = nv.urgent || old.urgent
-			default:
-			}
-			select {
-			case out <- nv:
-			default:
-			}
+		}
+		select {
+		case out <- v:
+		default:
 		}
 	}
 }

@@ -20,9 +20,11 @@ import (
 // the next one takes over within the membership's dead_after. `dvms drain`
 // publishes on the same subject after it disabled the service.
 //
-// A message is only a hint: the agent of the host re-reads its service
-// from Nova before acting (monitor), so a lost, late or forged message
-// costs at most one read, never a move.
+// A message is only a hint: the agent of the host samples the notice's
+// service at once and re-reads it from Nova (monitor), and the executor
+// re-reads it from Nova before the first move of a plan it starts
+// (executor_reason.go), so a lost, late or forged message costs at most
+// a few reads and a partition's work, never a move.
 
 // ServiceNotice is what the watch publishes for one host.
 type ServiceNotice struct {
