@@ -1,18 +1,23 @@
 package node
 
 // Vivaldi coordinates (DESIGN §5.3). Each agent keeps its own coordinate
-// with hashicorp/serf's coordinate package, fed by the RTT of probes it
-// sends to a random member over the bus (one a second by default; the
-// answer carries the member's coordinate, as serf's probes do). The
-// members' coordinates travel with membership (heartbeats) into a
-// CoordTable, from which the agent estimates the RTT between any two
-// members: the distance the vivaldi next-node policy orders by.
+// with hashicorp/serf's coordinate package, fed by RTT samples: under SWIM
+// membership, memberlist's own probes (their acks carry the member's
+// coordinate, see Swim's ping delegate); under heartbeats, probes it sends
+// to a random member over the bus (one a second by default; the answer
+// carries the member's coordinate, as serf's probes do). Both apply a
+// sample through Vivaldi.Observe. The members' coordinates travel with
+// membership (heartbeats, SWIM metadata) into a CoordTable, from which the
+// agent estimates the RTT between any two members: the distance the
+// vivaldi next-node policy orders by.
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 	"strconv"
@@ -147,6 +152,8 @@ type Vivaldi struct {
 	peers   []string // sorted; this agent excluded
 	// Samples counts the RTT samples applied.
 	samples int64
+	// settled: the coordinate's error has been at or below MaxError/2.
+	settled bool
 }
 
 // probeTimeout: a probe not answered by then is lost (its answer, if it
@@ -216,6 +223,14 @@ func (v *Vivaldi) Coordinate() *coordinate.Coordinate {
 	return v.client.GetCoordinate()
 }
 
+// Settled reports whether the coordinate's error estimate has been at or
+// below half CoordConfig.MaxError (well within use).
+func (v *Vivaldi) Settled() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.settled
+}
+
 // Samples is the number of RTT samples applied so far.
 func (v *Vivaldi) Samples() int64 {
 	v.mu.Lock()
@@ -283,10 +298,9 @@ func (v *Vivaldi) Run(ctx context.Context) error {
 		case <-t.C:
 			v.probe(ctx)
 		}
-		if c := v.Coordinate(); fast && c.Error <= v.cfg.MaxError/2 {
+		if fast && v.Settled() {
 			fast = false
 			t.Reset(v.cfg.Probe)
-			v.log.Info().Float64("error", c.Error).Msg("coordinate settled")
 		}
 	}
 }
@@ -339,13 +353,124 @@ func (v *Vivaldi) apply(id uint64) {
 	if r == nil || r.got == 0 {
 		return
 	}
-	c, err := v.client.Update(r.peer, r.coord, r.min)
-	if err != nil {
+	if err := v.observe(r.peer, r.coord, r.min); err != nil {
 		v.log.Debug().Err(err).Str("member", r.peer).Msg("rtt sample refused")
-		return
+	}
+}
+
+// Observe applies one RTT sample: rtt to peer, whose coordinate is c.
+// This agent's coordinate moves and is recorded in the table, and so is
+// peer's (fresher than the one membership last carried). An invalid or
+// incompatible coordinate, or an RTT outside serf's range, is refused
+// and changes nothing. Safe for concurrent use.
+func (v *Vivaldi) Observe(peer string, c *coordinate.Coordinate, rtt time.Duration) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.observe(peer, c, rtt)
+}
+
+// observe is Observe with v.mu held: the one place a sample is applied,
+// whether it came from a bus probe or a SWIM probe.
+func (v *Vivaldi) observe(peer string, c *coordinate.Coordinate, rtt time.Duration) error {
+	if peer == v.host {
+		return errors.New("rtt sample: from this agent itself")
+	}
+	if err := checkCoord(c); err != nil {
+		return fmt.Errorf("rtt sample from %s: %w", peer, err)
+	}
+	own, err := v.client.Update(peer, c, rtt)
+	if err != nil {
+		return fmt.Errorf("rtt sample from %s: %w", peer, err)
 	}
 	v.samples++
-	v.table.Set(v.host, c)
+	v.table.Set(v.host, own)
+	v.table.Set(peer, c)
+	if !v.settled && own.Error <= v.cfg.MaxError/2 {
+		v.settled = true
+		v.log.Info().Float64("error", own.Error).Int64("samples", v.samples).Msg("coordinate settled")
+	}
+	return nil
+}
+
+// The coordinate on the wire of SWIM acks (EncodeCoord, DecodeCoord): a
+// version byte, the dimensionality, then Vec, Error, Adjustment and
+// Height as big-endian float64s. 90 bytes for serf's 8 dimensions.
+const (
+	coordWireV1 = 1
+	// maxCoordDims bounds what a peer may send (serf's default is 8).
+	maxCoordDims = 16
+	// MaxCoordPayload is the largest encoded coordinate accepted.
+	MaxCoordPayload = 2 + (maxCoordDims+3)*8
+	// maxCoordSeconds bounds every component, the adjustment and the
+	// height: a coordinate 100 s from the origin describes no network.
+	maxCoordSeconds = 100
+)
+
+// errBadCoord marks a coordinate refused on receipt.
+var errBadCoord = errors.New("coordinates: bad coordinate")
+
+// EncodeCoord is c on the wire (nil for nil, or a coordinate of more
+// dimensions than the wire carries).
+func EncodeCoord(c *coordinate.Coordinate) []byte {
+	if c == nil || len(c.Vec) > maxCoordDims {
+		return nil
+	}
+	b := make([]byte, 2, 2+(len(c.Vec)+3)*8)
+	b[0], b[1] = coordWireV1, byte(len(c.Vec))
+	for _, f := range c.Vec {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
+	}
+	for _, f := range []float64{c.Error, c.Adjustment, c.Height} {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
+	}
+	return b
+}
+
+// DecodeCoord reads a coordinate EncodeCoord wrote, and refuses one that
+// is truncated, oversized, of another version, or not usable (checkCoord).
+func DecodeCoord(b []byte) (*coordinate.Coordinate, error) {
+	if len(b) < 2 || len(b) > MaxCoordPayload {
+		return nil, fmt.Errorf("%w: %d bytes", errBadCoord, len(b))
+	}
+	if b[0] != coordWireV1 {
+		return nil, fmt.Errorf("%w: version %d", errBadCoord, b[0])
+	}
+	dims := int(b[1])
+	if len(b) != 2+(dims+3)*8 {
+		return nil, fmt.Errorf("%w: %d bytes for %d dimensions", errBadCoord, len(b), dims)
+	}
+	f := make([]float64, dims+3)
+	for i := range f {
+		f[i] = math.Float64frombits(binary.BigEndian.Uint64(b[2+8*i:]))
+	}
+	c := &coordinate.Coordinate{Vec: f[:dims], Error: f[dims], Adjustment: f[dims+1], Height: f[dims+2]}
+	if err := checkCoord(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkCoord refuses a coordinate this agent cannot use: missing, of
+// another dimensionality than serf's default, not finite, or absurd (a
+// component, the adjustment or the height beyond maxCoordSeconds, a
+// negative height or error).
+func checkCoord(c *coordinate.Coordinate) error {
+	switch {
+	case c == nil:
+		return fmt.Errorf("%w: none", errBadCoord)
+	case !c.IsValid():
+		return fmt.Errorf("%w: not finite", errBadCoord)
+	case !c.IsCompatibleWith(coordinate.NewCoordinate(coordinate.DefaultConfig())):
+		return fmt.Errorf("%w: %d dimensions", errBadCoord, len(c.Vec))
+	case c.Height < 0 || c.Error < 0 || c.Height > maxCoordSeconds || c.Error > maxCoordSeconds || math.Abs(c.Adjustment) > maxCoordSeconds:
+		return fmt.Errorf("%w: height %g, error %g, adjustment %g out of range", errBadCoord, c.Height, c.Error, c.Adjustment)
+	}
+	for _, x := range c.Vec {
+		if math.Abs(x) > maxCoordSeconds {
+			return fmt.Errorf("%w: component %g s out of range", errBadCoord, x)
+		}
+	}
+	return nil
 }
 
 // answer is the handler of this agent's probe subject: it answers at

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -53,6 +54,12 @@ type SwimConfig struct {
 	Coords      *CoordTable
 	SelfCoord   func() *coordinate.Coordinate
 	MetaRefresh time.Duration
+	// Observe, if set, gets an RTT sample from each of memberlist's
+	// direct probes that a member acked (Vivaldi.Observe): the ack
+	// carries the member's coordinate (its SelfCoord, EncodeCoord), so
+	// the coordinates need no probes of their own. It is called from
+	// memberlist's probe goroutine and must not block.
+	Observe func(peer string, c *coordinate.Coordinate, rtt time.Duration) error
 	// Tune, if set, adjusts memberlist's LAN defaults before start.
 	Tune func(*memberlist.Config)
 }
@@ -94,6 +101,8 @@ type Swim struct {
 	members map[string]Member // live others, as last heard
 	events  []swimEvent
 	wake    chan struct{}
+	// badAcks counts probe acks whose coordinate was refused.
+	badAcks atomic.Int64
 }
 
 type swimEvent struct {
@@ -126,12 +135,20 @@ func (s *Swim) Members() []Member {
 	return out
 }
 
+// RejectedAcks is the number of probe acks whose coordinate was dropped:
+// malformed, oversized, unusable, refused by Observe, or from a host that
+// is not a member.
+func (s *Swim) RejectedAcks() int64 { return s.badAcks.Load() }
+
 // Run joins the region, reports changes until ctx ends, then leaves.
 func (s *Swim) Run(ctx context.Context) error {
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = s.cfg.Self.Host
 	mc.Delegate = swimMeta{s}
 	mc.Events = swimEvents{s}
+	if s.cfg.Observe != nil || s.cfg.SelfCoord != nil {
+		mc.Ping = swimPing{s}
+	}
 	mc.Logger = log.New(swimLogWriter{s.log}, "", 0)
 	if s.cfg.Transport != nil {
 		mc.Transport = s.cfg.Transport
@@ -324,6 +341,40 @@ func (swimMeta) NotifyMsg([]byte)                    {}
 func (swimMeta) GetBroadcasts(int, int) [][]byte     { return nil }
 func (swimMeta) LocalState(bool) []byte              { return nil }
 func (swimMeta) MergeRemoteState(buf []byte, _ bool) {}
+
+// swimPing carries coordinates in memberlist's probe acks and turns each
+// direct probe's RTT into a Vivaldi sample (memberlist does not call it
+// for indirect probes nor TCP fallbacks, whose RTT is not the link's).
+type swimPing struct{ s *Swim }
+
+// AckPayload is this agent's coordinate, at most MaxCoordPayload bytes.
+func (p swimPing) AckPayload() []byte { return EncodeCoord(p.s.selfCoord()) }
+
+// NotifyPingComplete applies the sample, or drops and counts it.
+func (p swimPing) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, payload []byte) {
+	s := p.s
+	if s.cfg.Observe == nil || len(payload) == 0 {
+		return // no coordinates here, or none offered (an older agent)
+	}
+	if err := s.ackSample(other.Name, rtt, payload); err != nil {
+		s.badAcks.Add(1)
+		s.log.Debug().Err(err).Str("member", other.Name).Int("bytes", len(payload)).Msg("swim: probe ack coordinate dropped")
+	}
+}
+
+func (s *Swim) ackSample(host string, rtt time.Duration, payload []byte) error {
+	s.mu.Lock()
+	_, member := s.members[host]
+	s.mu.Unlock()
+	if !member {
+		return fmt.Errorf("swim: probe ack of %q: not a member", host)
+	}
+	c, err := DecodeCoord(payload)
+	if err != nil {
+		return fmt.Errorf("swim: probe ack of %s: %w", host, err)
+	}
+	return s.cfg.Observe(host, c, rtt)
+}
 
 // swimLogWriter turns memberlist's "[LEVEL] memberlist: ..." lines into
 // structured logs.

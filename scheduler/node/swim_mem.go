@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -14,8 +15,9 @@ import (
 
 // SwimNet runs many SWIM agents in one process over memberlist's
 // in-memory transport (MockNetwork), with what a real network adds:
-// datagram loss (Drop), hosts that crash (Kill: silent from then on, in
-// and out) and a count of the membership messages sent. Tests and
+// datagram loss (Drop), latency per link (SetDelay), hosts that crash
+// (Kill: silent from then on, in and out) and a count of the membership
+// messages sent. Tests and
 // `dvms simulate` use it; real agents use memberlist's UDP/TCP transport.
 //
 // Every transport must be made (Transport) before the first agent
@@ -26,6 +28,7 @@ type SwimNet struct {
 	// drop is the fraction of datagrams lost; streams (TCP) are not.
 	drop   float64
 	byAddr map[string]*swimTransport
+	delay  atomic.Pointer[func(from, to string) time.Duration]
 	// Packets and Streams count datagrams and stream connections sent.
 	Packets, Streams atomic.Int64
 	Dropped          atomic.Int64
@@ -42,10 +45,15 @@ func NewSwimNet(ctx context.Context, drop float64) (*SwimNet, error) {
 	return n, nil
 }
 
+// SetDelay makes every datagram from host from to host to arrive
+// delay(from, to) later (one way; 0: at once). Streams (TCP) are not
+// delayed. Safe to call while agents run.
+func (n *SwimNet) SetDelay(delay func(from, to string) time.Duration) { n.delay.Store(&delay) }
+
 // Transport makes the transport of host.
 func (n *SwimNet) Transport(host string) memberlist.NodeAwareTransport {
 	inner := n.mock.NewTransport(host)
-	t := &swimTransport{MockTransport: inner, net: n,
+	t := &swimTransport{MockTransport: inner, net: n, host: host,
 		packets: make(chan *memberlist.Packet, 4096), streams: make(chan net.Conn, 64)}
 	ip, port, _ := inner.FinalAdvertiseAddr("", 0)
 	t.addr = net.JoinHostPort(ip.String(), fmt.Sprint(port))
@@ -70,6 +78,7 @@ func (n *SwimNet) Kill(t memberlist.NodeAwareTransport) { t.(*swimTransport).dea
 type swimTransport struct {
 	*memberlist.MockTransport
 	net     *SwimNet
+	host    string
 	addr    string
 	dead    atomic.Bool
 	packets chan *memberlist.Packet
@@ -121,8 +130,48 @@ func (t *swimTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Tim
 		t.net.Dropped.Add(1)
 		return now, nil // a datagram lost is not an error to its sender
 	}
+	if d := t.delayTo(a); d > 0 {
+		t.deliverLater(b, a, d)
+		return now, nil
+	}
 	return t.MockTransport.WriteToAddress(b, a)
 }
+
+// delayTo is the one-way latency of the link to a.
+func (t *swimTransport) delayTo(a memberlist.Address) time.Duration {
+	f := t.net.delay.Load()
+	p, ok := t.net.byAddr[a.Addr]
+	if f == nil || !ok {
+		return 0
+	}
+	return (*f)(t.host, p.host)
+}
+
+// deliverLater hands b to a's transport d from now, stamped with its
+// arrival time (memberlist measures a probe's RTT from it). The timer's
+// function never blocks: a full buffer, a dead host or a stopped network
+// loses the datagram.
+func (t *swimTransport) deliverLater(b []byte, a memberlist.Address, d time.Duration) {
+	p := t.net.byAddr[a.Addr]
+	buf := slices.Clone(b) // memberlist may reuse b once WriteTo returns
+	time.AfterFunc(d, func() {
+		if t.net.ctx.Err() != nil || p.dead.Load() || t.dead.Load() {
+			t.net.Dropped.Add(1)
+			return
+		}
+		select {
+		case p.packets <- &memberlist.Packet{Buf: buf, From: memAddr(t.addr), Timestamp: time.Now()}:
+		default:
+			t.net.Dropped.Add(1)
+		}
+	})
+}
+
+// memAddr is a sender's address on SwimNet.
+type memAddr string
+
+func (a memAddr) Network() string { return "mock" }
+func (a memAddr) String() string  { return string(a) }
 
 func (t *swimTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	return t.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)

@@ -119,6 +119,19 @@ func TestSwimConfigRejectsBadInput(t *testing.T) {
 	}
 }
 
+// newSwimNet is a network losing the fraction drop of its datagrams, for
+// the agents a test starts after it (startSwims' cleanups run first).
+func newSwimNet(t *testing.T, drop float64) *node.SwimNet {
+	t.Helper()
+	netCtx, stopNet := context.WithCancel(context.Background())
+	t.Cleanup(stopNet)
+	sn, err := node.NewSwimNet(netCtx, drop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sn
+}
+
 // startSwims runs one Swim per config over sn until the test ends.
 func startSwims(t *testing.T, cfgs []node.SwimConfig) []*node.Swim {
 	t.Helper()
@@ -148,12 +161,7 @@ func startSwims(t *testing.T, cfgs []node.SwimConfig) []*node.Swim {
 // again.
 func TestSwimCarriesCoordinates(t *testing.T) {
 	const n = 3
-	netCtx, stopNet := context.WithCancel(context.Background())
-	t.Cleanup(stopNet)
-	sn, err := node.NewSwimNet(netCtx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sn := newSwimNet(t, 0)
 	var mu sync.Mutex
 	self := make([]*coordinate.Coordinate, n)
 	tables := make([]*node.CoordTable, n)
@@ -202,12 +210,7 @@ func TestSwimCarriesCoordinates(t *testing.T) {
 // With a region key, an agent holding another key cannot join: the
 // members never see it, and it sees none of them.
 func TestSwimKeyKeepsStrangersOut(t *testing.T) {
-	netCtx, stopNet := context.WithCancel(context.Background())
-	t.Cleanup(stopNet)
-	sn, err := node.NewSwimNet(netCtx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sn := newSwimNet(t, 0)
 	key, other := []byte("0123456789abcdef0123456789abcdef"), []byte("fedcba9876543210fedcba9876543210")
 	hosts := []string{"k0", "k1", "stranger"}
 	cfgs := make([]node.SwimConfig, len(hosts))
