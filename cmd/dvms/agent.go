@@ -20,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/serf/coordinate"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
@@ -141,20 +140,33 @@ type members interface {
 }
 
 // swimConfig is the agent's SWIM membership from its configuration: the
-// region key read from swim_key_file, bind, advertise and seed addresses.
-func swimConfig(cfg fileConfig, self node.Heartbeat, coords *node.CoordTable, selfCoord func() *coordinate.Coordinate) (node.SwimConfig, error) {
-	sc := node.SwimConfig{Self: self, Coords: coords, SelfCoord: selfCoord}
+// region key read from swim_key_file, bind, advertise (derived as Raft's
+// when empty, see advertiseAddr) and seed addresses. viv, if not nil, is
+// the agent's coordinate: it rides in the metadata and in every probe ack,
+// and, unless the agent probes RTTs over NATS ([scheduler]
+// rtt_probe_interval > 0), each direct probe's RTT is one of its samples:
+// one source of samples, never two paths mixed.
+func swimConfig(cfg fileConfig, natsURL string, self node.Heartbeat, coords *node.CoordTable, viv *node.Vivaldi) (node.SwimConfig, error) {
+	sc := node.SwimConfig{Self: self, Coords: coords}
+	if viv != nil {
+		sc.SelfCoord = viv.Coordinate
+		if cfg.Coord.Probe == 0 {
+			sc.Observe = viv.Observe
+		}
+	}
 	var err error
 	if sc.Seeds, err = cfg.swimSeeds(); err != nil {
 		return sc, err
 	}
-	host, port, err := splitAddr(cfg.SwimBind)
-	if err != nil {
+	if sc.BindAddr, sc.BindPort, err = parseHostPort(cfg.SwimBind); err != nil {
 		return sc, fmt.Errorf("[consensus] swim_bind: %w", err)
 	}
-	sc.BindAddr, sc.BindPort = host, port
-	if cfg.SwimAdvertise != "" {
-		if sc.AdvertiseAddr, sc.AdvertisePort, err = splitAddr(cfg.SwimAdvertise); err != nil {
+	adv, err := advertiseAddr(cfg.SwimBind, cfg.SwimAdvertise, natsURL)
+	if err != nil {
+		return sc, fmt.Errorf("[consensus] swim_advertise: %w", err)
+	}
+	if adv != "" {
+		if sc.AdvertiseAddr, sc.AdvertisePort, err = parseHostPort(adv); err != nil {
 			return sc, fmt.Errorf("[consensus] swim_advertise: %w", err)
 		}
 	}
@@ -168,18 +180,6 @@ func swimConfig(cfg fileConfig, self node.Heartbeat, coords *node.CoordTable, se
 		}
 	}
 	return sc, sc.Validate()
-}
-
-func splitAddr(a string) (string, int, error) {
-	host, p, err := net.SplitHostPort(a)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("port %q: want 0..65535", p)
-	}
-	return host, port, nil
 }
 
 // agentProc is a running agent: its runner, membership, arbiter and the
@@ -346,7 +346,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	up := func(h string) { p.runner.MemberUp(h); viv.PeerUp(h); peers() }
 	down := func(h string) { p.runner.MemberDown(h); viv.PeerDown(h); peers() }
 	if cfg.Membership == "swim" {
-		sc, err := swimConfig(cfg, self, coords, viv.Coordinate)
+		sc, err := swimConfig(cfg, natsURL, self, coords, viv)
 		if err != nil {
 			return nil, err
 		}
@@ -356,7 +356,11 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		}
 		sw.OnUp, sw.OnDown = up, down
 		p.member = sw
-		log.Info().Str("bind", cfg.SwimBind).Strs("seeds", sc.Seeds).Bool("encrypted", len(sc.Key) > 0).Msg("membership: swim")
+		ev := log.Info().Str("bind", cfg.SwimBind)
+		if sc.AdvertiseAddr != "" {
+			ev = ev.Str("advertise", net.JoinHostPort(sc.AdvertiseAddr, strconv.Itoa(sc.AdvertisePort)))
+		}
+		ev.Strs("seeds", sc.Seeds).Bool("encrypted", len(sc.Key) > 0).Bool("bus_rtt_probes", cfg.Coord.Probe > 0).Msg("membership: swim")
 	} else {
 		mc := node.MembershipConfig{Region: cfg.Runtime.Region, Interval: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, Self: self}
 		m, err := node.NewMembership(mc, bt, node.Wall{}, log)

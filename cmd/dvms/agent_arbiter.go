@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -34,7 +31,7 @@ func newArbiter(cfg fileConfig, tr bus.Transport, natsURL string, log zerolog.Lo
 	rc := consensus.DefaultRaftConfig(cfg.Agent.ID)
 	advertise, err := advertiseAddr(cfg.RaftBind, cfg.RaftAdvertise, natsURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("[consensus] advertise: %w", err)
 	}
 	sc := consensus.ServiceConfig{Region: cfg.Runtime.Region, ID: cfg.Agent.ID, Site: cfg.Site, Bind: cfg.RaftBind,
 		Advertise: advertise, Voters: cfg.Voters, Raft: rc}
@@ -53,43 +50,6 @@ func newArbiter(cfg fileConfig, tr bus.Transport, natsURL string, log zerolog.Lo
 		return nil, fmt.Errorf("merge arbiter: %w", err)
 	}
 	return s, nil
-}
-
-// advertiseAddr is the raft address the other voters dial: advertise if
-// set; bind if it names an address; for a wildcard bind, the local
-// address this host reaches the (first) NATS server from, with bind's
-// port. Port 0 is left to the listener (the service advertises the port
-// it got).
-func advertiseAddr(bind, advertise, natsURL string) (string, error) {
-	if advertise != "" || bind == "" {
-		return advertise, nil
-	}
-	h, port, err := net.SplitHostPort(bind)
-	if err != nil {
-		return "", fmt.Errorf("[consensus] bind %q: %w", bind, err)
-	}
-	if ip := net.ParseIP(h); h != "" && (ip == nil || !ip.IsUnspecified()) {
-		return "", nil // bind names an address: the service advertises it
-	}
-	first := natsURL
-	if i := strings.IndexByte(first, ','); i >= 0 {
-		first = first[:i]
-	}
-	u, err := url.Parse(first)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("[consensus] advertise: cannot derive from bind %q and NATS url %q: set advertise", bind, bus.RedactURLs(natsURL))
-	}
-	nhost := u.Host
-	if u.Port() == "" {
-		nhost = net.JoinHostPort(u.Hostname(), "4222")
-	}
-	conn, err := net.Dial("udp", nhost) // no packet is sent: this only picks the route
-	if err != nil {
-		return "", fmt.Errorf("[consensus] advertise: no route to NATS %s to derive it from (set advertise): %w", nhost, err)
-	}
-	defer conn.Close()
-	ip := conn.LocalAddr().(*net.UDPAddr).IP
-	return net.JoinHostPort(ip.String(), port), nil
 }
 
 // localArbiter adapts the single-process arbiter.

@@ -170,7 +170,7 @@ func loadConfig(src configSource, host string) (fileConfig, error) {
 	if c.OSCloud, err = resolveCloud(c.OSCloud, src.env); err != nil {
 		errs = append(errs, err)
 	}
-	c.derive()
+	c.derive(func(section, name string) bool { _, ok := eff[lookupOption(section, name)]; return ok })
 	errs = append(errs, c.validate())
 	return c, errors.Join(errs...)
 }
@@ -198,9 +198,15 @@ func resolveCloud(named string, env func(string) (string, bool)) (string, error)
 }
 
 // derive sets the fields that follow from options: the summaries' site,
-// and the scheduler-api's staleness (3 summary intervals) and thresholds
-// (the agents').
-func (c *fileConfig) derive() {
+// the scheduler-api's staleness (3 summary intervals) and thresholds
+// (the agents'), and no RTT probes over the bus under SWIM unless
+// rtt_probe_interval is set (set reports whether an option was given, by
+// file, environment or flag).
+func (c *fileConfig) derive(set func(section, name string) bool) {
+	if c.Membership == "swim" && !set("scheduler", "rtt_probe_interval") {
+		// memberlist's probes feed the coordinates (node.SwimConfig.Observe).
+		c.Coord.Probe = 0
+	}
 	c.Summary.Site = c.Site
 	if c.Summary.Interval > 0 {
 		c.SchedAPI.StaleAfter = 3 * c.Summary.Interval

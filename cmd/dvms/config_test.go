@@ -10,6 +10,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/extsched"
@@ -358,7 +361,7 @@ func TestSwimMembershipConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := swimConfig(c, node.Heartbeat{Host: "compute-1", Incarnation: "1"}, nil, nil)
+	sc, err := swimConfig(c, "nats://127.0.0.1:4222", node.Heartbeat{Host: "compute-1", Incarnation: "1"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +369,107 @@ func TestSwimMembershipConfig(t *testing.T) {
 		t.Errorf("swim config %d-byte key, bind %s:%d, seeds %v", len(sc.Key), sc.BindAddr, sc.BindPort, sc.Seeds)
 	}
 	c.SwimKeyFile = bad
-	if _, err := swimConfig(c, node.Heartbeat{Host: "compute-1", Incarnation: "1"}, nil, nil); err == nil || !strings.Contains(err.Error(), "key of 5 bytes") {
+	if _, err := swimConfig(c, "nats://127.0.0.1:4222", node.Heartbeat{Host: "compute-1", Incarnation: "1"}, nil, nil); err == nil || !strings.Contains(err.Error(), "key of 5 bytes") {
 		t.Errorf("a 5-byte key: %v", err)
+	}
+}
+
+// Under membership = swim, memberlist's probes feed the coordinates: the
+// bus probes are off unless rtt_probe_interval is given (file, environment
+// or flag); under heartbeats they keep their default.
+func TestRTTProbeDefaultFollowsMembership(t *testing.T) {
+	const swim = "[nova]\nos_cloud = c\n[DEFAULT]\ninsecure_unsigned = true\n[consensus]\nmembership = swim\n"
+	for _, c := range []struct {
+		name, file string
+		env        []string
+		want       time.Duration
+	}{
+		{"heartbeat", "[nova]\nos_cloud = c\n", nil, time.Second},
+		{"heartbeat, set", "[nova]\nos_cloud = c\n[scheduler]\nrtt_probe_interval = 2\n", nil, 2 * time.Second},
+		{"swim", swim, nil, 0},
+		{"swim, set in the file", swim + "[scheduler]\nrtt_probe_interval = 1\n", nil, time.Second},
+		{"swim, set in the environment", swim, []string{"DVMS_SCHEDULER_RTT_PROBE_INTERVAL=0.5"}, 500 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := load(t, c.file, c.env...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Coord.Probe != c.want {
+				t.Errorf("rtt probe interval %s, want %s", cfg.Coord.Probe, c.want)
+			}
+			if cfg.Membership != "swim" {
+				return
+			}
+			// One source of RTT samples: memberlist's probes exactly when
+			// the bus probes are off.
+			viv, err := node.NewVivaldi(cfg.Coord, "r", "compute-1", nil, node.Wall{}, node.NewCoordTable(), 1, zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, err := swimConfig(cfg, "nats://127.0.0.1:4222", node.Heartbeat{Host: "compute-1", Incarnation: "1"}, nil, viv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (sc.Observe != nil) != (c.want == 0) || sc.SelfCoord == nil {
+				t.Errorf("probes %s: memberlist samples wired %v, coordinate in acks %v", c.want, sc.Observe != nil, sc.SelfCoord != nil)
+			}
+		})
+	}
+}
+
+// swim_advertise, when empty, is derived as Raft's advertise address: the
+// bind address if it names one, else the route to NATS with bind's port.
+func TestSwimAdvertiseDerived(t *testing.T) {
+	base, err := load(t, "[nova]\nos_cloud = c\n[DEFAULT]\ninsecure_unsigned = true\n[consensus]\nmembership = swim\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		bind, adv, nats string
+		addr            string
+		port            int
+	}{
+		{"0.0.0.0:7950", "", "nats://127.0.0.1:4222", "127.0.0.1", 7950},
+		{":7950", "", "nats://127.0.0.1", "127.0.0.1", 7950},
+		{"10.0.0.2:7950", "", "nats://127.0.0.1:4222", "", 0}, // memberlist advertises its bind address
+		{"0.0.0.0:7950", "192.0.2.7:7000", "nats://127.0.0.1:4222", "192.0.2.7", 7000},
+	} {
+		cfg := base
+		cfg.SwimBind, cfg.SwimAdvertise = c.bind, c.adv
+		sc, err := swimConfig(cfg, c.nats, node.Heartbeat{Host: "compute-1", Incarnation: "1"}, nil, nil)
+		if err != nil || sc.AdvertiseAddr != c.addr || sc.AdvertisePort != c.port {
+			t.Errorf("bind %q advertise %q: advertised %s:%d, %v; want %s:%d", c.bind, c.adv, sc.AdvertiseAddr, sc.AdvertisePort, err, c.addr, c.port)
+		}
+	}
+	cfg := base
+	if _, err := swimConfig(cfg, "::bad", node.Heartbeat{Host: "compute-1", Incarnation: "1"}, nil, nil); err == nil ||
+		!strings.Contains(err.Error(), "[consensus] swim_advertise") {
+		t.Errorf("underivable advertise address: %v", err)
+	}
+}
+
+func TestParseHostPort(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		host string
+		port int
+		ok   bool
+	}{
+		{"10.0.0.1:7946", "10.0.0.1", 7946, true},
+		{"[::1]:0", "::1", 0, true},
+		{":80", "", 80, true},
+		{"no-port", "", 0, false},
+		{"h:http", "", 0, false},
+		{"h:65536", "", 0, false},
+		{"h:-1", "", 0, false},
+	} {
+		h, p, err := parseHostPort(c.in)
+		if (err == nil) != c.ok || h != c.host || p != c.port {
+			t.Errorf("parseHostPort(%q) = %q, %d, %v", c.in, h, p, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), c.in) {
+			t.Errorf("error %q does not name %q", err, c.in)
+		}
 	}
 }

@@ -173,7 +173,10 @@ var options = []option{
 		field: func(c *fileConfig) any { return &c.Agent.NextNode }},
 	{section: "scheduler", name: "rtt_probe_interval", kind: kindSeconds, def: "1", bounds: ">= 0",
 		help: "Period of the agent's RTT probes to a random member over NATS (a burst of three small messages, answered at once), " +
-			"which feed its Vivaldi coordinate; four times as often until the coordinate settles. 0: no probes (the agent still answers).",
+			"which feed its Vivaldi coordinate; four times as often until the coordinate settles. 0: no probes (the agent still answers). " +
+			"Under [consensus] membership = swim the default is 0: memberlist's own probes measure the RTT and their acks carry " +
+			"the member's coordinate; a value > 0 there makes these NATS probes the coordinate's only source instead (where NATS " +
+			"and memberlist take different paths, as in devstack/testbed, which delays NATS only).",
 		field: func(c *fileConfig) any { return &c.Coord.Probe }},
 	{section: "scheduler", name: "coordinate_max_error", kind: kindFloat, def: "0.75", bounds: "> 0", unit: "relative error",
 		help: "A member's coordinate is used for distances once its own error estimate has been at or below this (it starts at 1.5), " +
@@ -295,7 +298,8 @@ var options = []option{
 		help:  "membership = swim: TCP and UDP address of the agent's memberlist.",
 		field: func(c *fileConfig) any { return &c.SwimBind }},
 	{section: "consensus", name: "swim_advertise", kind: kindAddr,
-		help:  "membership = swim: the address the other agents dial; empty = swim_bind's, or for a wildcard bind the host's first private address.",
+		help: "membership = swim: the address the other agents dial; empty = swim_bind's address, or for a wildcard bind " +
+			"the local address that routes to the NATS server, with swim_bind's port (as [consensus] advertise).",
 		field: func(c *fileConfig) any { return &c.SwimAdvertise }},
 	{section: "consensus", name: "swim_seeds", kind: kindString,
 		help: "membership = swim: host:port of agents to join through, comma separated (a few per site is enough; " +

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -106,9 +105,8 @@ func checkText(k kind, raw string) error {
 	case kindHTTPURL:
 		return checkURL(raw, "http", "https")
 	case kindAddr:
-		_, port, err := net.SplitHostPort(raw)
-		if p, perr := strconv.Atoi(port); err != nil || perr != nil || p < 0 || p > 65535 {
-			return errors.New("want host:port")
+		if _, _, err := parseHostPort(raw); err != nil {
+			return fmt.Errorf("want host:port: %w", err)
 		}
 	}
 	return nil

@@ -176,6 +176,9 @@ mkdir -p "$TB_DIR/demand"
 # SWIM seeds: the first agent of every site.
 SWIM_SEEDS=$(for ((s = 1; s <= SITES; s++)); do printf '%s:%s,' "$(site_wan_ip "$s")" 7947; done)
 SWIM_SEEDS=${SWIM_SEEDS%,}
+# rtt_probe_interval = 1: toxiproxy delays NATS only, not SWIM (lib.sh),
+# so the coordinates must measure RTTs over NATS here; under swim a value
+# > 0 makes those probes their only source instead of memberlist's.
 for ((s = 1; s <= SITES; s++)); do
   for ((k = 1; k <= PER_SITE; k++)); do
     h=$(agent_host "$s" "$k")
@@ -197,6 +200,7 @@ tls_ca = $TB_ETC/nats-cert.pem
 
 [scheduler]
 next_node = $NEXT_NODE
+rtt_probe_interval = 1
 
 [monitor]
 source = file
