@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -24,6 +26,7 @@ func init() {
 			&cli.StringFlag{Name: "report", Usage: "write an SVG chart (overloaded hosts, events in flight) to this file"},
 			&cli.Float64Flag{Name: "arrivals", Usage: "new servers booted per simulated second during the run (their later live migrations: migrations.of_new_servers)"},
 			&cli.StringFlag{Name: "arrival-weights", Value: sim.WeightsDvms, Usage: "how new servers' hosts are chosen: dvms (dvms scheduler-api's weighing) or nova (placement-only, most free RAM)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run to this file (go tool pprof)"},
 		),
 		Action: runSimulate,
 	})
@@ -46,7 +49,7 @@ func simFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "vcpu-overcommit", Usage: fmt.Sprintf("fill every host with small servers (1-2 vCPUs, 512 MB each) to this many vCPUs per core instead of --servers (default with --workload planetlab:FILE: %g, 0 there for --servers)", sim.PlanetLabOvercommit)},
 		&cli.Float64Flag{Name: "bandwidth-mbps", Value: d.BandwidthMBps, Usage: "migration bandwidth, MB/s (duration = RAM / bandwidth + overhead)"},
 		&cli.StringFlag{Name: "kill-agents", Value: "0", Usage: "fraction of agents killed and restarted during the run (10% or 0.1)"},
-		&cli.StringFlag{Name: "membership", Value: sim.MembershipIdeal, Usage: "how agents learn of deaths: ideal (told at once) or swim (hashicorp/memberlist per agent, in-memory network)"},
+		&cli.StringFlag{Name: "membership", Value: sim.MembershipIdeal, Usage: "how agents learn of deaths: ideal (told at once) or swim (hashicorp/memberlist per agent, in-memory network, timings for one process: probe every 2 s, 1 s ack timeout, suspicion 3 x log10(N) probes, gossip every 500 ms, retransmit 2 x log10(N+1), no compression; the run's clock starts once every agent sees every other (at most 3 min); GOGC=400 unless GOGC is set)"},
 		&cli.StringFlag{Name: "drop", Value: "0", Usage: "--membership swim: fraction of membership datagrams lost (10% or 0.1)"},
 		&cli.Float64Flag{Name: "nova-faults", Value: 0, Usage: "rate of injected Nova faults (500, 409, timeouts, failed migrations)"},
 		&cli.Float64Flag{Name: "nova-api-rps", Value: 0, Usage: "requests per second the simulated region's nova-api and placement serve together (0: unlimited); beyond it requests queue and wait"},
@@ -133,7 +136,17 @@ func runSimulate(c *cli.Context) error {
 	}
 	cfg.Mode = c.String("mode")
 	cfg.Arrivals, cfg.ArrivalWeights = c.Float64("arrivals"), c.String("arrival-weights")
+	if cfg.Membership == sim.MembershipSwim {
+		swimGC()
+	}
+	stop, err := startCPUProfile(c.String("cpuprofile"))
+	if err != nil {
+		return err
+	}
 	rep, err := sim.Run(c.Context, cfg)
+	if err := stop(); err != nil {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("simulate: %w", err)
 	}
@@ -158,6 +171,48 @@ func runSimulate(c *cli.Context) error {
 		rep.WriteText(os.Stdout)
 	}
 	return invalid(rep)
+}
+
+// swimGC: a thousand memberlist instances in one process allocate at
+// every message they decode, and the collector took a third of both
+// cores at 1,000 agents (probes then missed their timeouts). Unless
+// GOGC is set, let the heap grow to 5x the live heap instead of 2x
+// (GOGC=400), and collect harder as it nears swimMemLimit (unless
+// GOMEMLIMIT is set).
+func swimGC() {
+	if os.Getenv("GOGC") != "" {
+		return
+	}
+	debug.SetGCPercent(400)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(swimMemLimit)
+	}
+}
+
+// swimMemLimit: where swimGC's collector works harder again.
+const swimMemLimit = 8 << 30
+
+// startCPUProfile profiles the process into path (none: a no-op) until
+// the returned stop is called.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpuprofile %s: %w", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("cpuprofile %s: %w", path, err)
+		}
+		return nil
+	}, nil
 }
 
 // invalid is the error of a run that did not keep up with its clock

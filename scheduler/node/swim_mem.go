@@ -71,10 +71,11 @@ func (n *SwimNet) Addr(t memberlist.NodeAwareTransport) string {
 // or is sent arrives any more.
 func (n *SwimNet) Kill(t memberlist.NodeAwareTransport) { t.(*swimTransport).dead.Store(true) }
 
-// swimTransport wraps a MockTransport. MockTransport hands packets over
-// unbuffered channels, so a sender blocks until the receiver reads: a
-// pump drains them into buffers (overflow is a lost datagram, as a full
-// socket buffer), and a dead host's pump throws everything away.
+// swimTransport wraps a MockTransport. Datagrams go straight into the
+// receiver's buffer (overflow is a lost datagram, as a full socket
+// buffer). MockTransport hands streams over an unbuffered channel, so a
+// dialer blocks until the receiver reads: a pump drains them into a
+// buffer, and a dead host's pump closes them.
 type swimTransport struct {
 	*memberlist.MockTransport
 	net     *SwimNet
@@ -92,15 +93,6 @@ func (t *swimTransport) pump(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case p := <-t.MockTransport.PacketCh():
-			if t.dead.Load() {
-				continue
-			}
-			select {
-			case t.packets <- p:
-			default:
-				t.net.Dropped.Add(1)
-			}
 		case c := <-t.MockTransport.StreamCh():
 			if t.dead.Load() {
 				_ = c.Close()
@@ -123,10 +115,17 @@ func (t *swimTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 	return t.WriteToAddress(b, memberlist.Address{Addr: addr})
 }
 
+// WriteToAddress hands the datagram straight to the peer's buffer (no
+// goroutine in between: at a thousand agents in one process each hop
+// costs CPU the probes need); a full buffer loses it.
 func (t *swimTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
 	t.net.Packets.Add(1)
 	now := time.Now()
-	if t.dead.Load() || t.peerDead(a) || rand.Float64() < t.net.drop {
+	p, ok := t.net.byAddr[a.Addr]
+	if !ok {
+		return now, fmt.Errorf("swim net: no host at %s", a.Addr)
+	}
+	if t.dead.Load() || p.dead.Load() || rand.Float64() < t.net.drop {
 		t.net.Dropped.Add(1)
 		return now, nil // a datagram lost is not an error to its sender
 	}
@@ -134,8 +133,19 @@ func (t *swimTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Tim
 		t.deliverLater(b, a, d)
 		return now, nil
 	}
-	return t.MockTransport.WriteToAddress(b, a)
+	select {
+	case p.packets <- &memberlist.Packet{Buf: b, From: swimAddr(t.addr), Timestamp: now}:
+	default:
+		t.net.Dropped.Add(1)
+	}
+	return now, nil
 }
+
+// swimAddr is a datagram's source, "ip:port".
+type swimAddr string
+
+func (swimAddr) Network() string  { return "mock" }
+func (a swimAddr) String() string { return string(a) }
 
 // delayTo is the one-way latency of the link to a.
 func (t *swimTransport) delayTo(a memberlist.Address) time.Duration {
@@ -160,18 +170,12 @@ func (t *swimTransport) deliverLater(b []byte, a memberlist.Address, d time.Dura
 			return
 		}
 		select {
-		case p.packets <- &memberlist.Packet{Buf: buf, From: memAddr(t.addr), Timestamp: time.Now()}:
+		case p.packets <- &memberlist.Packet{Buf: buf, From: swimAddr(t.addr), Timestamp: time.Now()}:
 		default:
 			t.net.Dropped.Add(1)
 		}
 	})
 }
-
-// memAddr is a sender's address on SwimNet.
-type memAddr string
-
-func (a memAddr) Network() string { return "mock" }
-func (a memAddr) String() string  { return string(a) }
 
 func (t *swimTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	return t.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)

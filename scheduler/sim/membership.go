@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -29,8 +30,13 @@ const (
 // swimJoinStagger spaces the agents' first joins; swimSeed offsets the
 // run's seed for the choice of join seeds.
 const (
-	swimJoinStagger = 10 * time.Millisecond
-	swimSeed        = 7741
+	swimJoinStagger = 20 * time.Millisecond
+	// swimWarmupMax bounds the wait for the joins to converge, and
+	// swimSettle is how long the membership must then stay quiet (no
+	// agent seen up or down anywhere) before the run's clock starts.
+	swimWarmupMax = 3 * time.Minute
+	swimSettle    = 10 * time.Second
+	swimSeed      = 7741
 	// swimLateWindow: a down report this soon after the agent's restart
 	// is about its previous life (late), not a false death.
 	swimLateWindow = time.Minute
@@ -41,18 +47,50 @@ const (
 	swimKilledFor = 30 * time.Second
 )
 
+// swimSimTune adjusts memberlist's LAN timings for a region whose
+// agents all share one process and two cores, where a probe's round trip
+// is the scheduler's latency under load, not the network's:
+//   - compression off (it saves bandwidth, not detection, and costs CPU);
+//   - each broadcast retransmitted 2 x log10(N+1) times, not 4 x (as
+//     memberlist's local config: at 10 % loss a member misses one with
+//     probability about e^-7), and gossip every 500 ms, not 200 ms: a
+//     region's start queues every member's "alive" at every member, and
+//     that gossip is what starved the probes at 1,000 agents;
+//   - a probe every 2 s that waits 1 s for its ack (1 s and 500 ms), and
+//     suspicion for 3 x log10(N) probe intervals (4 x): 18 s at 1,000
+//     agents before a suspect is declared dead, less than the 30 s a
+//     killed agent stays down.
+//
+// Lifeguard (awareness, suspicion confirmations) stays on. `dvms agent`
+// runs the LAN defaults.
+func swimSimTune(c *memberlist.Config) {
+	c.EnableCompression = false
+	c.RetransmitMult = 2
+	c.GossipInterval = 500 * time.Millisecond
+	c.ProbeInterval, c.ProbeTimeout = 2*time.Second, time.Second
+	c.SuspicionMult = 3
+}
+
 // MembershipReport is what the SWIM membership cost and how well it
 // detected (only with --membership swim).
 type MembershipReport struct {
 	Kind string  `json:"kind"`
 	Drop float64 `json:"drop"`
+	// WarmupS: wall seconds from the first agent's start until every
+	// agent saw every other up and the join's gossip had settled (or
+	// swimWarmupMax), before the run's clock started; Converged: it did.
+	WarmupS   float64 `json:"warmup_s"`
+	Converged bool    `json:"converged"`
 	// MsgsPerAgentS: membership datagrams and streams sent per agent per
-	// wall second, over the run.
-	MsgsPerAgentS float64 `json:"msgs_per_agent_s"`
+	// wall second, over the run (after the warm-up); JoinMsgsPerAgentS:
+	// the same during the warm-up (the joins' gossip).
+	MsgsPerAgentS     float64 `json:"msgs_per_agent_s"`
+	JoinMsgsPerAgentS float64 `json:"join_msgs_per_agent_s"`
 	// Detections: (observer, killed agent) pairs reported down, and how
 	// long after the kill (simulated time).
 	Detections int     `json:"detections"`
 	DetectP50S float64 `json:"detect_p50_s"`
+	DetectP99S float64 `json:"detect_p99_s"`
 	DetectMaxS float64 `json:"detect_max_s"`
 	// Missed: (live observer, killed agent) pairs not reported down
 	// before the killed agent came back or the run ended.
@@ -61,9 +99,12 @@ type MembershipReport struct {
 	// restart (within swimLateWindow), before it refuted: the runner
 	// hears of it as a death until the refutation.
 	Late int `json:"late"`
-	// FalseDeaths: an agent that was never killed (or not within
-	// swimLateWindow) reported down by a live observer.
-	FalseDeaths int `json:"false_deaths"`
+	// FalseDeaths: distinct agents, never killed (or not within
+	// swimLateWindow), that a live observer reported down, warm-up
+	// included; FalseDeathReports counts every such report (observer,
+	// agent), repeats included.
+	FalseDeaths       int `json:"false_deaths"`
+	FalseDeathReports int `json:"false_death_reports"`
 }
 
 // swimSim runs the agents' SWIM membership of one simulation.
@@ -83,8 +124,20 @@ type swimSim struct {
 	down      map[[2]int]bool   // (observer, killed) reported since the kill
 	detect    []time.Duration
 	missed    int
-	falseD    int
+	falseD    map[int]bool // distinct live agents reported down
+	falseN    int          // reports of live agents down, repeats included
 	late      int
+	// seen[i]: how many others agent i's membership has up; changed:
+	// the last wall time any agent saw another come or go.
+	seen    []atomic.Int32
+	changed atomic.Int64
+	// started: how many agents started (the first ones join through
+	// these); runStart, msgsAtRun: when the run's clock started, and the
+	// messages sent until then.
+	started   int
+	runStart  time.Time
+	msgsAtRun int64
+	converged bool
 	// alive reports whether agent i runs (not killed).
 	alive func(i int) bool
 }
@@ -95,7 +148,8 @@ func newSwimSim(ctx context.Context, hosts []string, drop float64, clock node.Cl
 		return nil, err
 	}
 	s := &swimSim{net: sn, hosts: hosts, index: make(map[string]int, len(hosts)), clock: clock, rng: rand.New(rand.NewSource(seed)),
-		log: log, start: time.Now(), killedAt: map[int]time.Time{}, revivedAt: map[int]time.Time{}, down: map[[2]int]bool{}, alive: alive}
+		log: log, start: time.Now(), killedAt: map[int]time.Time{}, revivedAt: map[int]time.Time{}, down: map[[2]int]bool{}, falseD: map[int]bool{},
+		seen: make([]atomic.Int32, len(hosts)), alive: alive}
 	// Every transport before the first agent: SwimNet's routing table is
 	// not safe for concurrent use.
 	s.trs = make([]memberlist.NodeAwareTransport, len(hosts))
@@ -107,34 +161,87 @@ func newSwimSim(ctx context.Context, hosts []string, drop float64, clock node.Cl
 }
 
 // agent returns agent i's Swim, joining through two other agents at
-// random; up and down are its runner's (and coordinates') handlers.
+// random (at the region's start, two already started: a region boots
+// with its seeds up); up and down are its runner's (and coordinates')
+// handlers.
 func (s *swimSim) agent(i int, incarnation string, up, down func(string)) (*node.Swim, error) {
 	s.mu.Lock()
-	var seeds []string
-	for len(seeds) < 2 && len(s.hosts) > 1 {
-		if j := s.rng.Intn(len(s.hosts)); j != i {
-			seeds = append(seeds, s.net.Addr(s.trs[j]))
-		}
-	}
+	seeds := s.seeds(i)
+	s.started++
 	s.mu.Unlock()
 	sw, err := node.NewSwim(node.SwimConfig{Self: node.Heartbeat{Host: s.hosts[i], Incarnation: incarnation},
-		Seeds: seeds, Transport: s.trs[i],
-		// Compression saves bandwidth, not detection, and costs CPU that
-		// a thousand agents in one process do not have.
-		Tune: func(c *memberlist.Config) { c.EnableCompression = false }},
+		Seeds: seeds, Transport: s.trs[i], Tune: swimSimTune},
 		// memberlist's own complaints (a starved process: thousands a
 		// second), sampled.
 		s.log.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second}))
 	if err != nil {
 		return nil, fmt.Errorf("swim of %s: %w", s.hosts[i], err)
 	}
-	sw.OnUp = up
+	sw.OnUp = func(h string) {
+		s.seen[i].Add(1)
+		s.changed.Store(time.Now().UnixNano())
+		up(h)
+	}
 	sw.OnDown = func(h string) {
+		s.seen[i].Add(-1)
+		s.changed.Store(time.Now().UnixNano())
 		s.observeDown(i, h)
 		down(h)
 	}
 	return sw, nil
 }
+
+// seeds picks two other agents for agent i to join through: among the
+// started ones while the region starts (agents start in order, so
+// 0..i-1), else among all. Locked.
+func (s *swimSim) seeds(i int) []string {
+	pool := min(s.started, len(s.hosts))
+	others := pool
+	if i < pool {
+		others--
+	}
+	var picked []int
+	for len(picked) < min(2, others) {
+		if j := s.rng.Intn(pool); j != i && !slices.Contains(picked, j) {
+			picked = append(picked, j)
+		}
+	}
+	seeds := make([]string, len(picked))
+	for k, j := range picked {
+		seeds[k] = s.net.Addr(s.trs[j])
+	}
+	return seeds
+}
+
+// warmup waits until every agent sees all the others up and no agent
+// has seen a change for swimSettle (the joins' gossip spent), or
+// swimWarmupMax, or ctx ends; the run's clock starts after it, as in a
+// region up for a while. It returns whether the membership converged.
+func (s *swimSim) warmup(ctx context.Context) bool {
+	want := int32(len(s.hosts) - 1)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	deadline := time.Now().Add(swimWarmupMax)
+	converged := false
+	for !converged && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		converged = time.Since(time.Unix(0, s.changed.Load())) >= swimSettle
+		for i := range s.seen {
+			converged = converged && s.seen[i].Load() == want
+		}
+	}
+	s.mu.Lock()
+	s.runStart, s.msgsAtRun, s.converged = time.Now(), s.msgs(), converged
+	s.mu.Unlock()
+	return converged
+}
+
+// msgs is the membership datagrams and streams sent so far.
+func (s *swimSim) msgs() int64 { return s.net.Packets.Load() + s.net.Streams.Load() }
 
 func (s *swimSim) observeDown(observer int, h string) {
 	k, ok := s.index[h]
@@ -148,7 +255,8 @@ func (s *swimSim) observeDown(observer int, h string) {
 	case !killed && s.clock.Now().Sub(s.revivedAt[k]) < swimLateWindow:
 		s.late++
 	case !killed:
-		s.falseD++
+		s.falseD[k] = true
+		s.falseN++
 		s.log.Warn().Str("observer", s.hosts[observer]).Str("member", h).Msg("swim: live agent reported down")
 	case !s.down[[2]int{observer, k}]:
 		s.down[[2]int{observer, k}] = true
@@ -198,14 +306,25 @@ func (s *swimSim) report(drop float64) *MembershipReport {
 		s.settle(k) // agents still down: killed at most 0.7 x the run before its end
 	}
 	s.alive = func(int) bool { return false }
-	r := &MembershipReport{Kind: MembershipSwim, Drop: drop, Detections: len(s.detect), Missed: s.missed, Late: s.late, FalseDeaths: s.falseD}
-	if secs := time.Since(s.start).Seconds(); secs > 0 {
-		r.MsgsPerAgentS = float64(s.net.Packets.Load()+s.net.Streams.Load()) / float64(len(s.hosts)) / secs
+	r := &MembershipReport{Kind: MembershipSwim, Drop: drop, Detections: len(s.detect), Missed: s.missed, Late: s.late,
+		FalseDeaths: len(s.falseD), FalseDeathReports: s.falseN}
+	if s.runStart.IsZero() {
+		s.runStart = s.start // no warm-up: the whole run
+	}
+	r.WarmupS = round(s.runStart.Sub(s.start).Seconds())
+	r.Converged = s.converged
+	n := float64(len(s.hosts))
+	if secs := time.Since(s.runStart).Seconds(); secs > 0 {
+		r.MsgsPerAgentS = round(float64(s.msgs()-s.msgsAtRun) / n / secs)
+	}
+	if r.WarmupS > 0 {
+		r.JoinMsgsPerAgentS = round(float64(s.msgsAtRun) / n / r.WarmupS)
 	}
 	if len(s.detect) > 0 {
 		d := slices.Clone(s.detect)
 		slices.Sort(d)
-		r.DetectP50S, r.DetectMaxS = d[len(d)/2].Seconds(), d[len(d)-1].Seconds()
+		q := func(p float64) float64 { return round(d[int(p*float64(len(d)-1))].Seconds()) }
+		r.DetectP50S, r.DetectP99S, r.DetectMaxS = q(0.5), q(0.99), q(1)
 	}
 	return r
 }

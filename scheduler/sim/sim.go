@@ -667,6 +667,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				time.Sleep(swimJoinStagger)
 			}
 		}
+		if swims != nil {
+			swims.warmup(ctx)
+		}
 	}
 	defer func() {
 		cancel()

@@ -1,0 +1,47 @@
+package node_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dvms-project/dvms/scheduler/node"
+)
+
+// A datagram reaches a live host's transport straight away, from the
+// sender's address; one to or from a killed host is lost, not an error.
+func TestSwimNetDeliversAndDrops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sn, err := node.NewSwimNet(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := sn.Transport("a"), sn.Transport("b")
+	if _, err := a.WriteTo([]byte("ping"), sn.Addr(b)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-b.PacketCh():
+		if string(p.Buf) != "ping" || p.From.String() != sn.Addr(a) {
+			t.Errorf("got %q from %s, want ping from %s", p.Buf, p.From, sn.Addr(a))
+		}
+	case <-time.After(time.Second):
+		t.Fatal("datagram not delivered")
+	}
+	if _, err := a.WriteTo([]byte("x"), "10.9.9.9:9"); err == nil {
+		t.Error("datagram to no host accepted")
+	}
+	sn.Kill(b)
+	if _, err := a.WriteTo([]byte("ping"), sn.Addr(b)); err != nil {
+		t.Fatalf("loss reported as an error: %v", err)
+	}
+	select {
+	case p := <-b.PacketCh():
+		t.Errorf("killed host got %q", p.Buf)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if sn.Packets.Load() != 3 || sn.Dropped.Load() != 1 {
+		t.Errorf("packets %d dropped %d, want 3 and 1", sn.Packets.Load(), sn.Dropped.Load())
+	}
+}

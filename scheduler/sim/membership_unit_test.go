@@ -1,0 +1,100 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/scheduler/node"
+)
+
+func newTestSwimSim(t *testing.T, n int, alive func(int) bool) *swimSim {
+	t.Helper()
+	hosts := make([]string, n)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("h%02d", i)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := newSwimSim(ctx, hosts, 0.1, node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 1), 1, alive, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// While the region starts, agent i joins through agents already started
+// (0..i-1), never itself; a restarted agent through any other.
+func TestSwimSimSeedsAreStartedAgents(t *testing.T) {
+	s := newTestSwimSim(t, 6, func(int) bool { return true })
+	addrs := map[string]int{}
+	for i, tr := range s.trs {
+		addrs[s.net.Addr(tr)] = i
+	}
+	check := func(i, want, below int) {
+		t.Helper()
+		seeds := s.seeds(i)
+		if len(seeds) != want {
+			t.Fatalf("agent %d: %d seeds %v, want %d", i, len(seeds), seeds, want)
+		}
+		seen := map[int]bool{}
+		for _, a := range seeds {
+			j, ok := addrs[a]
+			if !ok || j == i || j >= below || seen[j] {
+				t.Fatalf("agent %d: seed %s (agent %d) not a distinct other among 0..%d", i, a, j, below-1)
+			}
+			seen[j] = true
+		}
+	}
+	for i := range s.hosts {
+		check(i, min(i, 2), i)
+		s.started++
+	}
+	for range 20 {
+		check(3, 2, len(s.hosts))
+	}
+}
+
+// False deaths count distinct live agents reported down; the reports,
+// repeats included, are counted apart; killed agents' detections give
+// p50 and p99.
+func TestSwimSimFalseDeathsAreDistinctAgents(t *testing.T) {
+	s := newTestSwimSim(t, 4, func(int) bool { return true })
+	s.observeDown(0, "h03")
+	s.observeDown(1, "h03")
+	s.observeDown(1, "h03")
+	s.observeDown(2, "h01")
+	s.kill(0)
+	s.observeDown(1, "h00")
+	s.observeDown(1, "h00") // counted once per (observer, killed)
+	r := s.report(0.1)
+	if r.FalseDeaths != 2 || r.FalseDeathReports != 4 {
+		t.Errorf("false deaths %d (reports %d), want 2 agents (4 reports)", r.FalseDeaths, r.FalseDeathReports)
+	}
+	if r.Detections != 1 || r.DetectP99S < r.DetectP50S {
+		t.Errorf("detections %d, p50 %.2f p99 %.2f", r.Detections, r.DetectP50S, r.DetectP99S)
+	}
+}
+
+// The simulator's timings declare a suspect dead well before a killed
+// agent comes back at 1,000 agents, and keep Lifeguard on.
+func TestSwimSimTuneDetectsBeforeRestart(t *testing.T) {
+	c := memberlist.DefaultLANConfig()
+	swimSimTune(c)
+	// memberlist's suspicionTimeout: SuspicionMult x log10(N) x ProbeInterval.
+	minTimeout := time.Duration(float64(c.SuspicionMult) * math.Log10(1000) * float64(c.ProbeInterval))
+	if minTimeout >= swimKilledFor*3/4 {
+		t.Errorf("suspicion %s at 1,000 agents: a killed agent (down %s) would come back undetected", minTimeout, swimKilledFor)
+	}
+	if c.ProbeTimeout >= c.ProbeInterval {
+		t.Errorf("probe timeout %s leaves no time for indirect probes in a %s interval", c.ProbeTimeout, c.ProbeInterval)
+	}
+	if c.AwarenessMaxMultiplier <= 1 || c.SuspicionMaxTimeoutMult <= 1 {
+		t.Error("Lifeguard turned off")
+	}
+}
