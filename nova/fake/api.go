@@ -162,8 +162,8 @@ func (c *Cloud) getServer(ctx context.Context, v *View, id string) (nova.Server,
 }
 
 // Demand implements nova.DemandSource: the demand set with SetDemand of
-// every server on host. Reading it also tells the observer that the
-// caller saw the host's current demand (see Drift).
+// every server on host. Reading it also tells the observer which demand
+// of each server the caller saw, under its global request id (see Drift).
 func (c *Cloud) Demand(ctx context.Context, name string) (map[string]nova.Demand, error) {
 	if _, err := c.gate(ctx, callRead, "demand of "+name); err != nil {
 		return nil, err
@@ -175,17 +175,11 @@ func (c *Cloud) Demand(ctx context.Context, name string) (map[string]nova.Demand
 	if !ok {
 		return nil, fmt.Errorf("demand of %s: %w", name, nova.ErrNotFound)
 	}
-	h.readSeq = h.demandSeq
-	if id := nova.RequestID(ctx); id != "" {
-		if h.readBy == nil || len(h.readBy) >= maxReadBy {
-			h.readBy = map[string]int{}
-		}
-		h.readBy[id] = h.demandSeq
-	}
 	out := make(map[string]nova.Demand, len(h.servers))
 	for id, s := range h.servers {
 		out[id] = s.demand
 	}
+	c.obs.saw(nova.RequestID(ctx), c.clock.Now(), out)
 	return out, nil
 }
 
@@ -397,7 +391,6 @@ func (c *Cloud) doShelveOffload(ctx context.Context, serverID string) (nova.Rece
 	h := c.hosts[s.Host]
 	c.unplace(h, s)
 	c.release(h, s)
-	h.demandSeq++
 	c.obs.offloaded++
 	s.Host = ""
 	s.Status = nova.StatusShelvedOffloaded
@@ -465,7 +458,6 @@ func (c *Cloud) doUnshelve(ctx context.Context, serverID, name string) (nova.Rec
 	c.obs.offloaded--
 	c.place(dst, s)
 	c.claim(dst, s)
-	dst.demandSeq++
 	s.Host = dst.Name
 	s.Zone = dst.Zone
 	s.Status = nova.StatusActive

@@ -39,16 +39,9 @@ type host struct {
 	servers map[string]*server
 	// incoming holds the migrations that claimed an allocation here and
 	// have not ended, by server ID.
-	incoming     map[string]*migration
-	usedV, usedR int // placement allocations, moves in and out included
-	// demandSeq counts demand changes of the host's servers; readSeq is
-	// its value at the last Demand read, readBy at the last read under
-	// each global request id (a plan's re-check; a few recent plans
-	// kept). They tell a plan's fault from demand that moved after the
-	// executor's re-check (Drift).
-	demandSeq, readSeq int
-	readBy             map[string]int
-	overcommitted      bool // reported already; report again only after it cleared
+	incoming      map[string]*migration
+	usedV, usedR  int  // placement allocations, moves in and out included
+	overcommitted bool // reported already; report again only after it cleared
 	// laneFree is when the host's live-migration lane frees: Nova's
 	// max_concurrent_live_migrations = 1 runs one outgoing migration at a
 	// time and keeps the others queued.
@@ -183,7 +176,7 @@ func New(cfg Config, clock Clock) *Cloud {
 		faultRand: rand.New(rand.NewSource(cfg.Seed ^ 0x5eed_fa17)),
 		hosts:     map[string]*host{}, servers: map[string]*server{}, groups: map[string]*group{},
 		migs: map[string][]*migration{}, actions: map[string][]Action{},
-		obs:   observer{moved: map[[2]string]bool{}},
+		obs:   observer{moved: map[[2]string]bool{}, seen: map[string]map[string]demandRead{}},
 		meter: nova.NewMeter(),
 	}
 	c.def = c.Client("")
@@ -302,7 +295,6 @@ func (c *Cloud) AddServer(s nova.Server) error {
 	if h != nil {
 		c.place(h, sv)
 		c.claim(h, sv)
-		h.demandSeq++
 		c.checkHosts(h)
 	} else {
 		c.obs.offloaded++
@@ -329,7 +321,6 @@ func (c *Cloud) DeleteServer(id string) error {
 	if h := c.hosts[s.Host]; h != nil {
 		c.unplace(h, s)
 		c.release(h, s)
-		h.demandSeq++
 		touched = append(touched, h)
 	} else {
 		c.obs.offloaded--
@@ -352,11 +343,6 @@ func (c *Cloud) SetDemand(id string, d nova.Demand) error {
 	s, ok := c.servers[id]
 	if !ok {
 		return fmt.Errorf("demand of server %s: %w", id, nova.ErrNotFound)
-	}
-	if s.demand != d {
-		if h := c.hosts[s.Host]; h != nil {
-			h.demandSeq++
-		}
 	}
 	s.demand = d
 	return nil
@@ -561,8 +547,6 @@ func (c *Cloud) finish(m *migration) {
 	c.place(dst, s)
 	s.Host = dst.Name
 	s.Zone = dst.Zone
-	src.demandSeq++
-	dst.demandSeq++
 	c.checkHosts(src, dst)
 }
 

@@ -2,9 +2,12 @@ package fake
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler/fit"
 )
 
@@ -20,7 +23,8 @@ const (
 	// KindOverload: at the start of a live migration to a named host, the
 	// destination's demand (servers on it, moves in flight towards it and
 	// this server) exceeds Config.OverloadCPU / OverloadRAM of its
-	// physical capacity.
+	// physical capacity, and did too by the demand the plan last read of
+	// those servers (else it is drift, see Cloud.Drift).
 	KindOverload = "plan-overloads-destination"
 	// KindMigratedTwice: one server migrated twice under one global
 	// request id (one plan).
@@ -56,6 +60,11 @@ type observer struct {
 	offloaded int // servers without a host
 	lastLost  int
 	moved     map[[2]string]bool // (global request id, server) that moved
+	// seen: the demand of each server as each plan (global request id)
+	// last read it, and as anyone last read it (""); seenOrder: the
+	// plans kept, oldest first (see checkPlan).
+	seen      map[string]map[string]demandRead
+	seenOrder []string
 	viol      []Violation
 	drift     []Violation
 	stats     Stats
@@ -113,24 +122,28 @@ func (c *Cloud) over(h *host, cpu, ram float64) bool {
 // checkPlan runs when a live migration of s to the named dst claimed
 // its allocation: the destination must not be overloaded and s must not
 // move twice under one global request id.
+//
+// An overloaded destination is the plan's fault (a violation) when it is
+// overloaded by the demand the plan last read of each server it counts
+// (the destination's, those moving in, s), and drift otherwise: then
+// demand moved after the plan's reads, and the workload overloaded the
+// host, not the plan. A server the plan never read counts at its demand
+// now (another plan's move in flight: the plan answers for seeing it).
+// Only demand values decide, not which hosts changed: a migration ending
+// on the destination, or a server on the source other than s changing,
+// is not drift (the move counted on both ends stays counted).
 func (c *Cloud) checkPlan(s *server, src, dst *host, global string) {
-	cpu, ram := demandOf(dst)
-	for _, m := range dst.incoming {
-		if m.srv != s {
-			cpu += m.srv.demand.CPU
-			ram += m.srv.demand.RAMMB
-		}
-	}
-	cpu += s.demand.CPU
-	ram += s.demand.RAMMB
-	if c.over(dst, cpu, ram) {
-		msg := fmt.Sprintf("plan overloads destination %s with %s: demand %.2f/%.2f cores, %.0f/%.0f MB (request %q)",
-			dst.Name, s.ID, cpu, float64(dst.VCPUs)*c.cfg.OverloadCPU, ram, float64(dst.RAMMB)*c.cfg.OverloadRAM, global)
-		if dst.demandSeq != seenBy(dst, global) || src.demandSeq != seenBy(src, global) || c.incomingDrift(s, dst, global) {
+	now := c.destLoad(s, dst, func(x *server) nova.Demand { return x.demand })
+	if c.over(dst, now.CPU, now.RAMMB) {
+		read := c.destLoad(s, dst, func(x *server) nova.Demand { return c.obs.seenDemand(global, x) })
+		limCPU, limRAM := float64(dst.VCPUs)*c.cfg.OverloadCPU, float64(dst.RAMMB)*c.cfg.OverloadRAM
+		msg := fmt.Sprintf("plan overloads destination %s with %s: demand %.2f/%.2f cores, %.0f/%.0f MB, as the plan last read it %.2f cores, %.0f MB (request %q; %s)",
+			dst.Name, s.ID, now.CPU, limCPU, now.RAMMB, limRAM, read.CPU, read.RAMMB, global, c.overloadDetail(s, src, dst, global))
+		if c.over(dst, read.CPU, read.RAMMB) {
+			c.violate(KindOverload, "%s", msg)
+		} else {
 			c.obs.drift = append(c.obs.drift, Violation{At: c.clock.Now(), Kind: KindOverload,
 				Message: msg + "; demand changed since the executor last read it"})
-		} else {
-			c.violate(KindOverload, "%s", msg)
 		}
 	}
 	if global != "" {
@@ -142,43 +155,123 @@ func (c *Cloud) checkPlan(s *server, src, dst *host, global string) {
 	}
 }
 
-// incomingDrift reports whether the demand of a server the same plan
-// (global request id) is already moving to dst changed since the plan
-// read that server's source: the plan counted that move at the demand it
-// read, so demand risen since is the workload's, not the plan's.
-func (c *Cloud) incomingDrift(s *server, dst *host, global string) bool {
-	if global == "" {
-		return false
+// destLoad sums, by demand, what dst carries once s moves there: its
+// servers, the moves in flight towards it and s.
+func (c *Cloud) destLoad(s *server, dst *host, demand func(*server) nova.Demand) nova.Demand {
+	var sum nova.Demand
+	add := func(x *server) {
+		d := demand(x)
+		sum.CPU += d.CPU
+		sum.RAMMB += d.RAMMB
+	}
+	for _, x := range dst.servers {
+		add(x)
 	}
 	for _, m := range dst.incoming {
+		if m.srv != s {
+			add(m.srv)
+		}
+	}
+	add(s)
+	return sum
+}
+
+// overloadDetail says what made up an overloaded destination, for the
+// message: the destination's own servers, each move in flight towards it
+// (whose plan, since when), and when the plan last read s and the
+// destination.
+func (c *Cloud) overloadDetail(s *server, src, dst *host, global string) string {
+	var own float64
+	for _, x := range dst.servers {
+		own += x.demand.CPU
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "from %s at %.2f cores, read by the plan %s; %d servers there at %.2f cores",
+		src.Name, s.demand.CPU, c.obs.seenAt(global, s), len(dst.servers), own)
+	for _, id := range slices.Sorted(maps.Keys(dst.incoming)) {
+		m := dst.incoming[id]
 		if m.srv == s {
 			continue
 		}
-		acts := c.actions[m.srv.ID]
-		if m.action >= len(acts) || acts[m.action].GlobalRequestID != global {
-			continue // another plan's: the plan answers for seeing it
+		whose := "no request id"
+		if acts := c.actions[id]; m.action < len(acts) {
+			if g := acts[m.action].GlobalRequestID; g == global && g != "" {
+				whose = "this plan"
+			} else if g != "" {
+				whose = g
+			}
 		}
-		if from := c.hosts[m.Source]; from != nil && from.demandSeq != seenBy(from, global) {
-			return true
-		}
+		fmt.Fprintf(&b, "; moving in: %s from %s at %.2f cores (%s, accepted %s, read by the plan %s)",
+			id, m.Source, m.srv.demand.CPU, whose, m.CreatedAt.Format("15:04:05.000"), c.obs.seenAt(global, m.srv))
 	}
-	return false
+	return b.String()
 }
 
-// maxReadBy bounds host.readBy; past it the oldest plans' reads are
-// forgotten and seenBy falls back to the last read by anyone.
-const maxReadBy = 32
+// demandRead is a server's demand as a Demand call returned it, and when.
+type demandRead struct {
+	d  nova.Demand
+	at time.Time
+}
 
-// seenBy is h's demandSeq as the plan with the given global request id
-// last read it, else (no id, or no read under it kept) as anyone last
-// read it. A read by another caller (a monitor, another plan) after the
-// plan's re-check does not make the plan answerable for demand that
-// changed in between.
-func seenBy(h *host, global string) int {
-	if seq, ok := h.readBy[global]; ok && global != "" {
-		return seq
+// maxPlansSeen bounds the plans whose reads the observer keeps; past it
+// the oldest plan's are forgotten and seenDemand falls back to the last
+// read by anyone.
+const maxPlansSeen = 256
+
+// saw records a Demand read: under the global request id (a plan's
+// re-check, or a demand query asked for one) and as the last read by
+// anyone ("").
+func (o *observer) saw(global string, at time.Time, demand map[string]nova.Demand) {
+	keep := func(key string) {
+		m := o.seen[key]
+		if m == nil {
+			if len(o.seenOrder) >= maxPlansSeen {
+				delete(o.seen, o.seenOrder[0])
+				o.seenOrder = o.seenOrder[1:]
+			}
+			m = map[string]demandRead{}
+			o.seen[key] = m
+			if key != "" {
+				o.seenOrder = append(o.seenOrder, key)
+			}
+		}
+		for id, d := range demand {
+			m[id] = demandRead{d: d, at: at}
+		}
 	}
-	return h.readSeq
+	keep("")
+	if global != "" {
+		keep(global)
+	}
+}
+
+// read is the last read of x's demand by the plan with the given global
+// request id; without an id, or when the plan's reads were forgotten,
+// the last read by anyone. ok is false when there is none.
+func (o *observer) read(global string, x *server) (demandRead, bool) {
+	if m, kept := o.seen[global]; kept && global != "" {
+		r, ok := m[x.ID]
+		return r, ok
+	}
+	r, ok := o.seen[""][x.ID]
+	return r, ok
+}
+
+// seenDemand is x's demand as the plan last read it, else x's demand now.
+func (o *observer) seenDemand(global string, x *server) nova.Demand {
+	if r, ok := o.read(global, x); ok {
+		return r.d
+	}
+	return x.demand
+}
+
+// seenAt formats what the plan last read of x, for messages.
+func (o *observer) seenAt(global string, x *server) string {
+	r, ok := o.read(global, x)
+	if !ok {
+		return "never"
+	}
+	return fmt.Sprintf("at %.2f cores at %s", r.d.CPU, r.at.Format("15:04:05.000"))
 }
 
 // Violations returns the safety violations seen so far, oldest first.
@@ -191,9 +284,10 @@ func (c *Cloud) Violations() []Violation {
 }
 
 // Drift returns destinations found overloaded at a migration's start
-// because demand changed after the executor last read it (Demand of the
-// source or the destination): the workload moved, not the plan. They
-// are reported here, apart from Violations.
+// that the demand the plan last read (Demand, under its request id) of
+// the servers counted there did not overload: the workload moved after
+// the executor's re-check, not the plan. They are reported here, apart
+// from Violations.
 func (c *Cloud) Drift() []Violation {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -40,6 +40,35 @@ func TestObserverCatchesBadSequences(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{fake.KindOverload}, "overloads destination compute-2"},
+		// Demand the plan read decides, not which hosts changed: another
+		// server of the source changing, or the plan's own move ending on
+		// the destination, leaves the overload the plan's (both passed as
+		// drift when the observer compared change counters of hosts).
+		{"plan overloads destination, another server of its source changed", func(t *testing.T, c *fake.Cloud, _ *fake.ManualClock) {
+			mustAdd(t, c, server("busy", "compute-2", 4, 1024), server("hot", "compute-1", 2, 1024), server("other", "compute-1", 1, 512))
+			_ = c.SetDemand("busy", nova.Demand{CPU: 7})
+			_ = c.SetDemand("hot", nova.Demand{CPU: 2})
+			readDemandAs(t, plan, c, "compute-1", "compute-2") // the re-check saw 7 + 2
+			_ = c.SetDemand("other", nova.Demand{CPU: 3})      // not moving, not counted on compute-2
+			if _, err := c.LiveMigrate(plan, "hot", "compute-2"); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{fake.KindOverload}, "as the plan last read it 9.00 cores"},
+		{"plan overloads destination after its own move there ended", func(t *testing.T, c *fake.Cloud, clock *fake.ManualClock) {
+			mustAdd(t, c, server("d", "compute-2", 1, 512), server("a", "compute-1", 2, 512), server("b", "compute-3", 2, 512))
+			for _, id := range []string{"d", "a", "b"} {
+				_ = c.SetDemand(id, nova.Demand{CPU: 3})
+			}
+			readDemandAs(t, plan, c, "compute-1", "compute-2", "compute-3")
+			// 3 + 3 fits in 8; once a is on compute-2, 3 + 3 + 3 does not.
+			if _, err := c.LiveMigrate(plan, "a", "compute-2"); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(time.Minute)
+			if _, err := c.LiveMigrate(plan, "b", "compute-2"); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{fake.KindOverload}, "overloads destination compute-2 with b"},
 		{"moves in flight count towards the destination", func(t *testing.T, c *fake.Cloud, _ *fake.ManualClock) {
 			mustAdd(t, c, server("a", "compute-1", 2, 1024), server("b", "compute-3", 2, 1024), server("d", "compute-2", 1, 512))
 			_ = c.SetDemand("a", nova.Demand{CPU: 4})

@@ -172,8 +172,9 @@ type Report struct {
 		// DemandDrift counts destinations found overloaded at a
 		// migration's start because the workload changed demand after
 		// the executor's re-check (not counted as violations).
-		DemandDrift  int      `json:"demand_drift"`
-		Descriptions []string `json:"descriptions,omitempty"`
+		DemandDrift       int      `json:"demand_drift"`
+		Descriptions      []string `json:"descriptions,omitempty"`
+		DriftDescriptions []string `json:"drift_descriptions,omitempty"`
 	} `json:"safety"`
 
 	// Nova is what the agents (or the central baseline) cost the

@@ -979,16 +979,24 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 	rep.Faults.Injected = cloud.FaultsInjected()
 	v := cloud.Violations()
 	rep.Safety.Violations = len(v)
+	rep.Safety.Descriptions = describe(v)
+	rep.Safety.ServersLost = cloud.ServersLost()
+	drift := cloud.Drift()
+	rep.Safety.DemandDrift = len(drift)
+	rep.Safety.DriftDescriptions = describe(drift)
+	rep.WallS = round(time.Since(wallStart).Seconds())
+}
+
+// describe formats the first ten of v, and says how many more there are.
+func describe(v []fake.Violation) []string {
+	var out []string
 	for i, x := range v {
 		if i == 10 {
-			rep.Safety.Descriptions = append(rep.Safety.Descriptions, fmt.Sprintf("... and %d more", len(v)-10))
-			break
+			return append(out, fmt.Sprintf("... and %d more", len(v)-10))
 		}
-		rep.Safety.Descriptions = append(rep.Safety.Descriptions, x.String())
+		out = append(out, x.String())
 	}
-	rep.Safety.ServersLost = cloud.ServersLost()
-	rep.Safety.DemandDrift = len(cloud.Drift())
-	rep.WallS = round(time.Since(wallStart).Seconds())
+	return out
 }
 
 // abortedCheckBudget bounds the aborted events checked against the whole
