@@ -135,6 +135,14 @@ func (s *Swim) Members() []Member {
 	return out
 }
 
+// Knows reports whether host is a live member as this agent last heard.
+func (s *Swim) Knows(host string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.members[host]
+	return ok
+}
+
 // RejectedAcks is the number of probe acks whose coordinate was dropped:
 // malformed, oversized, unusable, refused by Observe, or from a host that
 // is not a member.

@@ -48,13 +48,7 @@ func TestSwimJoinKillNoFalseDeathAtTenPercentLoss(t *testing.T) {
 		if i > 0 {
 			cfg.Seeds = []string{sn.Addr(trs[0])}
 		}
-		s, err := node.NewSwim(cfg, zerolog.Nop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := &memberEvents{}
-		s.OnUp = func(h string) { e.mu.Lock(); e.up = append(e.up, h); e.mu.Unlock() }
-		s.OnDown = func(h string) { e.mu.Lock(); e.down = append(e.down, h); e.mu.Unlock() }
+		s, e := recordedSwim(t, cfg)
 		ev[i], sw[i] = e, s
 		wg.Add(1)
 		go func() {
@@ -108,6 +102,19 @@ func TestSwimJoinKillNoFalseDeathAtTenPercentLoss(t *testing.T) {
 	if sn.Dropped.Load() == 0 || sn.Packets.Load() == 0 {
 		t.Errorf("no datagram dropped (%d sent): the loss is not exercised", sn.Packets.Load())
 	}
+}
+
+// recordedSwim is a Swim whose MemberUp and MemberDown are recorded.
+func recordedSwim(t *testing.T, cfg node.SwimConfig) (*node.Swim, *memberEvents) {
+	t.Helper()
+	s, err := node.NewSwim(cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &memberEvents{}
+	s.OnUp = func(h string) { e.mu.Lock(); e.up = append(e.up, h); e.mu.Unlock() }
+	s.OnDown = func(h string) { e.mu.Lock(); e.down = append(e.down, h); e.mu.Unlock() }
+	return s, e
 }
 
 func TestSwimConfigRejectsBadInput(t *testing.T) {
@@ -235,5 +242,84 @@ func TestSwimKeyKeepsStrangersOut(t *testing.T) {
 	}
 	if _, err := node.NewSwim(node.SwimConfig{Self: node.Heartbeat{Host: "x", Incarnation: "1"}, Key: []byte("short")}, zerolog.Nop()); err == nil {
 		t.Error("a 5-byte key accepted")
+	}
+}
+
+// A killed agent restarted on the same address (a new Swim, a new
+// incarnation) is a member again for every other, and hears of the
+// deaths that follow: the others gossip to it again.
+func TestSwimRestartedAgentSeesLaterDeaths(t *testing.T) {
+	const n = 10
+	sn := newSwimNet(t, 0)
+	trs := make([]memberlist.NodeAwareTransport, n)
+	for i := range trs {
+		trs[i] = sn.Transport(fmt.Sprintf("h%02d", i))
+	}
+	var wg sync.WaitGroup
+	cancels := make([]context.CancelFunc, n)
+	ev := make([]*memberEvents, n)
+	sw := make([]*node.Swim, n)
+	start := func(i int, inc string) {
+		cfg := node.SwimConfig{Self: node.Heartbeat{Host: fmt.Sprintf("h%02d", i), Incarnation: inc}, Transport: trs[i], Tune: swimFast}
+		if i > 0 {
+			cfg.Seeds = []string{sn.Addr(trs[(i+1)%2])}
+		}
+		s, e := recordedSwim(t, cfg)
+		ctx, cancel := context.WithCancel(context.Background())
+		ev[i], sw[i], cancels[i] = e, s, cancel
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Run(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		for _, c := range cancels {
+			c()
+		}
+		wg.Wait()
+	})
+	for i := range n {
+		start(i, "1")
+	}
+	all := func(want int, of []int) func() bool {
+		return func() bool {
+			for _, i := range of {
+				if len(sw[i].Members()) != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	every := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	if !waitFor(t, 20*time.Second, all(n, every)) {
+		t.Fatalf("not every agent sees %d members", n)
+	}
+	// h09 crashes, is declared dead, and restarts on the same address.
+	sn.Kill(trs[9])
+	cancels[9]()
+	if !waitFor(t, 20*time.Second, all(n-1, every[:9])) {
+		t.Fatal("killed h09 not declared dead by every agent")
+	}
+	time.Sleep(time.Second)
+	sn.Revive(trs[9])
+	start(9, "2")
+	if !waitFor(t, 20*time.Second, all(n, every)) {
+		for i := range n {
+			t.Logf("h%02d sees %d members", i, len(sw[i].Members()))
+		}
+		t.Fatal("restarted h09 not a member again for every agent")
+	}
+	// Then h08 crashes: the restarted h09 must hear of it.
+	sn.Kill(trs[8])
+	cancels[8]()
+	if !waitFor(t, 20*time.Second, func() bool { return ev[9].has(&ev[9].down, "h08") }) {
+		t.Fatal("restarted h09 never heard that h08 died")
+	}
+	if sw[9].Knows("h08") || !sw[9].Knows("h07") {
+		t.Errorf("restarted h09: knows h08 %v (dead), h07 %v (alive)", sw[9].Knows("h08"), sw[9].Knows("h07"))
 	}
 }

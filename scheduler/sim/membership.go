@@ -37,9 +37,6 @@ const (
 	swimWarmupMax = 3 * time.Minute
 	swimSettle    = 10 * time.Second
 	swimSeed      = 7741
-	// swimLateWindow: a down report this soon after the agent's restart
-	// is about its previous life (late), not a false death.
-	swimLateWindow = time.Minute
 	// swimKilledFor: with SWIM a killed agent stays down 30-45 s (5-15 s
 	// with the ideal detector), longer than memberlist takes to declare
 	// it dead at a few hundred agents, so detection is measured rather
@@ -51,11 +48,17 @@ const (
 // agents all share one process and two cores, where a probe's round trip
 // is the scheduler's latency under load, not the network's:
 //   - compression off (it saves bandwidth, not detection, and costs CPU);
-//   - each broadcast retransmitted 2 x log10(N+1) times, not 4 x (as
-//     memberlist's local config: at 10 % loss a member misses one with
-//     probability about e^-7), and gossip every 500 ms, not 200 ms: a
-//     region's start queues every member's "alive" at every member, and
-//     that gossip is what starved the probes at 1,000 agents;
+//   - each broadcast retransmitted 2 x log10(N+1) times, not 4 x, and
+//     gossip every 500 ms, not 200 ms: a region's start queues every
+//     member's "alive" at every member, and that gossip is what starved
+//     the probes at 1,000 agents (4 x with a push-pull every 60 s at
+//     1,000 agents, tried 2026-11-26: live agents declared dead during
+//     the warm-up). The cost: every retransmit goes to one member, so
+//     each holder of a message forwards it about 6 times at 1,000
+//     agents (5.4 after 10 % loss), and an epidemic of that fan-out
+//     misses about e^-5.4 of the region, ~5 members per join or death:
+//     the warm-up waits for push-pull (every 180 s at 1,000) to repair
+//     the joins, and those members miss a death (Missed);
 //   - a probe every 2 s that waits 1 s for its ack (1 s and 500 ms), and
 //     suspicion for 3 x log10(N) probe intervals (4 x): 18 s at 1,000
 //     agents before a suspect is declared dead, less than the 30 s a
@@ -92,17 +95,19 @@ type MembershipReport struct {
 	DetectP50S float64 `json:"detect_p50_s"`
 	DetectP99S float64 `json:"detect_p99_s"`
 	DetectMaxS float64 `json:"detect_max_s"`
-	// Missed: (live observer, killed agent) pairs not reported down
-	// before the killed agent came back or the run ended.
+	// Missed: (live observer, killed agent) pairs where the observer
+	// still had the killed agent up when it came back or the run ended
+	// (an observer that never had it up, having restarted after the
+	// kill, has missed nothing).
 	Missed int `json:"missed"`
 	// Late: a restarted agent's previous life reported down after the
-	// restart (within swimLateWindow), before it refuted: the runner
-	// hears of it as a death until the refutation.
+	// restart, by an observer that has not had the new life up yet (it
+	// missed the death, or heard of it late): a death that happened.
 	Late int `json:"late"`
-	// FalseDeaths: distinct agents, never killed (or not within
-	// swimLateWindow), that a live observer reported down, warm-up
-	// included; FalseDeathReports counts every such report (observer,
-	// agent), repeats included.
+	// FalseDeaths: distinct agents that a live observer reported down
+	// while they ran, in the life the observer had up (never killed, or
+	// restarted and seen up since), warm-up included; FalseDeathReports
+	// counts every such report (observer, agent), repeats included.
 	FalseDeaths       int `json:"false_deaths"`
 	FalseDeathReports int `json:"false_death_reports"`
 }
@@ -118,15 +123,19 @@ type swimSim struct {
 	log   zerolog.Logger
 	start time.Time
 
-	mu        sync.Mutex
-	killedAt  map[int]time.Time // simulated time of the current kill
-	revivedAt map[int]time.Time // simulated time of the last restart
-	down      map[[2]int]bool   // (observer, killed) reported since the kill
-	detect    []time.Duration
-	missed    int
-	falseD    map[int]bool // distinct live agents reported down
-	falseN    int          // reports of live agents down, repeats included
-	late      int
+	mu       sync.Mutex
+	killedAt map[int]time.Time // simulated time of the current kill
+	// lives[k]: how many times agent k restarted; upLife[(o, k)]: the
+	// life of k observer o last reported up (kept for restarted k only).
+	lives  map[int]int
+	upLife map[[2]int]int
+	sws    []*node.Swim    // each agent's current membership
+	down   map[[2]int]bool // (observer, killed) reported since the kill
+	detect []time.Duration
+	missed int
+	falseD map[int]bool // distinct live agents reported down
+	falseN int          // reports of live agents down, repeats included
+	late   int
 	// seen[i]: how many others agent i's membership has up; changed:
 	// the last wall time any agent saw another come or go.
 	seen    []atomic.Int32
@@ -148,8 +157,8 @@ func newSwimSim(ctx context.Context, hosts []string, drop float64, clock node.Cl
 		return nil, err
 	}
 	s := &swimSim{net: sn, hosts: hosts, index: make(map[string]int, len(hosts)), clock: clock, rng: rand.New(rand.NewSource(seed)),
-		log: log, start: time.Now(), killedAt: map[int]time.Time{}, revivedAt: map[int]time.Time{}, down: map[[2]int]bool{}, falseD: map[int]bool{},
-		seen: make([]atomic.Int32, len(hosts)), alive: alive}
+		log: log, start: time.Now(), killedAt: map[int]time.Time{}, lives: map[int]int{}, upLife: map[[2]int]int{}, down: map[[2]int]bool{}, falseD: map[int]bool{},
+		seen: make([]atomic.Int32, len(hosts)), alive: alive, sws: make([]*node.Swim, len(hosts))}
 	// Every transport before the first agent: SwimNet's routing table is
 	// not safe for concurrent use.
 	s.trs = make([]memberlist.NodeAwareTransport, len(hosts))
@@ -177,9 +186,13 @@ func (s *swimSim) agent(i int, incarnation string, up, down func(string)) (*node
 	if err != nil {
 		return nil, fmt.Errorf("swim of %s: %w", s.hosts[i], err)
 	}
+	s.mu.Lock()
+	s.sws[i] = sw
+	s.mu.Unlock()
 	sw.OnUp = func(h string) {
 		s.seen[i].Add(1)
 		s.changed.Store(time.Now().UnixNano())
+		s.observeUp(i, h)
 		up(h)
 	}
 	sw.OnDown = func(h string) {
@@ -243,6 +256,16 @@ func (s *swimSim) warmup(ctx context.Context) bool {
 // msgs is the membership datagrams and streams sent so far.
 func (s *swimSim) msgs() int64 { return s.net.Packets.Load() + s.net.Streams.Load() }
 
+// observeUp records which life of a restarted agent the observer has up.
+func (s *swimSim) observeUp(observer int, h string) {
+	k, ok := s.index[h]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.lives[k]; ok && l > 0 {
+		s.upLife[[2]int{observer, k}] = l
+	}
+}
+
 func (s *swimSim) observeDown(observer int, h string) {
 	k, ok := s.index[h]
 	s.mu.Lock()
@@ -252,12 +275,15 @@ func (s *swimSim) observeDown(observer int, h string) {
 	}
 	at, killed := s.killedAt[k]
 	switch {
-	case !killed && s.clock.Now().Sub(s.revivedAt[k]) < swimLateWindow:
+	case !killed && s.upLife[[2]int{observer, k}] < s.lives[k]:
+		// The observer never had this life up: the down is the previous
+		// life's (Swim reports a restart as down then up).
 		s.late++
 	case !killed:
 		s.falseD[k] = true
 		s.falseN++
-		s.log.Warn().Str("observer", s.hosts[observer]).Str("member", h).Msg("swim: live agent reported down")
+		s.log.Warn().Str("observer", s.hosts[observer]).Str("member", h).Int("life", s.lives[k]).
+			Bool("warmup", s.runStart.IsZero()).Dur("after_start", time.Since(s.start)).Msg("swim: live agent reported down")
 	case !s.down[[2]int{observer, k}]:
 		s.down[[2]int{observer, k}] = true
 		s.detect = append(s.detect, s.clock.Now().Sub(at))
@@ -277,19 +303,19 @@ func (s *swimSim) kill(i int) {
 func (s *swimSim) revive(i int) {
 	s.mu.Lock()
 	s.settle(i)
-	s.revivedAt[i] = s.clock.Now()
+	s.lives[i]++
 	s.mu.Unlock()
 	s.net.Revive(s.trs[i])
 }
 
-// settle counts the live observers that never reported killed agent k
-// down. Locked.
+// settle counts the live observers that still have killed agent k up.
+// Locked.
 func (s *swimSim) settle(k int) {
 	if _, ok := s.killedAt[k]; !ok {
 		return
 	}
 	for o := range s.hosts {
-		if o != k && s.alive(o) && !s.down[[2]int{o, k}] {
+		if o != k && s.alive(o) && !s.down[[2]int{o, k}] && s.sws[o] != nil && s.sws[o].Knows(s.hosts[k]) {
 			s.missed++
 		}
 		delete(s.down, [2]int{o, k})

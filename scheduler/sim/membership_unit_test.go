@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +79,59 @@ func TestSwimSimFalseDeathsAreDistinctAgents(t *testing.T) {
 	}
 	if r.Detections != 1 || r.DetectP99S < r.DetectP50S {
 		t.Errorf("detections %d, p50 %.2f p99 %.2f", r.Detections, r.DetectP50S, r.DetectP99S)
+	}
+}
+
+// A restarted agent's previous life reported down by an observer that has
+// not had the new life up is a late death, not a false one (Swim reports
+// a restart as down then up, whenever the observer hears of it); the new
+// life reported down once the observer had it up is a false death.
+func TestSwimSimRestartedLifeDownIsLateNotFalse(t *testing.T) {
+	s := newTestSwimSim(t, 4, func(int) bool { return true })
+	s.kill(3)
+	s.revive(3)
+	s.observeDown(0, "h03") // 0 missed the death, hears of the restart
+	s.observeUp(0, "h03")
+	s.observeUp(1, "h03")
+	s.observeDown(1, "h03") // 1 had the new life up
+	r := s.report(0.1)
+	if r.Late != 1 || r.FalseDeaths != 1 || r.FalseDeathReports != 1 {
+		t.Errorf("late %d, false deaths %d (reports %d), want 1 late and 1 false (h01's)", r.Late, r.FalseDeaths, r.FalseDeathReports)
+	}
+}
+
+// A kill is missed by the live observers that still have the agent up
+// when it comes back, not by one that never had it (restarted after the
+// kill, it joined a region where the agent was already down).
+func TestSwimSimMissedOnlyByObserversThatHadItUp(t *testing.T) {
+	s := newTestSwimSim(t, 4, func(int) bool { return true })
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	sws := make([]*node.Swim, 4)
+	for i := range sws {
+		sw, err := s.agent(i, "1", func(string) {}, func(string) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sws[i] = sw
+		if i == 3 {
+			break // h03 never runs: it has nobody up
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = sw.Run(ctx) }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !(sws[0].Knows("h02") && sws[1].Knows("h02")) {
+		if time.Now().After(deadline) {
+			t.Fatal("h00 and h01 never had h02 up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.kill(2)
+	s.revive(2) // before anyone detected it: h00 and h01 missed it
+	if r := s.report(0.1); r.Missed != 2 {
+		t.Errorf("missed %d, want 2 (h00 and h01; not h03, which never had h02 up)", r.Missed)
 	}
 }
 
