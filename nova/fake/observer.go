@@ -215,8 +215,13 @@ type demandRead struct {
 
 // maxPlansSeen bounds the plans whose reads the observer keeps; past it
 // the oldest plan's are forgotten and seenDemand falls back to the last
-// read by anyone.
-const maxPlansSeen = 256
+// read by anyone. It must exceed the plans started while one waits for
+// the API: at 10,000 hosts and 500 requests/s, 256 let a plan's reads be
+// forgotten before its queued move started, and the destination was then
+// judged at the demand its agent read after the plan (321 moves reported
+// as violations that were drift). A plan's reads are a few dozen
+// servers: 65,536 plans are tens of megabytes at most.
+const maxPlansSeen = 1 << 16
 
 // saw records a Demand read: under the global request id (a plan's
 // re-check, or a demand query asked for one) and as the last read by
