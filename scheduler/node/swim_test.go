@@ -58,22 +58,28 @@ func TestSwimJoinKillNoFalseDeathAtTenPercentLoss(t *testing.T) {
 			}
 		}()
 	}
+	// Members() changes when memberlist tells; MemberUp is dispatched a
+	// moment later from Run's goroutine: wait for both.
+	missingUp := func() []string {
+		var miss []string
+		for i, e := range ev {
+			for j := range n {
+				if h := fmt.Sprintf("h%02d", j); i != j && !e.has(&e.up, h) {
+					miss = append(miss, fmt.Sprintf("h%02d<-%s", i, h))
+				}
+			}
+		}
+		return miss
+	}
 	if !waitFor(t, 20*time.Second, func() bool {
 		for _, s := range sw {
 			if len(s.Members()) != n {
 				return false
 			}
 		}
-		return true
+		return len(missingUp()) == 0
 	}) {
-		t.Fatalf("not every agent sees %d members", n)
-	}
-	for i, e := range ev {
-		for j := range n {
-			if h := fmt.Sprintf("h%02d", j); i != j && !e.has(&e.up, h) {
-				t.Errorf("h%02d: no MemberUp for %s", i, h)
-			}
-		}
+		t.Fatalf("not every agent sees %d members, or MemberUp missing: %v", n, missingUp())
 	}
 	// Ten seconds at 10 % loss: fifty probe rounds for each agent.
 	time.Sleep(10 * time.Second)
