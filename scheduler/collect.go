@@ -41,14 +41,64 @@ func (a *Agent) maybeSolve() {
 	for _, n := range a.part.Nodes {
 		hosts = append(hosts, a.snaps[n])
 	}
+	if len(a.done) > 0 {
+		hosts = applyDone(hosts, a.done)
+	}
 	a.phase = phSolving
 	a.rd.Solve = append(a.rd.Solve, SolveRequest{
 		PartID: a.part.ID, Version: a.part.Version, Limits: a.cfg.Limits, Timeout: a.cfg.SolveTimeout,
 		// Preemption is the last resort: only once the partition cannot
-		// grow (Blocked after a full tour, or the whole ring).
+		// grow (Blocked after a full tour — a re-plan of such a partition
+		// too —, or the whole ring).
 		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds, Headroom: a.cfg.ConsolidationHeadroom,
-			Preempt: a.cfg.Preempt && (a.part.State == Blocked || len(a.part.Nodes) >= len(a.ring))},
+			Preempt: a.cfg.Preempt && (a.part.State == Blocked || a.replanning && a.part.Tours > 0 || len(a.part.Nodes) >= len(a.ring))},
 	})
+}
+
+// applyDone returns hosts (snapshots, copied where changed) with the
+// actions Nova did applied: a server moved off its source, and onto its
+// destination at the demand and flavor the plan gave it, unless the
+// snapshot lists it there already. A member's sample lists its servers as
+// of its last read from Nova, which it does not repeat while in the
+// partition (scheduler/node's monitor); its demand is measured every
+// sample. Counting a server on both ends or at a demand a moment old only
+// costs a plan: the executor re-checks every action against Nova.
+func applyDone(hosts []Host, done []Action) []Host {
+	idx := make(map[string]int, len(hosts))
+	for i := range hosts {
+		idx[hosts[i].Name] = i
+	}
+	copied := map[int]bool{}
+	host := func(name string) *Host {
+		i, ok := idx[name]
+		if !ok {
+			return nil
+		}
+		if !copied[i] {
+			hosts[i].Servers = slices.Clone(hosts[i].Servers)
+			copied[i] = true
+		}
+		return &hosts[i]
+	}
+	for _, d := range done {
+		if h := host(d.From); h != nil {
+			if k := slices.IndexFunc(h.Servers, func(s Server) bool { return s.ID == d.Server }); k >= 0 {
+				h.Servers = slices.Delete(h.Servers, k, k+1)
+				h.UsedVCPUs = max(0, h.UsedVCPUs-float64(d.VCPUs))
+				h.UsedRAMMB = max(0, h.UsedRAMMB-float64(d.RAMMB))
+			}
+		}
+		if d.Kind != LiveMigrate {
+			continue
+		}
+		if h := host(d.To); h != nil && !slices.ContainsFunc(h.Servers, func(s Server) bool { return s.ID == d.Server }) {
+			s := d.asServer()
+			h.Servers = append(h.Servers, s)
+			h.UsedVCPUs += float64(d.VCPUs)
+			h.UsedRAMMB += float64(d.RAMMB)
+		}
+	}
+	return hosts
 }
 
 func (a *Agent) snapshotTimeout() {
@@ -82,15 +132,24 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		}
 	}
 	switch {
+	case sol.OK && planErr == nil && plan.Len() == 0 && a.replanning && len(a.done) == 0:
+		// Nothing was moved and nothing is left to do: the event
+		// vanished by itself, which is not solving it.
+		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
+		a.dissolve(Aborted, fmt.Sprintf("nothing to do on fresh snapshots after %d re-plan(s), nothing moved: the event no longer holds", a.replans))
 	case sol.OK && planErr == nil && plan.Len() == 0:
 		a.solved = sol.Solved
 		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
-		a.dissolve(Solved, "nothing to do")
+		reason := "nothing to do"
+		if a.replanning {
+			reason = fmt.Sprintf("nothing left to do after %d re-plan(s)", a.replans)
+		}
+		a.dissolve(Solved, reason)
 	case sol.OK && planErr == nil:
 		a.solved = sol.Solved
 		p.State = Finishing
 		p.Version++
-		a.phase = phExecuting
+		a.phase, a.planRan = phExecuting, true
 		a.broadcast(a.update())
 		a.record(Record{Kind: RecPlanned, Event: ev, Moves: plan.Len(), Reason: sol.Reason})
 		a.rd.Execute = append(a.rd.Execute, ExecRequest{PartID: p.ID, Version: p.Version, Event: ev, Plan: plan})
@@ -100,6 +159,10 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 			reason = planErr.Error()
 		}
 		a.record(Record{Kind: RecNoSolution, Event: p.Events[0], Reason: reason})
+		if a.replanning {
+			a.dissolve(Aborted, fmt.Sprintf("re-checks skipped actions and re-plan %d found no solution in the partition: %s", a.replans, reason))
+			return
+		}
 		if a.lastLook {
 			a.dissolve(Unsolvable, fmt.Sprintf("no solution after %d full tours and a last look", p.Tours))
 			return

@@ -5,6 +5,7 @@ package scheduler
 // events; an agent retires when its process stops.
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -16,7 +17,50 @@ func (a *Agent) PlanDone(partID string, version uint64, o Outcome, reason string
 	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phExecuting {
 		return
 	}
+	if o == Solved && a.replans > 0 {
+		reason = fmt.Sprintf("%s (after %d re-plan(s))", reason, a.replans)
+	}
 	a.dissolve(o, reason)
+}
+
+// maxReplans bounds the re-plans of one partition (PlanSkipped).
+const maxReplans = 2
+
+// PlanSkipped reports a plan whose re-checks skipped actions because the
+// cloud changed under it (a destination no longer fits, a server moved or
+// got busy), none failed, while the event's host still needs help by its
+// own measurement; done are the plan's actions Nova did. The runtime
+// reports with PlanDone instead when the event's reason no longer holds
+// (it is not solved then) or when an operator control or a stop skipped
+// them. The leader does not give the event up at once: it keeps its
+// members, asks them for fresh snapshots and solves again in the same
+// partition (a new version, Growing: members answer it), the servers done
+// moved where the plan put them. A re-plan's plan runs as the first did
+// (the executor re-checks every action); with no solution, or after
+// maxReplans re-plans, the event ends Aborted as before. A re-plan that
+// finds nothing left to do ends Solved only if some action of the
+// partition's plans was done: an overload that vanished by itself was
+// not solved (see SolveDone).
+func (a *Agent) PlanSkipped(partID string, version uint64, done []Action, reason string) {
+	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phExecuting {
+		return
+	}
+	a.done = append(a.done, done...)
+	if a.retired || a.replans >= maxReplans {
+		if a.replans > 0 {
+			reason = fmt.Sprintf("%s (after %d re-plan(s))", reason, a.replans)
+		}
+		a.dissolve(Aborted, reason)
+		return
+	}
+	a.replans++
+	p := a.part
+	p.State = Growing
+	p.Version++
+	a.replanning = true
+	a.record(Record{Kind: RecReplanning, Event: p.Events[0], Reason: reason})
+	a.broadcast(a.update()) // members answer with their snapshot
+	a.collect()
 }
 
 func (a *Agent) onDissolve(m Message) {
@@ -59,11 +103,12 @@ func (a *Agent) end(o Outcome, reason string, solved []string) {
 	p := a.part
 	a.record(Record{Kind: RecDissolved, Outcome: o, Reason: reason})
 	a.ended[p.ID] = ended{at: a.now, version: p.Version}
-	if p.State == Finishing {
+	if p.State == Finishing || a.planRan {
 		a.stale = true // the plan may have moved servers of this host
 	}
 	a.part, a.phase, a.merging, a.snaps, a.solved = nil, phNone, false, nil, nil
 	a.back, a.backMet, a.offered, a.lastLook = false, false, false, false
+	a.planRan, a.replans, a.replanning, a.done = false, 0, false, nil
 	if a.active == nil {
 		return
 	}

@@ -54,6 +54,9 @@ func (a *Agent) onUpdate(m Message) {
 		if a.leader() && p.Leader != a.cfg.ID {
 			a.phase = phNone // leadership moved on
 		}
+		if mine.State == Finishing || p.State == Finishing {
+			a.planRan = true // a re-plan makes it Growing again (PlanSkipped)
+		}
 		a.part, a.fromLeader = p.clone(), a.now
 		// Growing: the new leader collects. Blocked: a leader with
 		// preemption on collects again (tourDone); otherwise the snapshot

@@ -88,6 +88,10 @@ const (
 	// RecMemberRemoved: the leader removed a member (crashed, silent,
 	// nacked).
 	RecMemberRemoved
+	// RecReplanning: re-checks skipped actions of the partition's plan
+	// while its event still holds: the leader solves again on fresh
+	// snapshots (Agent.PlanSkipped).
+	RecReplanning
 )
 
 var recNames = map[RecordKind]string{
@@ -95,7 +99,7 @@ var recNames = map[RecordKind]string{
 	RecBlocked: "blocked", RecPlanned: "planned", RecNoSolution: "no-solution",
 	RecExecuting: "executing", RecDissolved: "dissolved", RecMergeProposed: "merge-proposed",
 	RecMergeCommitted: "merge-committed", RecMergeRefused: "merge-refused", RecDropped: "dropped",
-	RecMemberRemoved: "member-removed",
+	RecMemberRemoved: "member-removed", RecReplanning: "replanning",
 }
 
 func (k RecordKind) String() string { return recNames[k] }

@@ -66,6 +66,10 @@ type exec struct {
 	until time.Time
 	moves []scheduler.Action // in flight in the current step
 	fail  int
+	// skipped: actions the re-check skipped (Options.Recheck); done:
+	// actions that happened (moves completed, servers shelved).
+	skipped int
+	done    []scheduler.Action
 }
 
 // Cluster is a deterministic cloud of agents.
@@ -353,24 +357,27 @@ func (c *Cluster) progress() {
 			continue
 		}
 		for _, m := range e.moves { // finish the current step
-			c.finish(m)
+			if c.finish(m) {
+				e.done = append(e.done, m)
+			}
 		}
 		e.moves = nil
 		e.step++
 		if e.step >= len(e.req.Plan.Steps) || c.Crashed[e.host] {
 			if !c.Crashed[e.host] {
-				o := scheduler.Solved
-				if e.fail > 0 {
-					o = scheduler.Failed
-				}
-				c.Agents[e.host].PlanDone(e.req.PartID, e.req.Version, o, "executed")
+				c.planDone(e)
 				c.flush(e.host)
 			}
 			continue
 		}
 		for _, a := range e.req.Plan.Steps[e.step] {
-			if c.begin(e.req.Event, a) {
+			switch c.begin(e.req.Event, a) {
+			case begun:
 				e.moves = append(e.moves, a)
+			case doneNow:
+				e.done = append(e.done, a)
+			default:
+				e.skipped++
 			}
 		}
 		e.until = c.Now.Add(c.opt.MigrationTime)
@@ -379,25 +386,59 @@ func (c *Cluster) progress() {
 	c.execs = keep
 }
 
+// planDone reports a plan's end to its leader as the runtime does
+// (scheduler/node's runner): Failed when an action failed; Solved when
+// none was skipped, or when some were but the moves done relieved the
+// event's host; the skipped plan of an event that still holds goes back
+// to the leader (PlanSkipped, a re-plan); Aborted otherwise (the overload
+// vanished by itself: not solved).
+func (c *Cluster) planDone(e *exec) {
+	a := c.Agents[e.host]
+	ev := e.req.Event
+	still := ev.Kind != scheduler.Overload || c.thresholds().Overloaded(c.Hosts[ev.Host])
+	reason := fmt.Sprintf("%d done, %d skipped, %d failed", len(e.done), e.skipped, e.fail)
+	switch {
+	case e.fail > 0:
+		a.PlanDone(e.req.PartID, e.req.Version, scheduler.Failed, reason)
+	case e.skipped == 0:
+		a.PlanDone(e.req.PartID, e.req.Version, scheduler.Solved, reason)
+	case !still && len(e.done) > 0:
+		a.PlanDone(e.req.PartID, e.req.Version, scheduler.Solved, reason+"; the event's host is no longer overloaded")
+	case still:
+		a.PlanSkipped(e.req.PartID, e.req.Version, e.done, reason)
+	default:
+		a.PlanDone(e.req.PartID, e.req.Version, scheduler.Aborted, reason)
+	}
+}
+
+// started is what begin did with an action.
+type started uint8
+
+const (
+	begun   started = iota + 1 // a move in flight until the step ends
+	doneNow                    // a shelve: the server left its host
+	skipped                    // not started: the re-check skipped it
+)
+
 func (c *Cluster) find(host, id string) int {
 	return slices.IndexFunc(c.Hosts[host].Servers, func(s scheduler.Server) bool { return s.ID == id })
 }
 
 // begin starts one action; it checks the destination (counting servers
 // in flight to it) and records a violation when the plan overloads it.
-func (c *Cluster) begin(ev scheduler.Event, a scheduler.Action) bool {
+func (c *Cluster) begin(ev scheduler.Event, a scheduler.Action) started {
 	src := c.Hosts[a.From]
 	i := c.find(a.From, a.Server)
 	if i < 0 {
 		if !c.opt.Recheck {
 			c.Violations = append(c.Violations, fmt.Sprintf("%s: server %s not on %s", ev.ID, a.Server, a.From))
 		}
-		return false
+		return skipped
 	}
 	if a.Kind != scheduler.LiveMigrate {
 		src.Servers = slices.Delete(src.Servers, i, i+1) // shelved: leaves the host
 		c.servers--
-		return false
+		return doneNow
 	}
 	// The snapshot counts the allocation of servers moving in; their
 	// demand is counted here, on top of the servers on the host.
@@ -415,23 +456,25 @@ func (c *Cluster) begin(ev scheduler.Event, a scheduler.Action) bool {
 	over := !c.thresholds().Fits(&snap, inflight, &s) || c.Hosts[a.To].Disabled || c.Hosts[a.To].Draining
 	if over {
 		if c.opt.Recheck {
-			return false
+			return skipped
 		}
 		c.Violations = append(c.Violations, fmt.Sprintf("%s: moving %s to %s overloads it", ev.ID, a.Server, a.To))
 	}
-	return true
+	return begun
 }
 
-func (c *Cluster) finish(a scheduler.Action) {
+// finish completes a move (false: its server vanished).
+func (c *Cluster) finish(a scheduler.Action) bool {
 	i := c.find(a.From, a.Server)
 	if i < 0 {
 		c.Violations = append(c.Violations, "server vanished in flight: "+a.Server)
-		return
+		return false
 	}
 	s := c.Hosts[a.From].Servers[i]
 	c.Hosts[a.From].Servers = slices.Delete(c.Hosts[a.From].Servers, i, i+1)
 	c.Hosts[a.To].Servers = append(c.Hosts[a.To].Servers, s)
 	c.Moves = append(c.Moves, Move{At: c.Now, Server: a.Server, From: a.From, To: a.To})
+	return true
 }
 
 // Move is a live migration that completed.

@@ -496,13 +496,51 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 		switch {
 		case res.Failed > 0:
 			o = scheduler.Failed
-		case res.Skipped > 0 && res.Done > 0 && r.exec.Relieved(ctx, req.Event, req.Plan):
+		case res.Skipped == 0:
+		case res.Done > 0 && r.exec.Relieved(ctx, req.Event, req.Plan):
 			reason += "; the event's host is no longer overloaded by its own measurement"
-		case res.Skipped > 0:
+		case replannable(res) && ctx.Err() == nil && !r.exec.Relieved(ctx, req.Event, req.Plan):
+			// The cloud changed under the plan and the event still holds:
+			// the leader solves again in its partition (bounded).
+			done := doneActions(res)
+			r.post(ctx, func(a *scheduler.Agent) { a.PlanSkipped(req.PartID, req.Version, done, reason) })
+			return
+		default:
 			o = scheduler.Aborted // re-checks skipped part of the plan
 		}
 		r.post(ctx, func(a *scheduler.Agent) { a.PlanDone(req.PartID, req.Version, o, reason) })
 	}()
+}
+
+// replannable: every action the re-checks skipped was skipped because
+// the cloud changed under the plan (a destination that no longer fits,
+// a server that moved or got busy), none because the event's reason no
+// longer holds, an operator's control, a failed read or a stop: a plan
+// made on fresh snapshots may still solve the event (Agent.PlanSkipped).
+func replannable(res ExecResult) bool {
+	for _, ar := range res.Actions {
+		if ar.Outcome != ActionSkipped {
+			continue
+		}
+		switch ar.Class {
+		case ReasonOverload, ReasonPlacement, ReasonServerChanged, ReasonServerGroup,
+			ReasonDestinationDisabled, ReasonDestinationBusy, ReasonConflict:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// doneActions are the actions Nova did.
+func doneActions(res ExecResult) []scheduler.Action {
+	var out []scheduler.Action
+	for _, ar := range res.Actions {
+		if ar.Outcome == ActionDone {
+			out = append(out, ar.Action)
+		}
+	}
+	return out
 }
 
 // startArbiter queues req on the runner's arbiter FIFO, started on first
