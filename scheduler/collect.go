@@ -55,52 +55,6 @@ func (a *Agent) maybeSolve() {
 	})
 }
 
-// applyDone returns hosts (snapshots, copied where changed) with the
-// actions Nova did applied: a server moved off its source, and onto its
-// destination at the demand and flavor the plan gave it, unless the
-// snapshot lists it there already. A member's sample lists its servers as
-// of its last read from Nova, which it does not repeat while in the
-// partition (scheduler/node's monitor); its demand is measured every
-// sample. Counting a server on both ends or at a demand a moment old only
-// costs a plan: the executor re-checks every action against Nova.
-func applyDone(hosts []Host, done []Action) []Host {
-	idx := make(map[string]int, len(hosts))
-	for i := range hosts {
-		idx[hosts[i].Name] = i
-	}
-	copied := map[int]bool{}
-	host := func(name string) *Host {
-		i, ok := idx[name]
-		if !ok {
-			return nil
-		}
-		if !copied[i] {
-			hosts[i].Servers = slices.Clone(hosts[i].Servers)
-			copied[i] = true
-		}
-		return &hosts[i]
-	}
-	for _, d := range done {
-		if h := host(d.From); h != nil {
-			if k := slices.IndexFunc(h.Servers, func(s Server) bool { return s.ID == d.Server }); k >= 0 {
-				h.Servers = slices.Delete(h.Servers, k, k+1)
-				h.UsedVCPUs = max(0, h.UsedVCPUs-float64(d.VCPUs))
-				h.UsedRAMMB = max(0, h.UsedRAMMB-float64(d.RAMMB))
-			}
-		}
-		if d.Kind != LiveMigrate {
-			continue
-		}
-		if h := host(d.To); h != nil && !slices.ContainsFunc(h.Servers, func(s Server) bool { return s.ID == d.Server }) {
-			s := d.asServer()
-			h.Servers = append(h.Servers, s)
-			h.UsedVCPUs += float64(d.VCPUs)
-			h.UsedRAMMB += float64(d.RAMMB)
-		}
-	}
-	return hosts
-}
-
 func (a *Agent) snapshotTimeout() {
 	var missing []string
 	for _, n := range a.part.Nodes {

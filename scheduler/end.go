@@ -23,46 +23,6 @@ func (a *Agent) PlanDone(partID string, version uint64, o Outcome, reason string
 	a.dissolve(o, reason)
 }
 
-// maxReplans bounds the re-plans of one partition (PlanSkipped).
-const maxReplans = 2
-
-// PlanSkipped reports a plan whose re-checks skipped actions because the
-// cloud changed under it (a destination no longer fits, a server moved or
-// got busy), none failed, while the event's host still needs help by its
-// own measurement; done are the plan's actions Nova did. The runtime
-// reports with PlanDone instead when the event's reason no longer holds
-// (it is not solved then) or when an operator control or a stop skipped
-// them. The leader does not give the event up at once: it keeps its
-// members, asks them for fresh snapshots and solves again in the same
-// partition (a new version, Growing: members answer it), the servers done
-// moved where the plan put them. A re-plan's plan runs as the first did
-// (the executor re-checks every action); with no solution, or after
-// maxReplans re-plans, the event ends Aborted as before. A re-plan that
-// finds nothing left to do ends Solved only if some action of the
-// partition's plans was done: an overload that vanished by itself was
-// not solved (see SolveDone).
-func (a *Agent) PlanSkipped(partID string, version uint64, done []Action, reason string) {
-	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phExecuting {
-		return
-	}
-	a.done = append(a.done, done...)
-	if a.retired || a.replans >= maxReplans {
-		if a.replans > 0 {
-			reason = fmt.Sprintf("%s (after %d re-plan(s))", reason, a.replans)
-		}
-		a.dissolve(Aborted, reason)
-		return
-	}
-	a.replans++
-	p := a.part
-	p.State = Growing
-	p.Version++
-	a.replanning = true
-	a.record(Record{Kind: RecReplanning, Event: p.Events[0], Reason: reason})
-	a.broadcast(a.update()) // members answer with their snapshot
-	a.collect()
-}
-
 func (a *Agent) onDissolve(m Message) {
 	p := a.part
 	if p == nil || p.ID != m.PartID {
