@@ -88,6 +88,12 @@ type Report struct {
 		// reason class (node.ReasonClass), e.g. "skipped/read_failed".
 		Actions   map[string]int `json:"actions_by_outcome_class,omitempty"`
 		SolvedPct float64        `json:"solved_of_with_solution_pct"`
+		// Replans counts plans solved again in their partition after the
+		// executor's re-checks skipped actions while the event still
+		// held (scheduler.Agent.PlanSkipped); SolvedAfterReplan the
+		// events that ended solved after one.
+		Replans           int `json:"replans"`
+		SolvedAfterReplan int `json:"solved_after_replan"`
 	} `json:"events"`
 	// SolveMS is detection to plan in wall milliseconds; ProtocolMS the
 	// same in simulated time (what the protocol's timeouts see: message
@@ -335,6 +341,9 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution, %d one in the union of the blocked partitions as they saw it, %d as the cloud was a moment later), %d failed, %d aborted, %d in flight\n",
 		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.UnsolvableWithUnion, r.Events.UnsolvableWithUnionLater, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)
 	fmt.Fprintf(w, "  solved      %.1f %% of the %.0f events that had a solution (aborted ones estimated from the checked)\n", r.Events.SolvedPct, r.Events.WithSolution)
+	if r.Events.Replans > 0 {
+		fmt.Fprintf(w, "  re-plans    %d after skipped actions; %d events solved after one\n", r.Events.Replans, r.Events.SolvedAfterReplan)
+	}
 	if r.Events.Aborted > 0 {
 		fmt.Fprintf(w, "  aborted     %d of %d checked had a global solution; by reason:\n", r.Events.AbortedWithGlobal, r.Events.AbortedChecked)
 		reasons := slices.Sorted(maps.Keys(r.Events.AbortedBy))

@@ -251,6 +251,11 @@ type stats struct {
 	messages atomic.Int64
 	// actions: the executed plans' actions by outcome and reason class.
 	actions map[string]int
+	// replans: plans solved again after skipped actions; replanned: the
+	// events of their partitions (their first), until they end.
+	replans           int
+	replanned         map[string]bool
+	solvedAfterReplan int
 }
 
 // executed counts a plan's actions by outcome and reason class.
@@ -364,8 +369,20 @@ func (s *stats) record(host string, r scheduler.Record) {
 			delete(s.raised, r.Event.ID) // first plan only
 			delete(s.raisedSim, r.Event.ID)
 		}
+	case scheduler.RecReplanning:
+		s.replans++
+		if s.replanned == nil {
+			s.replanned = map[string]bool{}
+		}
+		s.replanned[r.Event.ID] = true
 	case scheduler.RecEventEnded:
 		s.ended[r.Outcome]++
+		if s.replanned[r.Event.ID] {
+			delete(s.replanned, r.Event.ID)
+			if r.Outcome == scheduler.Solved {
+				s.solvedAfterReplan++
+			}
+		}
 		s.sizes = append(s.sizes, r.Size)
 		delete(s.inFlight, r.Event.ID)
 		delete(s.raised, r.Event.ID)
@@ -956,6 +973,7 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 	rep.Events.Failed = st.ended[scheduler.Failed]
 	rep.Events.Aborted = st.ended[scheduler.Aborted]
 	rep.Events.AbortedBy = st.abortedBy
+	rep.Events.Replans, rep.Events.SolvedAfterReplan = st.replans, st.solvedAfterReplan
 	rep.Events.Actions = st.actions
 	rep.Events.InFlight = len(st.inFlight)
 	rep.Events.Total = rep.Events.Solved + rep.Events.Unsolvable + rep.Events.Failed + rep.Events.Aborted + rep.Events.InFlight
