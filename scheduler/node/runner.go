@@ -493,20 +493,24 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 		}
 		reason := fmt.Sprintf("%d done, %d skipped, %d failed", res.Done, res.Skipped, res.Failed)
 		o := scheduler.Solved
-		switch {
-		case res.Failed > 0:
+		if res.Failed > 0 {
 			o = scheduler.Failed
-		case res.Skipped == 0:
-		case res.Done > 0 && r.exec.Relieved(ctx, req.Event, req.Plan):
-			reason += "; the event's host is no longer overloaded by its own measurement"
-		case replannable(res) && ctx.Err() == nil && !r.exec.Relieved(ctx, req.Event, req.Plan):
-			// The cloud changed under the plan and the event still holds:
-			// the leader solves again in its partition (bounded).
-			done := doneActions(res)
-			r.post(ctx, func(a *scheduler.Agent) { a.PlanSkipped(req.PartID, req.Version, done, reason) })
-			return
-		default:
-			o = scheduler.Aborted // re-checks skipped part of the plan
+		} else if res.Skipped > 0 {
+			replan := replannable(res) && ctx.Err() == nil
+			relieved := (res.Done > 0 || replan) && r.exec.Relieved(ctx, req.Event, req.Plan)
+			switch {
+			case relieved && res.Done > 0:
+				reason += "; the event's host is no longer overloaded by its own measurement"
+			case replan && !relieved:
+				// The cloud changed under the plan and the event still
+				// holds: the leader solves again in its partition
+				// (bounded).
+				done := doneActions(res)
+				r.post(ctx, func(a *scheduler.Agent) { a.PlanSkipped(req.PartID, req.Version, done, reason) })
+				return
+			default:
+				o = scheduler.Aborted // re-checks skipped part of the plan
+			}
 		}
 		r.post(ctx, func(a *scheduler.Agent) { a.PlanDone(req.PartID, req.Version, o, reason) })
 	}()
