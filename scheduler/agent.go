@@ -53,16 +53,6 @@ type Agent struct {
 	// ends it Unsolvable (SolveDone).
 	lastLook bool
 	solved   []string // events the plan being executed solves
-	// replans: the partition's re-plans after skipped actions
-	// (PlanSkipped); replanning: the solve under way is one. done: the
-	// actions of its plans Nova did, applied to the members' snapshots
-	// of a re-plan (their samples list a host's servers as of its last
-	// read from Nova, which a member does not repeat while in the
-	// partition).
-	replans    int
-	replanning bool
-	done       []Action
-
 	// planRan (any member): a plan ran on the partition (it was seen
 	// Finishing); its members' samples are stale when it ends.
 	planRan bool

@@ -41,8 +41,8 @@ func (a *Agent) maybeSolve() {
 	for _, n := range a.part.Nodes {
 		hosts = append(hosts, a.snaps[n])
 	}
-	if len(a.done) > 0 {
-		hosts = applyDone(hosts, a.done)
+	if len(a.part.Moved) > 0 {
+		hosts = applyDone(hosts, a.part.Moved)
 	}
 	a.phase = phSolving
 	a.rd.Solve = append(a.rd.Solve, SolveRequest{
@@ -51,7 +51,7 @@ func (a *Agent) maybeSolve() {
 		// grow (Blocked after a full tour — a re-plan of such a partition
 		// too —, or the whole ring).
 		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds, Headroom: a.cfg.ConsolidationHeadroom,
-			Preempt: a.cfg.Preempt && (a.part.State == Blocked || a.replanning && a.part.Tours > 0 || len(a.part.Nodes) >= len(a.ring))},
+			Preempt: a.cfg.Preempt && (a.part.State == Blocked || a.part.Replans > 0 && a.part.Tours > 0 || len(a.part.Nodes) >= len(a.ring))},
 	})
 }
 
@@ -86,17 +86,17 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		}
 	}
 	switch {
-	case sol.OK && planErr == nil && plan.Len() == 0 && a.replanning && len(a.done) == 0:
+	case sol.OK && planErr == nil && plan.Len() == 0 && p.Replans > 0 && len(p.Moved) == 0:
 		// Nothing was moved and nothing is left to do: the event
 		// vanished by itself, which is not solving it.
 		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
-		a.dissolve(Aborted, fmt.Sprintf("nothing to do on fresh snapshots after %d re-plan(s), nothing moved: the event no longer holds", a.replans))
+		a.dissolve(Aborted, fmt.Sprintf("nothing to do on fresh snapshots after %d re-plan(s), nothing moved: the event no longer holds", p.Replans))
 	case sol.OK && planErr == nil && plan.Len() == 0:
 		a.solved = sol.Solved
 		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
 		reason := "nothing to do"
-		if a.replanning {
-			reason = fmt.Sprintf("nothing left to do after %d re-plan(s)", a.replans)
+		if p.Replans > 0 {
+			reason = fmt.Sprintf("nothing left to do after %d re-plan(s)", p.Replans)
 		}
 		a.dissolve(Solved, reason)
 	case sol.OK && planErr == nil:
@@ -113,10 +113,6 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 			reason = planErr.Error()
 		}
 		a.record(Record{Kind: RecNoSolution, Event: p.Events[0], Reason: reason})
-		if a.replanning {
-			a.dissolve(Aborted, fmt.Sprintf("re-checks skipped actions and re-plan %d found no solution in the partition: %s", a.replans, reason))
-			return
-		}
 		if a.lastLook {
 			a.dissolve(Unsolvable, fmt.Sprintf("no solution after %d full tours and a last look", p.Tours))
 			return

@@ -17,8 +17,8 @@ func (a *Agent) PlanDone(partID string, version uint64, o Outcome, reason string
 	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phExecuting {
 		return
 	}
-	if o == Solved && a.replans > 0 {
-		reason = fmt.Sprintf("%s (after %d re-plan(s))", reason, a.replans)
+	if o == Solved && a.part.Replans > 0 {
+		reason = fmt.Sprintf("%s (after %d re-plan(s))", reason, a.part.Replans)
 	}
 	a.dissolve(o, reason)
 }
@@ -68,7 +68,7 @@ func (a *Agent) end(o Outcome, reason string, solved []string) {
 	}
 	a.part, a.phase, a.merging, a.snaps, a.solved = nil, phNone, false, nil, nil
 	a.back, a.backMet, a.offered, a.lastLook = false, false, false, false
-	a.planRan, a.replans, a.replanning, a.done = false, 0, false, nil
+	a.planRan = false
 	if a.active == nil {
 		return
 	}

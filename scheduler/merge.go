@@ -112,6 +112,8 @@ func (a *Agent) merged(req ArbiterRequest, res ArbiterResult) {
 	p.Version = max(res.Version, p.Version+1) + 1
 	p.State, p.Tours = Growing, 0
 	p.Events = append(p.Events, o.Events...)
+	p.Moved = append(p.Moved, o.Moved...)
+	p.Replans = max(p.Replans, o.Replans)
 	a.record(Record{Kind: RecMergeCommitted, Reason: "absorbed " + o.ID, Absorbed: o.ID})
 	for _, n := range o.Nodes {
 		if n != a.cfg.ID {

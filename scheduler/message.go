@@ -43,12 +43,20 @@ type Partition struct {
 	// Tours counts the times the partition's request came back to it
 	// without finding a free node (1: Blocked, 2: dissolved).
 	Tours int
+	// Replans counts the partition's plans solved again after the
+	// executor's re-checks skipped actions (Agent.PlanSkipped), at most
+	// maxReplans; Moved are the actions of its plans Nova did, in order,
+	// which every later leader applies to its members' snapshots (a
+	// member's sample lists its servers as of its last read from Nova).
+	Replans int      `json:",omitempty"`
+	Moved   []Action `json:",omitempty"`
 }
 
 func (p *Partition) clone() *Partition {
 	c := *p
 	c.Nodes = slices.Clone(p.Nodes)
 	c.Events = slices.Clone(p.Events)
+	c.Moved = slices.Clone(p.Moved)
 	return &c
 }
 
@@ -242,8 +250,16 @@ func (m *Message) validate() error {
 		if p.Events[0].Host != p.Initiator {
 			return fmt.Errorf("partition %s: first event on %q, initiator %q", p.ID, p.Events[0].Host, p.Initiator)
 		}
-		if len(p.Nodes) > MaxNodes || len(p.Events) > MaxNodes {
-			return fmt.Errorf("partition %s: %d nodes, %d events: more than %d", p.ID, len(p.Nodes), len(p.Events), MaxNodes)
+		if len(p.Nodes) > MaxNodes || len(p.Events) > MaxNodes || len(p.Moved) > MaxNodes {
+			return fmt.Errorf("partition %s: %d nodes, %d events, %d moves: more than %d", p.ID, len(p.Nodes), len(p.Events), len(p.Moved), MaxNodes)
+		}
+		if p.Replans < 0 {
+			return fmt.Errorf("partition %s: %d re-plans", p.ID, p.Replans)
+		}
+		for _, m := range p.Moved {
+			if m.Kind != LiveMigrate && m.Kind != Shelve || m.Server == "" || m.From == "" {
+				return fmt.Errorf("partition %s: moved %s", p.ID, m)
+			}
 		}
 		seen := make(map[string]bool, len(p.Nodes))
 		for _, n := range p.Nodes {

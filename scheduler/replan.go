@@ -1,8 +1,8 @@
 package scheduler
 
 // Re-planning (DESIGN §5.5): a plan whose re-checks skipped actions
-// because the cloud changed under it is solved again in its partition,
-// on fresh snapshots, before its event is given up.
+// because the cloud changed under it is solved again, on fresh
+// snapshots, before its event is given up.
 
 import (
 	"fmt"
@@ -20,30 +20,31 @@ const maxReplans = 2
 // (it is not solved then) or when an operator control or a stop skipped
 // them. The leader does not give the event up at once: it keeps its
 // members, asks them for fresh snapshots and solves again in the same
-// partition (a new version, Growing: members answer it), the servers done
-// moved where the plan put them. A re-plan's plan runs as the first did
-// (the executor re-checks every action); with no solution, or after
-// maxReplans re-plans, the event ends Aborted as before. A re-plan that
-// finds nothing left to do ends Solved only if some action of the
-// partition's plans was done: an overload that vanished by itself was
-// not solved (see SolveDone).
+// partition (a new version, Growing: members answer it), with the actions
+// done (Partition.Moved) applied to the snapshots. A re-plan's plan runs
+// as the first did (the executor re-checks every action). With no
+// solution the partition grows, as a Growing partition does (DESIGN
+// §5.2.3): the node that joins leads it, and applies Moved too. After
+// maxReplans re-plans, or when the leader is stopping, skipped actions
+// end the event Aborted as before. A re-plan that finds nothing left to
+// do ends Solved only if some action of the partition's plans was done:
+// an overload that vanished by itself was not solved (see SolveDone).
 func (a *Agent) PlanSkipped(partID string, version uint64, done []Action, reason string) {
 	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phExecuting {
 		return
 	}
-	a.done = append(a.done, done...)
-	if a.retired || a.replans >= maxReplans {
-		if a.replans > 0 {
-			reason = fmt.Sprintf("%s (after %d re-plan(s))", reason, a.replans)
+	p := a.part
+	p.Moved = append(p.Moved, done...)
+	if a.retired || p.Replans >= maxReplans {
+		if p.Replans > 0 {
+			reason = fmt.Sprintf("%s (after %d re-plan(s))", reason, p.Replans)
 		}
 		a.dissolve(Aborted, reason)
 		return
 	}
-	a.replans++
-	p := a.part
+	p.Replans++
 	p.State = Growing
 	p.Version++
-	a.replanning = true
 	a.record(Record{Kind: RecReplanning, Event: p.Events[0], Reason: reason})
 	a.broadcast(a.update()) // members answer with their snapshot
 	a.collect()

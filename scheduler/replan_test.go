@@ -101,7 +101,7 @@ func TestReplanAfterSkippedActions(t *testing.T) {
 }
 
 // The re-plans are bounded: after maxReplans, skipped actions end the
-// event Aborted, as do a re-plan without a solution and a stopping leader.
+// event Aborted, as they do when the leader is stopping.
 func TestReplanBounded(t *testing.T) {
 	t.Run("bound", func(t *testing.T) {
 		h1, h2, _, req := executing(t)
@@ -119,24 +119,6 @@ func TestReplanBounded(t *testing.T) {
 		h1.Step(only(t, rd, MsgDissolve).Msg)
 		if e := eventEnd(t, h1.Ready()); e.Outcome != Aborted || !strings.Contains(e.Reason, "2 re-plan") {
 			t.Fatalf("event ended %+v, want aborted after 2 re-plans", e)
-		}
-	})
-	t.Run("no solution", func(t *testing.T) {
-		h1, h2, _, req := executing(t)
-		h2.PlanSkipped(req.PartID, req.Version, nil, "0 done, 1 skipped, 0 failed")
-		sr := replanCollect(t, h1, h2)
-		h2.SolveDone(sr.PartID, sr.Version, Solution{Reason: "no viable placement in the partition"}, Plan{}, nil)
-		rd := h2.Ready()
-		if len(sent(rd, MsgGrow)) != 0 {
-			t.Fatal("a re-plan without a solution grew the partition")
-		}
-		h1.Step(only(t, rd, MsgDissolve).Msg)
-		if e := eventEnd(t, h1.Ready()); e.Outcome != Aborted {
-			t.Fatalf("event ended %+v, want aborted", e)
-		}
-		// Ended Growing, but a plan ran: the member's sample is stale.
-		if s := h1.snapshot(); !s.Disabled {
-			t.Fatal("member offers its pre-plan sample after the partition ended")
 		}
 	})
 	t.Run("stopping", func(t *testing.T) {
@@ -212,5 +194,52 @@ func TestReplanSnapshotsShowMovesDone(t *testing.T) {
 	}
 	if s := h2.snaps["h1"]; len(s.Servers) != 1 {
 		t.Fatalf("the snapshot h1 sent was changed in place: %+v", s)
+	}
+}
+
+// A re-plan without a solution in the partition grows it, as a Growing
+// partition does (DESIGN §5.2.3): the node that joins leads it, counts
+// the re-plans and applies the moves done to its members' snapshots.
+func TestReplanWithoutSolutionGrows(t *testing.T) {
+	h1, h2, ev, req := executing(t)
+	done := movePlan("h1-s", "h1", "h2").Steps[0]
+	h2.PlanSkipped(req.PartID, req.Version, done, "1 done, 1 skipped, 0 failed")
+	sr := replanCollect(t, h1, h2)
+	h2.SolveDone(sr.PartID, sr.Version, Solution{Reason: "no viable placement in the partition"}, Plan{}, nil)
+	g := only(t, h2.Ready(), MsgGrow)
+	if g.To != "h3" || g.Msg.Part.Replans != 1 || len(g.Msg.Part.Moved) != 1 || g.Msg.Part.State != Growing {
+		t.Fatalf("request after the re-plan %+v", g)
+	}
+	h3 := newAgent(t, "h3")
+	h3.Observe(t0, hostWith("h3", 1))
+	h3.Step(g.Msg)
+	rd := h3.Ready()
+	for _, up := range sent(rd, MsgUpdate) {
+		m := map[string]*Agent{"h1": h1, "h2": h2}[up.To]
+		m.Step(up.Msg)
+		h3.Step(only(t, m.Ready(), MsgSnapshot).Msg)
+	}
+	rd = h3.Ready()
+	if len(rd.Solve) != 1 {
+		t.Fatalf("the new leader's solve requests %+v", rd.Solve)
+	}
+	for _, h := range rd.Solve[0].Problem.Hosts {
+		if h.Name == "h1" && len(h.Servers) != 0 || h.Name == "h2" && len(h.Servers) != 2 {
+			t.Fatalf("the new leader's snapshot of %s lists %+v, want the move done applied", h.Name, h.Servers)
+		}
+	}
+	// Nothing left to do: solved, since a move was done.
+	h3.SolveDone(rd.Solve[0].PartID, rd.Solve[0].Version, Solution{OK: true, Reason: "nothing to do", Solved: []string{ev.ID}}, Plan{}, nil)
+	for _, d := range sent(h3.Ready(), MsgDissolve) {
+		if d.To == "h1" {
+			h1.Step(d.Msg)
+		}
+	}
+	if e := eventEnd(t, h1.Ready()); e.Outcome != Solved || !strings.Contains(e.Reason, "1 re-plan") {
+		t.Fatalf("event ended %+v, want solved after 1 re-plan", e)
+	}
+	// Ended Growing, but a plan ran: the member's sample is stale.
+	if s := h1.snapshot(); !s.Disabled {
+		t.Fatal("member offers its pre-plan sample after the partition ended")
 	}
 }

@@ -111,8 +111,21 @@ func TestSaturatedAtScale(t *testing.T) {
 		}
 	}
 	raised, solved := c.Count(scheduler.RecEventRaised, 0), c.Count(scheduler.RecEventEnded, scheduler.Solved)
-	t.Logf("raised %d, solved %d, unsolvable %d, blocked %d, merges %d, requests lost %d", raised, solved,
-		c.Count(scheduler.RecEventEnded, scheduler.Unsolvable), len(blocked), c.Count(scheduler.RecMergeCommitted, 0), lost)
+	t.Logf("raised %d, solved %d, unsolvable %d, aborted %d, re-plans %d, blocked %d, merges %d, requests lost %d", raised, solved,
+		c.Count(scheduler.RecEventEnded, scheduler.Unsolvable), c.Count(scheduler.RecEventEnded, scheduler.Aborted), c.Count(scheduler.RecReplanning, 0),
+		len(blocked), c.Count(scheduler.RecMergeCommitted, 0), lost)
+	reasons := map[string]int{}
+	for _, r := range c.Records {
+		if r.Kind == scheduler.RecEventEnded && r.Outcome == scheduler.Aborted {
+			reasons[strings.Map(func(r rune) rune {
+				if r >= '0' && r <= '9' {
+					return '*'
+				}
+				return r
+			}, r.Reason)]++
+		}
+	}
+	t.Logf("aborted by reason: %v", reasons)
 	if len(c.Violations) > 0 {
 		t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
 	}
