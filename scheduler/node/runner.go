@@ -508,8 +508,14 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 				done := doneActions(res)
 				r.post(ctx, func(a *scheduler.Agent) { a.PlanSkipped(req.PartID, req.Version, done, reason) })
 				return
+			case relieved:
+				o = scheduler.Aborted // nothing moved: not solved
+				reason += "; nothing moved and the event's host is no longer overloaded by its own measurement"
 			default:
 				o = scheduler.Aborted // re-checks skipped part of the plan
+				if c := notReplannable(res); c != "" {
+					reason += "; skipped for " + string(c)
+				}
 			}
 		}
 		r.post(ctx, func(a *scheduler.Agent) { a.PlanDone(req.PartID, req.Version, o, reason) })
@@ -521,7 +527,11 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 // a server that moved or got busy), none because the event's reason no
 // longer holds, an operator's control, a failed read or a stop: a plan
 // made on fresh snapshots may still solve the event (Agent.PlanSkipped).
-func replannable(res ExecResult) bool {
+func replannable(res ExecResult) bool { return notReplannable(res) == "" }
+
+// notReplannable is the class of the first action skipped for a reason
+// that is not replannable's ("" when there is none).
+func notReplannable(res ExecResult) ReasonClass {
 	for _, ar := range res.Actions {
 		if ar.Outcome != ActionSkipped {
 			continue
@@ -530,10 +540,10 @@ func replannable(res ExecResult) bool {
 		case ReasonOverload, ReasonPlacement, ReasonServerChanged, ReasonServerGroup,
 			ReasonDestinationDisabled, ReasonDestinationBusy, ReasonConflict:
 		default:
-			return false
+			return ar.Class
 		}
 	}
-	return true
+	return ""
 }
 
 // doneActions are the actions Nova did.
