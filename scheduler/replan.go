@@ -57,7 +57,10 @@ func (a *Agent) PlanSkipped(partID string, version uint64, done []Action, reason
 // of its last read from Nova, which it does not repeat while in the
 // partition (scheduler/node's monitor); its demand is measured every
 // sample. Counting a server on both ends or at a demand a moment old only
-// costs a plan: the executor re-checks every action against Nova.
+// costs a plan: the executor re-checks every action against Nova. A
+// server moved is Fixed for the rest of the partition: DESIGN §8 migrates
+// a server at most once per plan, and the plans of one event share its
+// request id (a later plan moving it again would be ping-pong).
 func applyDone(hosts []Host, done []Action) []Host {
 	idx := make(map[string]int, len(hosts))
 	for i := range hosts {
@@ -86,12 +89,18 @@ func applyDone(hosts []Host, done []Action) []Host {
 		if d.Kind != LiveMigrate {
 			continue
 		}
-		if h := host(d.To); h != nil && !slices.ContainsFunc(h.Servers, func(s Server) bool { return s.ID == d.Server }) {
-			s := d.asServer()
-			h.Servers = append(h.Servers, s)
+		h := host(d.To)
+		if h == nil {
+			continue
+		}
+		k := slices.IndexFunc(h.Servers, func(s Server) bool { return s.ID == d.Server })
+		if k < 0 {
+			h.Servers = append(h.Servers, d.asServer())
 			h.UsedVCPUs += float64(d.VCPUs)
 			h.UsedRAMMB += float64(d.RAMMB)
+			k = len(h.Servers) - 1
 		}
+		h.Servers[k].Fixed, h.Servers[k].FixedReason = true, "moved by this partition's plan"
 	}
 	return hosts
 }

@@ -188,8 +188,18 @@ func TestReplanSnapshotsShowMovesDone(t *testing.T) {
 		t.Errorf("h2 lists %v, want the moved server there", got)
 	}
 	for _, h := range sr.Problem.Hosts {
-		if h.Name == "h2" && h.UsedVCPUs != 2 {
+		if h.Name != "h2" {
+			continue
+		}
+		if h.UsedVCPUs != 2 {
 			t.Errorf("h2 uses %v VCPUs, want the moved server's 2 counted", h.UsedVCPUs)
+		}
+		// DESIGN §8: at most one move per server per plan, and an
+		// event's plans share its request id.
+		for _, s := range h.Servers {
+			if s.Fixed != (s.ID == "h1-s") {
+				t.Errorf("server %s fixed %v: only the moved server stays where the plan put it", s.ID, s.Fixed)
+			}
 		}
 	}
 	if s := h2.snaps["h1"]; len(s.Servers) != 1 {

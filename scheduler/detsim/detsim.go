@@ -88,6 +88,9 @@ type Cluster struct {
 	seq     int
 	execs   []*exec
 	servers int
+	// movedBy: servers each partition's plans moved (DESIGN §8: at most
+	// once per plan; a partition's re-plans share its event's request id).
+	movedBy map[string]map[string]bool
 
 	Records    []Rec
 	Moves      []Move // completed live migrations, in order
@@ -359,6 +362,7 @@ func (c *Cluster) progress() {
 		for _, m := range e.moves { // finish the current step
 			if c.finish(m) {
 				e.done = append(e.done, m)
+				c.movedOnce(e.req.PartID, m.Server)
 			}
 		}
 		e.moves = nil
@@ -384,6 +388,21 @@ func (c *Cluster) progress() {
 		keep = append(keep, e)
 	}
 	c.execs = keep
+}
+
+// movedOnce records that partition part moved server, a violation if
+// it had already.
+func (c *Cluster) movedOnce(part, server string) {
+	if c.movedBy == nil {
+		c.movedBy = map[string]map[string]bool{}
+	}
+	if c.movedBy[part] == nil {
+		c.movedBy[part] = map[string]bool{}
+	}
+	if c.movedBy[part][server] {
+		c.Violations = append(c.Violations, fmt.Sprintf("server %s moved twice by partition %s", server, part))
+	}
+	c.movedBy[part][server] = true
 }
 
 // planDone reports a plan's end to its leader as the runtime does
