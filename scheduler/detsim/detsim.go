@@ -53,6 +53,9 @@ type Options struct {
 	OnRecord func(Rec)
 	// OnSolve, if set, is told the solver's own (wall) time of each solve.
 	OnSolve func(took time.Duration)
+	// NoAgents: the cluster runs no agent; it is a ground truth whose
+	// clock, re-checks and migrations serve a planner outside (Execute).
+	NoAgents bool
 	// Recheck skips actions that no longer fit when they start, like the
 	// real executor. Without it, any stale plan shows up as a violation.
 	Recheck bool
@@ -88,6 +91,8 @@ type exec struct {
 	// done and skipped count the plan's actions started and those its
 	// re-check skipped (Options.Recheck), as the runtime's executor does.
 	done, skipped int
+	// then, for a plan from outside (Execute), is told its end.
+	then func(scheduler.Outcome, string)
 }
 
 // deliveries is a min-heap of deliveries by (time, seq).
@@ -172,10 +177,18 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 	}
 	sort.Strings(c.names)
 	c.ring = scheduler.NewRing(c.names)
-	for _, n := range c.names {
-		c.start(n)
+	if !opt.NoAgents {
+		for _, n := range c.names {
+			c.start(n)
+		}
 	}
 	return c
+}
+
+// Execute runs a plan from a planner outside the agents (Options.NoAgents:
+// the oracle) with the agents' executor model; then is told its end.
+func (c *Cluster) Execute(req scheduler.ExecRequest, then func(scheduler.Outcome, string)) {
+	c.execs = append(c.execs, &exec{req: req, step: -1, then: then})
 }
 
 func (c *Cluster) start(n string) {
@@ -247,7 +260,7 @@ func (c *Cluster) Step() {
 	c.progress()
 	tick := crossed(prev, c.Now, 500*time.Millisecond)
 	sample := crossed(prev, c.Now, time.Second)
-	if tick || sample {
+	if (tick || sample) && !c.opt.NoAgents {
 		for _, n := range c.names {
 			if c.Crashed[n] {
 				continue
@@ -299,6 +312,9 @@ func (c *Cluster) Check() { c.lastCheck = c.Now; c.check() }
 func crossed(prev, now time.Time, every time.Duration) bool {
 	return prev.UnixNano()/int64(every) != now.UnixNano()/int64(every)
 }
+
+// View is host n as its monitor would sample it now (a copy).
+func (c *Cluster) View(n string) scheduler.Host { return c.snapshot(n) }
 
 // snapshot is host n as its monitor sees it (servers in flight stay on
 // their source until the move ends, as in Nova).
@@ -437,6 +453,10 @@ func (c *Cluster) progress() {
 		}
 		e.moves = nil
 		e.step++
+		if e.step >= len(e.req.Plan.Steps) && e.then != nil {
+			e.then(c.outcome(e))
+			continue
+		}
 		if e.step >= len(e.req.Plan.Steps) || c.Crashed[e.host] {
 			if !c.Crashed[e.host] {
 				o, reason := c.outcome(e)
@@ -590,7 +610,7 @@ func (c *Cluster) check() {
 	// Partitions executing plans never share a node.
 	owner := map[string]string{}
 	for _, name := range c.names {
-		if c.Crashed[name] {
+		if c.Crashed[name] || c.opt.NoAgents {
 			continue
 		}
 		p := c.Agents[name].Partition()
@@ -647,7 +667,7 @@ func (c *Cluster) Idle() bool {
 		return false
 	}
 	for _, n := range c.names {
-		if !c.Crashed[n] && c.Agents[n].Partition() != nil {
+		if !c.Crashed[n] && !c.opt.NoAgents && c.Agents[n].Partition() != nil {
 			return false
 		}
 	}

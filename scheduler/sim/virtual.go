@@ -28,8 +28,8 @@ const virtualCheckEvery = 5 * time.Second
 // virtualProblems lists what the virtual clock does not model, given cfg.
 func (c Config) virtualProblems() error {
 	var errs []error
-	if c.Mode != "dvms" {
-		errs = append(errs, fmt.Errorf("--clock virtual runs --mode dvms only (not %s)", c.Mode))
+	if c.Mode != "dvms" && c.Mode != "oracle" {
+		errs = append(errs, fmt.Errorf("--clock virtual runs --mode dvms and oracle (not %s)", c.Mode))
 	}
 	if c.KillAgents > 0 || c.NovaFaults > 0 || c.NovaAPIRate > 0 || c.NovaLatency > 0 || c.Arrivals > 0 {
 		errs = append(errs, errors.New("--clock virtual does not model --kill-agents, --nova-faults, --nova-api-rps, --nova-api-latency or --arrivals (use --clock wall)"))
@@ -101,7 +101,14 @@ func runVirtual(cfg Config) (*Report, error) {
 		OnRecord: func(r detsim.Rec) { st.record(r.Host, r.Record) },
 		OnSolve:  st.solved,
 		Agent:    agent,
+		NoAgents: cfg.Mode == "oracle",
 	}, hosts)
+	var orc *virtualOracle
+	if cfg.Mode == "oracle" {
+		cfg.Agent = agent
+		orc = &virtualOracle{detector: newDetector(agent), cfg: cfg, c: c, st: st, names: names,
+			rng: rand.New(rand.NewSource(cfg.Seed + 2)), busy: map[string]bool{}}
+	}
 	host := make([]*scheduler.Host, len(names))
 	for i, n := range names {
 		host[i] = c.Hosts[n]
@@ -135,6 +142,9 @@ func runVirtual(cfg Config) (*Report, error) {
 	samples0 := c.Samples
 	for s := 0; s < seconds; s++ {
 		apply(time.Duration(s) * time.Second)
+		if orc != nil {
+			orc.round()
+		}
 		end := start.Add(time.Duration(s+1) * time.Second)
 		for c.Now.Before(end) {
 			c.Step()
@@ -160,6 +170,9 @@ func runVirtual(cfg Config) (*Report, error) {
 	// Every agent samples its host every simulated second: the samples are
 	// counted, not assumed.
 	rep.Samples.Taken = c.Samples - samples0
+	if orc != nil {
+		rep.Samples.Taken = orc.samples
+	}
 	rep.Samples.Due = int64(seconds) * int64(cfg.Hosts)
 	if rep.Samples.Due > 0 {
 		rep.Samples.Ratio = round(float64(rep.Samples.Taken) / float64(rep.Samples.Due))
@@ -170,7 +183,6 @@ func runVirtual(cfg Config) (*Report, error) {
 		rep.Samples.MaxGapS = float64(seconds - rep.Samples.HarnessTicks)
 	}
 
-	st.messages.Store(int64(c.Messages))
 	rep.Events.Solved = st.ended[scheduler.Solved]
 	rep.Events.Unsolvable = st.ended[scheduler.Unsolvable]
 	rep.Events.Failed = st.ended[scheduler.Failed]
@@ -215,4 +227,57 @@ func firstTen(v []string) []string {
 		return v
 	}
 	return append(slices.Clone(v[:10]), fmt.Sprintf("... and %d more", len(v)-10))
+}
+
+// virtualOracle is the oracle (oracle.go) on the virtual clock: every
+// simulated second it samples every host with no delay, raises events
+// with the agents' K-of-N, solves each at once over every host no plan
+// uses, and runs the plan with the agents' executor model (detsim's
+// re-check and migration durations).
+type virtualOracle struct {
+	detector
+	cfg     Config
+	c       *detsim.Cluster
+	st      *stats
+	names   []string
+	rng     *rand.Rand
+	busy    map[string]bool
+	samples int64
+}
+
+func (o *virtualOracle) round() {
+	now := o.c.Now
+	all := make([]scheduler.Host, len(o.names))
+	for i, n := range o.names {
+		all[i] = o.c.View(n)
+	}
+	o.samples += int64(len(all))
+	for i := range all {
+		ev, ok := o.sample(now, &all[i], o.busy[all[i].Name])
+		if !ok {
+			continue
+		}
+		o.st.record("oracle", scheduler.Record{Kind: scheduler.RecEventRaised, Event: ev})
+		free := make([]scheduler.Host, 0, len(all))
+		for _, h := range all {
+			if !o.busy[h.Name] {
+				free = append(free, h)
+			}
+		}
+		plan, used, ok := oraclePlan(o.cfg, ev, free, o.rng, o.st)
+		size := len(free)
+		if !ok {
+			o.st.record("oracle", o.ended(ev, scheduler.Unsolvable, size, now))
+			continue
+		}
+		for _, h := range used {
+			o.busy[h] = true
+		}
+		o.c.Execute(scheduler.ExecRequest{Event: ev, Plan: plan}, func(out scheduler.Outcome, _ string) {
+			for _, h := range used {
+				delete(o.busy, h)
+			}
+			o.st.record("oracle", o.ended(ev, out, size, o.c.Now))
+		})
+	}
 }

@@ -87,3 +87,24 @@ func TestVirtualClockRefusesWhatItDoesNotModel(t *testing.T) {
 		}
 	}
 }
+
+// The oracle runs on the virtual clock too: every host sampled every
+// second, events solved over the whole cloud, the same executor model.
+func TestVirtualClockOracle(t *testing.T) {
+	cfg := virtualConfig(3)
+	cfg.Mode = "oracle"
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Valid || r.Samples.Taken != r.Samples.Due {
+		t.Fatalf("valid %v, samples %d of %d", r.Valid, r.Samples.Taken, r.Samples.Due)
+	}
+	if r.Events.Solved == 0 || r.Migrations.Total == 0 || r.OverloadSeconds == 0 || r.Partitions.MeanSize < 100 {
+		t.Fatalf("oracle: %d solved, %d migrations, %.0f host-s overloaded, partitions of %.0f hosts",
+			r.Events.Solved, r.Migrations.Total, r.OverloadSeconds, r.Partitions.MeanSize)
+	}
+	if r.Safety.Violations != 0 || r.Safety.ServersLost != 0 || r.Messages.Total != 0 {
+		t.Fatalf("violations %v, lost %d, messages %d", r.Safety.Descriptions, r.Safety.ServersLost, r.Messages.Total)
+	}
+}
