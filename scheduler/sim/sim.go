@@ -975,9 +975,9 @@ func fill(cfg Config, rng *rand.Rand) []placedServer {
 	return placed
 }
 
-func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []string, wallStart time.Time) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+// fill writes what the records told into rep (st.mu held): events by
+// outcome, latencies, partitions, merges and messages.
+func (st *stats) fill(rep *Report) {
 	rep.Events.Solved = st.ended[scheduler.Solved]
 	rep.Events.Unsolvable = st.ended[scheduler.Unsolvable]
 	rep.Events.Failed = st.ended[scheduler.Failed]
@@ -1001,6 +1001,12 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 	if rep.Events.Total > 0 {
 		rep.Messages.PerEvent = round(float64(rep.Messages.Total) / float64(rep.Events.Total))
 	}
+}
+
+func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []string, wallStart time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.fill(rep)
 	fs := cloud.Stats()
 	rep.Migrations.Total, rep.Migrations.Failed = fs.Started, fs.Failed
 	rep.Faults.Injected = cloud.FaultsInjected()
