@@ -575,7 +575,7 @@ func (c *Cluster) finish(a scheduler.Action) {
 	}
 	i := c.find(a.From, a.Server)
 	if i < 0 {
-		c.Violations = append(c.Violations, "server vanished in flight: "+a.Server)
+		c.Violations = append(c.Violations, fmt.Sprintf("server vanished in flight: %s (%s to %s)", a.Server, a.From, a.To))
 		return
 	}
 	s := c.Hosts[a.From].Servers[i]
