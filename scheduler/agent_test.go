@@ -920,3 +920,43 @@ func TestControl(t *testing.T) {
 		t.Fatal("resumed and included, the agent did not raise its event")
 	}
 }
+
+// DESIGN §8, found by `dvms simulate --clock virtual --workload
+// saturated` (1,000 hosts, seeds 1-4: 1-2 servers moved by two plans at
+// once): a fork of a partition (a free agent that took a request from
+// before a merge) counts its own versions, so its dissolution or update
+// can carry the version of the real partition, or a higher one. A member
+// whose leader's plan runs must follow only that leader: otherwise it is
+// freed, joins another partition, and its host is in two executing
+// partitions.
+func TestFinishingMemberIgnoresFork(t *testing.T) {
+	ev := Event{ID: "e1", Kind: Overload, Host: "h1"}
+	running := func() *Agent {
+		h2 := newAgent(t, "h2")
+		h2.part = &Partition{ID: "p-1", Version: 8, Initiator: "h1", Leader: "h3", Nodes: []string{"h1", "h2", "h3"}, State: Finishing, Events: []Event{ev}}
+		h2.fromLeader = t0
+		return h2
+	}
+	h2 := running()
+	h2.Step(Message{Type: MsgDissolve, From: "h4", PartID: "p-1", Version: 8, Outcome: Aborted, Reason: "initiator h1 stale version: the partition went on"})
+	if p := h2.Partition(); p == nil || p.Leader != "h3" {
+		t.Fatalf("a fork's dissolution (same version) freed the member of a running plan: %+v", p)
+	}
+	for _, v := range []uint64{8, 9} {
+		fork := &Partition{ID: "p-1", Version: v, Initiator: "h1", Leader: "h4", Nodes: []string{"h1", "h4"}, State: Growing, Events: []Event{ev}}
+		h2 = running()
+		h2.Step(Message{Type: MsgUpdate, From: "h4", PartID: "p-1", Version: v, Part: fork})
+		if p := h2.Partition(); p == nil || p.Leader != "h3" || p.Version != 8 {
+			t.Fatalf("a fork's update at version %d moved the member of a running plan: %+v", v, p)
+		}
+		if nack := only(t, h2.Ready(), MsgNack); nack.To != "h4" {
+			t.Fatalf("nack to %s, want the fork's leader h4", nack.To)
+		}
+	}
+	// The leader's own dissolution still ends it.
+	h2 = running()
+	h2.Step(Message{Type: MsgDissolve, From: "h3", PartID: "p-1", Version: 8, Outcome: Solved, Reason: "executed", Solved: []string{"e1"}})
+	if p := h2.Partition(); p != nil {
+		t.Fatalf("the leader's dissolution did not end the partition: %+v", p)
+	}
+}

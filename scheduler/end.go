@@ -32,6 +32,13 @@ func (a *Agent) onDissolve(m Message) {
 		a.drop(m, "stale dissolution")
 		return
 	}
+	if p.State == Finishing && m.From != p.Leader {
+		// Only the leader ends a partition whose plan runs (or our own
+		// timeout, if it goes silent): a dissolution from anyone else is
+		// a fork's, however its version compares (a fork counts its own).
+		a.drop(m, "dissolution from a fork while the plan runs")
+		return
+	}
 	if a.leader() && a.phase == phExecuting {
 		// A member gave up on us, but our plan is running: the partition
 		// lives until the executor reports, so its outcome is recorded.

@@ -38,6 +38,14 @@ func (a *Agent) onUpdate(m Message) {
 		if p.has(a.cfg.ID) {
 			a.send(m.From, Message{Type: MsgNack, PartID: p.ID, Version: p.Version, Reason: "not a member"})
 		}
+	case mine.State == Finishing && p.Leader != mine.Leader:
+		// Our leader planned and may be moving servers of this host: the
+		// partition no longer grows, so its leader cannot change. Another
+		// leader is a fork's (a request from before a merge), whatever
+		// its version (a fork counts its own versions): following it
+		// would put this host in two executing partitions.
+		a.drop(m, "another leader while the plan runs")
+		a.send(m.From, Message{Type: MsgNack, PartID: p.ID, Version: p.Version, Reason: "stale version: the partition went on"})
 	case p.Version < mine.Version:
 		a.drop(m, "stale version")
 		if m.From != mine.Leader {

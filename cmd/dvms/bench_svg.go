@@ -15,7 +15,7 @@ func benchSVG(rows []benchRow) string {
 		title string
 		get   func(benchRow) float64
 	}{
-		{"detection→plan p50 (ms)", func(r benchRow) float64 { return r.Report.SolveMS.P50 }},
+		{"detection→plan p50 (ms)", func(r benchRow) float64 { return r.latency().P50 }},
 		{"messages per event", func(r benchRow) float64 { return r.Report.Messages.PerEvent }},
 		{"overload × oracle's", func(r benchRow) float64 { return r.OverloadVsOracle }},
 		{"mean partition size", func(r benchRow) float64 { return r.Report.Partitions.MeanSize }},

@@ -39,7 +39,8 @@ func simFlags() []cli.Flag {
 		&cli.IntFlag{Name: "hosts", Value: d.Hosts, Usage: "compute hosts"},
 		&cli.IntFlag{Name: "servers", Value: d.Servers, Usage: "servers, placed first-fit at random"},
 		&cli.DurationFlag{Name: "duration", Value: d.Duration, Usage: "simulated time"},
-		&cli.Float64Flag{Name: "time-scale", Value: d.TimeScale, Usage: "simulated seconds per wall second"},
+		&cli.Float64Flag{Name: "time-scale", Value: d.TimeScale, Usage: "simulated seconds per wall second (--clock wall)"},
+		&cli.StringFlag{Name: "clock", Value: sim.ClockWall, Usage: "wall: simulated time paced by the wall clock, the agents' runtime over embedded NATS and the simulated Nova; virtual: from one event to the next (the agents' state machines, solver and planner in one goroutine, messages 1-2 ms, no Nova API, no NATS), reproducible from --seed, for 10,000-100,000 hosts"},
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed of the placement, workload and faults"},
 		&cli.StringFlag{Name: "workload", Value: d.Workload, Usage: "random | saturated (each with an optional :PERIOD, the mean time between redraws of a server's demand, 30s by default) | planetlab:FILE | FILE (CSV time_s,server,cpu,ram_mb)"},
 		&cli.DurationFlag{Name: "trace-step", Value: d.TraceStep, Usage: "simulated time each 300 s PlanetLab sample lasts"},
@@ -84,6 +85,7 @@ func simConfig(c *cli.Context) (sim.Config, error) {
 	cfg := sim.DefaultConfig()
 	cfg.Hosts, cfg.Servers = c.Int("hosts"), c.Int("servers")
 	cfg.Duration, cfg.TimeScale, cfg.Seed = c.Duration("duration"), c.Float64("time-scale"), c.Int64("seed")
+	cfg.Clock = c.String("clock")
 	cfg.Workload, cfg.TraceStep = c.String("workload"), c.Duration("trace-step")
 	cfg.HostCPUs, cfg.HostRAMMB = c.Int("host-cpus"), c.Int("host-ram-mb")
 	cfg.CPUAllocRatio, cfg.BandwidthMBps = c.Float64("cpu-allocation-ratio"), c.Float64("bandwidth-mbps")

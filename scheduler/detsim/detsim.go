@@ -7,6 +7,7 @@
 package detsim
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"math/rand"
@@ -32,8 +33,29 @@ type Options struct {
 	Delay func(from, to string) time.Duration
 	// Drop is the probability a message is lost; Dup that it is delivered twice.
 	Drop, Dup float64
-	// MigrationTime is how long one action of a plan takes (default 2 s).
-	MigrationTime time.Duration
+	// MigrationTime is how long one action of a plan takes (default 2 s);
+	// MigrationDuration, if set, gives each live migration its own (a
+	// plan's step ends with its longest move).
+	MigrationTime     time.Duration
+	MigrationDuration func(scheduler.Action) time.Duration
+	// EventDriven: Step advances virtual time to the next thing that
+	// happens (a message delivery, the end of a plan's step, the agents'
+	// next tick or sample) instead of by Step: messages arrive at their
+	// own time, and nothing is done for time in which nothing happens.
+	EventDriven bool
+	// CheckEvery runs the whole-cloud safety check (every server on one
+	// host, executing partitions disjoint) once per this much virtual
+	// time instead of after every step; 0: after every step. The checks
+	// at each move's start and end run always.
+	CheckEvery time.Duration
+	// OnRecord, if set, receives the agents' records as they are emitted,
+	// and Records stays empty (a long run keeps no history).
+	OnRecord func(Rec)
+	// OnSolve, if set, is told the solver's own (wall) time of each solve.
+	OnSolve func(took time.Duration)
+	// NoAgents: the cluster runs no agent; it is a ground truth whose
+	// clock, re-checks and migrations serve a planner outside (Execute).
+	NoAgents bool
 	// Recheck skips actions that no longer fit when they start, like the
 	// real executor. Without it, any stale plan shows up as a violation.
 	Recheck bool
@@ -66,10 +88,32 @@ type exec struct {
 	until time.Time
 	moves []scheduler.Action // in flight in the current step
 	fail  int
-	// skipped: actions the re-check skipped (Options.Recheck); done:
-	// actions that happened (moves completed, servers shelved).
-	skipped int
-	done    []scheduler.Action
+	// done and skipped count the plan's actions started and those its
+	// re-check skipped (Options.Recheck), as the runtime's executor does;
+	// did are the actions that happened (moves completed, shelves).
+	done, skipped int
+	did           []scheduler.Action
+	// then, for a plan from outside (Execute), is told its end.
+	then func(scheduler.Outcome, string)
+}
+
+// deliveries is a min-heap of deliveries by (time, seq).
+type deliveries []delivery
+
+func (q deliveries) Len() int { return len(q) }
+func (q deliveries) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q deliveries) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *deliveries) Push(x any)   { *q = append(*q, x.(delivery)) }
+func (q *deliveries) Pop() any {
+	old := *q
+	d := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return d
 }
 
 // Cluster is a deterministic cloud of agents.
@@ -84,7 +128,7 @@ type Cluster struct {
 	Crashed map[string]bool
 	Arbiter *consensus.Local
 	arb     *faultyArbiter
-	queue   []delivery
+	queue   deliveries
 	seq     int
 	execs   []*exec
 	servers int
@@ -96,6 +140,14 @@ type Cluster struct {
 	Moves      []Move // completed live migrations, in order
 	Violations []string
 	Messages   int
+	// Started counts live migrations started; Shelved the servers
+	// shelved off their host.
+	Started, Shelved int
+	// Samples counts the agents' samples of their host (one a second each).
+	Samples int64
+	// incoming: per destination, the live migrations in flight to it.
+	incoming  map[string][]scheduler.Action
+	lastCheck time.Time
 	// Rereads counts the arbiter reads agents made after an unknown
 	// outcome; RereadMerges those that found the merge committed.
 	Rereads, RereadMerges int
@@ -117,6 +169,7 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 	c := &Cluster{
 		opt: opt, rng: rand.New(rand.NewSource(opt.Seed)), Now: time.Unix(1_700_000_000, 0).UTC(),
 		Agents: map[string]*scheduler.Agent{}, Hosts: map[string]*scheduler.Host{}, Crashed: map[string]bool{},
+		incoming: map[string][]scheduler.Action{},
 	}
 	c.Arbiter = consensus.NewLocal(func() time.Time { return c.Now })
 	c.arb = &faultyArbiter{Arbiter: c.Arbiter, rate: opt.ArbiterFaults, rng: rand.New(rand.NewSource(opt.Seed + 1))}
@@ -129,10 +182,18 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 	}
 	sort.Strings(c.names)
 	c.ring = scheduler.NewRing(c.names)
-	for _, n := range c.names {
-		c.start(n)
+	if !opt.NoAgents {
+		for _, n := range c.names {
+			c.start(n)
+		}
 	}
 	return c
+}
+
+// Execute runs a plan from a planner outside the agents (Options.NoAgents:
+// the oracle) with the agents' executor model; then is told its end.
+func (c *Cluster) Execute(req scheduler.ExecRequest, then func(scheduler.Outcome, string)) {
+	c.execs = append(c.execs, &exec{req: req, step: -1, then: then})
 }
 
 func (c *Cluster) start(n string) {
@@ -191,17 +252,10 @@ func (c *Cluster) RunUntil(d time.Duration, cond func() bool) bool {
 // Step advances one step: deliveries, plan progress, ticks and samples.
 func (c *Cluster) Step() {
 	prev := c.Now
-	c.Now = c.Now.Add(c.opt.Step)
+	c.Now = c.next()
 	// Deliver what is due, in (time, seq) order.
-	sort.Slice(c.queue, func(i, j int) bool {
-		if !c.queue[i].at.Equal(c.queue[j].at) {
-			return c.queue[i].at.Before(c.queue[j].at)
-		}
-		return c.queue[i].seq < c.queue[j].seq
-	})
 	for len(c.queue) > 0 && !c.queue[0].at.After(c.Now) {
-		d := c.queue[0]
-		c.queue = c.queue[1:]
+		d := heap.Pop(&c.queue).(delivery)
 		if c.Crashed[d.to] {
 			continue
 		}
@@ -211,25 +265,61 @@ func (c *Cluster) Step() {
 	c.progress()
 	tick := crossed(prev, c.Now, 500*time.Millisecond)
 	sample := crossed(prev, c.Now, time.Second)
-	for _, n := range c.names {
-		if c.Crashed[n] {
-			continue
+	if (tick || sample) && !c.opt.NoAgents {
+		for _, n := range c.names {
+			if c.Crashed[n] {
+				continue
+			}
+			a := c.Agents[n]
+			if sample {
+				a.Observe(c.Now, c.snapshot(n))
+				c.Samples++
+			}
+			if tick {
+				a.Tick(c.Now)
+			}
+			c.flush(n)
 		}
-		a := c.Agents[n]
-		if sample {
-			a.Observe(c.Now, c.snapshot(n))
-		}
-		if tick {
-			a.Tick(c.Now)
-		}
-		c.flush(n)
 	}
-	c.check()
+	if c.opt.CheckEvery <= 0 || c.Now.Sub(c.lastCheck) >= c.opt.CheckEvery {
+		c.lastCheck = c.Now
+		c.check()
+	}
 }
+
+// next is the virtual time of the next step: Now + Step, or with
+// EventDriven the earliest of the next delivery, the next end of a plan's
+// step and the agents' next tick (every 500 ms).
+func (c *Cluster) next() time.Time {
+	if !c.opt.EventDriven {
+		return c.Now.Add(c.opt.Step)
+	}
+	const tick = int64(500 * time.Millisecond)
+	at := time.Unix(0, (c.Now.UnixNano()/tick+1)*tick).UTC()
+	if len(c.queue) > 0 && c.queue[0].at.Before(at) {
+		at = c.queue[0].at
+	}
+	for _, e := range c.execs {
+		if e.until.Before(at) {
+			at = e.until
+		}
+	}
+	if !at.After(c.Now) {
+		at = c.Now.Add(time.Nanosecond)
+	}
+	return at
+}
+
+// Check runs the whole-cloud safety check now (with CheckEvery, at the
+// end of a run).
+func (c *Cluster) Check() { c.lastCheck = c.Now; c.check() }
 
 func crossed(prev, now time.Time, every time.Duration) bool {
 	return prev.UnixNano()/int64(every) != now.UnixNano()/int64(every)
 }
+
+// View is host n as its monitor would sample it now (a copy).
+func (c *Cluster) View(n string) scheduler.Host { return c.snapshot(n) }
 
 // snapshot is host n as its monitor sees it (servers in flight stay on
 // their source until the move ends, as in Nova).
@@ -241,13 +331,9 @@ func (c *Cluster) snapshot(n string) scheduler.Host {
 		h.UsedVCPUs += float64(s.VCPUs)
 		h.UsedRAMMB += float64(s.RAMMB)
 	}
-	for _, e := range c.execs {
-		for _, m := range e.moves {
-			if m.To == n {
-				h.UsedVCPUs += float64(m.VCPUs)
-				h.UsedRAMMB += float64(m.RAMMB)
-			}
-		}
+	for _, m := range c.incoming[n] {
+		h.UsedVCPUs += float64(m.VCPUs)
+		h.UsedRAMMB += float64(m.RAMMB)
 	}
 	return h
 }
@@ -286,13 +372,17 @@ func (c *Cluster) flush(n string) {
 				continue
 			}
 			c.seq++
-			c.queue = append(c.queue, delivery{at: c.Now.Add(lat), seq: c.seq, to: env.To, msg: m})
+			heap.Push(&c.queue, delivery{at: c.Now.Add(lat), seq: c.seq, to: env.To, msg: m})
 		}
 	}
 	for _, req := range rd.Solve {
 		opt := scheduler.DefaultSolveOptions()
 		opt.Rand = rand.New(rand.NewSource(c.rng.Int63()))
+		t0 := time.Now()
 		sol, plan, err := scheduler.SolveAndPlan(req.Problem, req.Limits, opt)
+		if c.opt.OnSolve != nil {
+			c.opt.OnSolve(time.Since(t0))
+		}
 		c.Agents[n].SolveDone(req.PartID, req.Version, sol, plan, err)
 		c.flush(n)
 	}
@@ -309,6 +399,10 @@ func (c *Cluster) flush(n string) {
 		c.flush(n)
 	}
 	for _, r := range rd.Records {
+		if c.opt.OnRecord != nil {
+			c.opt.OnRecord(Rec{Host: n, At: c.Now, Record: r})
+			continue
+		}
 		c.Records = append(c.Records, Rec{Host: n, At: c.Now, Record: r})
 	}
 }
@@ -361,12 +455,18 @@ func (c *Cluster) progress() {
 		}
 		for _, m := range e.moves { // finish the current step
 			if c.finish(m) {
-				e.done = append(e.done, m)
-				c.movedOnce(e.req.PartID, m.Server)
+				e.did = append(e.did, m)
+				if e.then == nil {
+					c.movedOnce(e.req.PartID, m.Server)
+				}
 			}
 		}
 		e.moves = nil
 		e.step++
+		if e.step >= len(e.req.Plan.Steps) && e.then != nil {
+			e.then(c.outcome(e))
+			continue
+		}
 		if e.step >= len(e.req.Plan.Steps) || c.Crashed[e.host] {
 			if !c.Crashed[e.host] {
 				c.planDone(e)
@@ -374,20 +474,63 @@ func (c *Cluster) progress() {
 			}
 			continue
 		}
+		d := time.Duration(0)
 		for _, a := range e.req.Plan.Steps[e.step] {
 			switch c.begin(e.req.Event, a) {
-			case begun:
-				e.moves = append(e.moves, a)
-			case doneNow:
-				e.done = append(e.done, a)
-			default:
+			case skipped:
 				e.skipped++
+				continue
+			case shelved:
+				e.done++
+				e.did = append(e.did, a)
+				continue
 			}
+			e.done++
+			e.moves = append(e.moves, a)
+			c.incoming[a.To] = append(c.incoming[a.To], a)
+			d = max(d, c.migrationTime(a))
 		}
-		e.until = c.Now.Add(c.opt.MigrationTime)
+		if d == 0 {
+			d = c.opt.MigrationTime
+		}
+		e.until = c.Now.Add(d)
 		keep = append(keep, e)
 	}
 	c.execs = keep
+}
+
+// outcome is the end of a plan as the runtime reports it
+// (node.Runner): failed moves make it Failed; skipped ones Aborted,
+// unless some were done and the event's host is no longer overloaded.
+func (c *Cluster) outcome(e *exec) (scheduler.Outcome, string) {
+	reason := fmt.Sprintf("%d done, %d skipped, %d failed", e.done, e.skipped, e.fail)
+	switch {
+	case e.fail > 0:
+		return scheduler.Failed, reason
+	case e.skipped > 0 && e.done > 0 && e.req.Event.Kind == scheduler.Overload && !c.thresholds().Overloaded(c.Hosts[e.req.Event.Host]):
+		return scheduler.Solved, reason + "; the event's host is no longer overloaded by its own measurement"
+	case e.skipped > 0:
+		return scheduler.Aborted, reason
+	}
+	return scheduler.Solved, reason
+}
+
+// planDone reports the end of an agent's plan as the runtime does
+// (scheduler/node's runner): as outcome says, except that a plan whose
+// re-checks skipped actions while its event still holds (its host still
+// overloaded; any drain or consolidation) goes back to its leader
+// (PlanSkipped: a re-plan), and one that skipped actions, moved nothing,
+// and whose overload vanished by itself ends Aborted, not solved.
+func (c *Cluster) planDone(e *exec) {
+	a := c.Agents[e.host]
+	o, reason := c.outcome(e)
+	ev := e.req.Event
+	still := ev.Kind != scheduler.Overload || c.thresholds().Overloaded(c.Hosts[ev.Host])
+	if o == scheduler.Aborted && e.skipped > 0 && still {
+		a.PlanSkipped(e.req.PartID, e.req.Version, e.did, reason)
+		return
+	}
+	a.PlanDone(e.req.PartID, e.req.Version, o, reason)
 }
 
 // movedOnce records that partition part moved server, a violation if
@@ -405,43 +548,26 @@ func (c *Cluster) movedOnce(part, server string) {
 	c.movedBy[part][server] = true
 }
 
-// planDone reports a plan's end to its leader as the runtime does
-// (scheduler/node's runner): Failed when an action failed; Solved when
-// none was skipped, or when some were but the moves done relieved the
-// event's host; the skipped plan of an event that still holds goes back
-// to the leader (PlanSkipped, a re-plan); Aborted otherwise (the overload
-// vanished by itself: not solved).
-func (c *Cluster) planDone(e *exec) {
-	a := c.Agents[e.host]
-	ev := e.req.Event
-	still := ev.Kind != scheduler.Overload || c.thresholds().Overloaded(c.Hosts[ev.Host])
-	reason := fmt.Sprintf("%d done, %d skipped, %d failed", len(e.done), e.skipped, e.fail)
-	switch {
-	case e.fail > 0:
-		a.PlanDone(e.req.PartID, e.req.Version, scheduler.Failed, reason)
-	case e.skipped == 0:
-		a.PlanDone(e.req.PartID, e.req.Version, scheduler.Solved, reason)
-	case !still && len(e.done) > 0:
-		a.PlanDone(e.req.PartID, e.req.Version, scheduler.Solved, reason+"; the event's host is no longer overloaded")
-	case still:
-		a.PlanSkipped(e.req.PartID, e.req.Version, e.done, reason)
-	default:
-		a.PlanDone(e.req.PartID, e.req.Version, scheduler.Aborted, reason)
+// migrationTime is how long a live migration of a takes.
+func (c *Cluster) migrationTime(a scheduler.Action) time.Duration {
+	if c.opt.MigrationDuration != nil {
+		return c.opt.MigrationDuration(a)
 	}
+	return c.opt.MigrationTime
 }
-
-// started is what begin did with an action.
-type started uint8
-
-const (
-	begun   started = iota + 1 // a move in flight until the step ends
-	doneNow                    // a shelve: the server left its host
-	skipped                    // not started: the re-check skipped it
-)
 
 func (c *Cluster) find(host, id string) int {
 	return slices.IndexFunc(c.Hosts[host].Servers, func(s scheduler.Server) bool { return s.ID == id })
 }
+
+// started is what begin did with an action.
+type started int
+
+const (
+	migrating started = iota // a live migration in flight
+	shelved                  // done at once: the server left its host
+	skipped                  // not started (Recheck), or a violation recorded
+)
 
 // begin starts one action; it checks the destination (counting servers
 // in flight to it) and records a violation when the plan overloads it.
@@ -457,19 +583,16 @@ func (c *Cluster) begin(ev scheduler.Event, a scheduler.Action) started {
 	if a.Kind != scheduler.LiveMigrate {
 		src.Servers = slices.Delete(src.Servers, i, i+1) // shelved: leaves the host
 		c.servers--
-		return doneNow
+		c.Shelved++
+		return shelved
 	}
 	// The snapshot counts the allocation of servers moving in; their
 	// demand is counted here, on top of the servers on the host.
 	snap := c.snapshot(a.To)
 	var inflight fit.Use
-	for _, e := range c.execs {
-		for _, m := range e.moves {
-			if m.To == a.To {
-				inflight.CPU += m.CPU
-				inflight.RAM += m.RAM
-			}
-		}
+	for _, m := range c.incoming[a.To] {
+		inflight.CPU += m.CPU
+		inflight.RAM += m.RAM
 	}
 	s := src.Servers[i]
 	over := !c.thresholds().Fits(&snap, inflight, &s) || c.Hosts[a.To].Disabled || c.Hosts[a.To].Draining
@@ -479,14 +602,24 @@ func (c *Cluster) begin(ev scheduler.Event, a scheduler.Action) started {
 		}
 		c.Violations = append(c.Violations, fmt.Sprintf("%s: moving %s to %s overloads it", ev.ID, a.Server, a.To))
 	}
-	return begun
+	c.Started++
+	return migrating
 }
 
 // finish completes a move (false: its server vanished).
 func (c *Cluster) finish(a scheduler.Action) bool {
+	in := c.incoming[a.To]
+	if k := slices.IndexFunc(in, func(m scheduler.Action) bool { return m.Server == a.Server && m.From == a.From }); k >= 0 {
+		in = slices.Delete(in, k, k+1)
+	}
+	if len(in) == 0 {
+		delete(c.incoming, a.To)
+	} else {
+		c.incoming[a.To] = in
+	}
 	i := c.find(a.From, a.Server)
 	if i < 0 {
-		c.Violations = append(c.Violations, "server vanished in flight: "+a.Server)
+		c.Violations = append(c.Violations, fmt.Sprintf("server vanished in flight: %s (%s to %s)", a.Server, a.From, a.To))
 		return false
 	}
 	s := c.Hosts[a.From].Servers[i]
@@ -522,7 +655,7 @@ func (c *Cluster) check() {
 	// Partitions executing plans never share a node.
 	owner := map[string]string{}
 	for _, name := range c.names {
-		if c.Crashed[name] {
+		if c.Crashed[name] || c.opt.NoAgents {
 			continue
 		}
 		p := c.Agents[name].Partition()
@@ -579,7 +712,7 @@ func (c *Cluster) Idle() bool {
 		return false
 	}
 	for _, n := range c.names {
-		if !c.Crashed[n] && c.Agents[n].Partition() != nil {
+		if !c.Crashed[n] && !c.opt.NoAgents && c.Agents[n].Partition() != nil {
 			return false
 		}
 	}

@@ -95,3 +95,75 @@ func TestSummary(t *testing.T) {
 		t.Fatalf("nothing solved: %d solved, overloaded %d -> %d", solved, before, len(c.Overloaded()))
 	}
 }
+
+// Event-driven time: the same overload is solved, messages arrive at
+// their own time (not at the next 50 ms step), so detection to plan is
+// a few milliseconds after the sample that raised the event.
+func TestEventDrivenSolvesAtMessageTime(t *testing.T) {
+	var raised, planned time.Time
+	c := New(Options{Seed: 1, EventDriven: true, OnRecord: func(r Rec) {
+		switch {
+		case r.Kind == scheduler.RecEventRaised && raised.IsZero():
+			raised = r.At
+		case r.Kind == scheduler.RecPlanned && planned.IsZero():
+			planned = r.At
+		}
+	}}, []scheduler.Host{
+		host("h1", 4, server("a", 2), server("b", 2), server("c", 1)),
+		host("h2", 4, server("d", 1)),
+		host("h3", 4),
+	})
+	if !c.RunUntil(30*time.Second, func() bool { return len(c.Overloaded()) == 0 && c.Idle() }) {
+		t.Fatalf("overload not solved; overloaded=%v", c.Overloaded())
+	}
+	if len(c.Records) != 0 {
+		t.Errorf("%d records kept with OnRecord set", len(c.Records))
+	}
+	if raised.IsZero() || planned.IsZero() {
+		t.Fatalf("raised at %v, planned at %v", raised, planned)
+	}
+	if d := planned.Sub(raised); d <= 0 || d >= 50*time.Millisecond {
+		t.Errorf("detection to plan %v: want a few message latencies (1 ms each), under one 50 ms step", d)
+	}
+	if c.Started != 1 || len(c.Moves) != 1 || len(c.Violations) > 0 {
+		t.Errorf("started %d, moves %v, violations %v", c.Started, c.Moves, c.Violations)
+	}
+}
+
+// A move whose destination filled up after the plan is skipped by the
+// re-check, and the plan does not end Solved: its event still holds, so
+// it is re-planned (PlanSkipped), and with no room left anywhere the
+// event is given up (Unsolvable after the tours); nothing moved, nothing
+// overloaded by the plan.
+func TestSkippedMoveEndsAborted(t *testing.T) {
+	var c *Cluster
+	var ended []Rec
+	spoiled, replans := false, 0
+	c = New(Options{Seed: 1, EventDriven: true, Recheck: true, OnRecord: func(r Rec) {
+		if r.Kind == scheduler.RecReplanning {
+			replans++
+		}
+		if r.Kind == scheduler.RecPlanned && !spoiled {
+			spoiled = true // demand rises on every other host before the move starts
+			c.Hosts["h2"].Servers[0].CPU = 3.9
+			c.Hosts["h3"].Servers[0].CPU = 3.9
+		}
+		if r.Kind == scheduler.RecEventEnded {
+			ended = append(ended, r)
+		}
+	}}, []scheduler.Host{
+		host("h1", 4, server("a", 2), server("b", 2), server("c", 1)),
+		host("h2", 4, server("d", 1)),
+		host("h3", 4, server("e", 0.1)),
+	})
+	c.Run(10 * time.Second)
+	if !spoiled || len(ended) == 0 {
+		t.Fatalf("no plan (spoiled %v) or no event ended", spoiled)
+	}
+	if e := ended[0]; e.Outcome == scheduler.Solved || replans == 0 {
+		t.Errorf("first event ended %v %q after %d re-plans, want a re-plan and not solved", e.Outcome, e.Reason, replans)
+	}
+	if c.Started != 0 || len(c.Moves) != 0 || len(c.Violations) > 0 {
+		t.Errorf("started %d, moves %v, violations %v", c.Started, c.Moves, c.Violations)
+	}
+}

@@ -24,10 +24,7 @@ import (
 // the snapshots, partitions smaller than the cloud.
 type oracle struct {
 	whole
-	window map[string][]scheduler.EventKind // last N samples per host
-	retry  map[string]time.Time             // no event before (backoff)
-	back   map[string]time.Duration         // next backoff
-	seq    int
+	detector
 
 	mu   sync.Mutex
 	busy map[string]bool // hosts of running plans
@@ -35,8 +32,80 @@ type oracle struct {
 }
 
 func newOracle(cloud *fake.Cloud, hosts []string, cfg Config, clock *node.Scaled, st *stats, seed int64) *oracle {
-	return &oracle{whole: newWhole(cloud, hosts, cfg, clock, st, seed),
-		window: map[string][]scheduler.EventKind{}, retry: map[string]time.Time{}, back: map[string]time.Duration{}, busy: map[string]bool{}}
+	return &oracle{whole: newWhole(cloud, hosts, cfg, clock, st, seed), detector: newDetector(cfg.Agent), busy: map[string]bool{}}
+}
+
+// detector is the oracle's event detection over whole-cloud samples: the
+// agents' K-of-N, and their backoff after an event not solved.
+type detector struct {
+	agent  scheduler.Config
+	window map[string][]scheduler.EventKind // last N samples per host
+	retry  map[string]time.Time             // no event before (backoff)
+	back   map[string]time.Duration         // next backoff
+	seq    int
+}
+
+func newDetector(agent scheduler.Config) detector {
+	return detector{agent: agent, window: map[string][]scheduler.EventKind{}, retry: map[string]time.Time{}, back: map[string]time.Duration{}}
+}
+
+// sample adds h's sample at now; it returns the event to raise, if any
+// (none on a busy host: a running plan uses it).
+func (d *detector) sample(now time.Time, h *scheduler.Host, busy bool) (scheduler.Event, bool) {
+	thr, k, n := d.agent.Thresholds, d.agent.K, d.agent.N
+	kind := scheduler.NoEvent
+	switch {
+	case h.Draining && len(h.Servers) > 0:
+		kind = scheduler.Maintenance
+	case thr.Overloaded(h):
+		kind = scheduler.Overload
+	}
+	w := append(d.window[h.Name], kind)
+	if len(w) > n {
+		w = w[len(w)-n:]
+	}
+	d.window[h.Name] = w
+	if busy || now.Before(d.retry[h.Name]) {
+		return scheduler.Event{}, false
+	}
+	detected := kind == scheduler.Maintenance
+	if !detected && kind == scheduler.Overload {
+		c := 0
+		for _, x := range w {
+			if x == scheduler.Overload {
+				c++
+			}
+		}
+		detected = c >= k
+	}
+	if !detected {
+		return scheduler.Event{}, false
+	}
+	d.seq++
+	return scheduler.Event{ID: fmt.Sprintf("oracle-%d-%s", d.seq, h.Name), Kind: kind, Host: h.Name, Detected: now}, true
+}
+
+// ended takes ev's end into account: fresh samples before the host's
+// next event, and the agents' backoff when it was not solved. It returns
+// the record of the end.
+func (d *detector) ended(ev scheduler.Event, out scheduler.Outcome, size int, now time.Time) scheduler.Record {
+	h := ev.Host
+	d.window[h] = d.window[h][:0]
+	if out == scheduler.Solved {
+		d.back[h] = 0
+	} else {
+		b := d.back[h]
+		if b == 0 {
+			b = d.agent.RetryBackoff
+		}
+		d.retry[h] = now.Add(b)
+		d.back[h] = min(2*b, d.agent.MaxRetryBackoff)
+	}
+	r := scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Outcome: out, Size: size}
+	if out == scheduler.Aborted {
+		r.Reason = "re-checks skipped actions"
+	}
+	return r
 }
 
 // run samples every monitor interval until ctx ends, then waits for the
@@ -58,41 +127,13 @@ func (o *oracle) run(ctx context.Context) {
 func (o *oracle) round(ctx context.Context) {
 	now := o.clock.Now()
 	all := o.census(ctx, o.cloud.Uncharged())
-	thr, k, n := o.cfg.Agent.Thresholds, o.cfg.Agent.K, o.cfg.Agent.N
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for i := range all {
-		h := &all[i]
-		kind := scheduler.NoEvent
-		switch {
-		case h.Draining && len(h.Servers) > 0:
-			kind = scheduler.Maintenance
-		case thr.Overloaded(h):
-			kind = scheduler.Overload
-		}
-		w := append(o.window[h.Name], kind)
-		if len(w) > n {
-			w = w[len(w)-n:]
-		}
-		o.window[h.Name] = w
-		if o.busy[h.Name] || now.Before(o.retry[h.Name]) {
+		ev, ok := o.sample(now, &all[i], o.busy[all[i].Name])
+		if !ok {
 			continue
 		}
-		detected := kind == scheduler.Maintenance
-		if !detected && kind == scheduler.Overload {
-			c := 0
-			for _, x := range w {
-				if x == scheduler.Overload {
-					c++
-				}
-			}
-			detected = c >= k
-		}
-		if !detected {
-			continue
-		}
-		o.seq++
-		ev := scheduler.Event{ID: fmt.Sprintf("oracle-%d-%s", o.seq, h.Name), Kind: kind, Host: h.Name, Detected: now}
 		o.st.record("oracle", scheduler.Record{Kind: scheduler.RecEventRaised, Event: ev})
 		o.solve(ctx, ev, all)
 	}
@@ -107,25 +148,11 @@ func (o *oracle) solve(ctx context.Context, ev scheduler.Event, all []scheduler.
 			free = append(free, h)
 		}
 	}
-	opt := scheduler.DefaultSolveOptions()
-	opt.Rand = rand.New(rand.NewSource(o.rng.Int63()))
-	lim := o.cfg.Agent.Limits
-	lim.PerPartition = max(lim.PerPartition, len(o.hosts)) // the whole cloud is one partition
-	began := time.Now()
-	sol, plan, err := scheduler.SolveAndPlan(scheduler.Problem{Events: []scheduler.Event{ev}, Hosts: free, Thresholds: o.cfg.Agent.Thresholds, Preempt: o.cfg.Agent.Preempt}, lim, opt)
-	o.st.solved(time.Since(began))
-	if !sol.OK || err != nil || plan.Len() == 0 || !contains(sol.Solved, ev.ID) {
+	plan, used, ok := oraclePlan(o.cfg, ev, free, o.rng, o.st)
+	if !ok {
 		o.ended(ev, scheduler.Unsolvable, len(free))
 		return
 	}
-	o.st.record("oracle", scheduler.Record{Kind: scheduler.RecPlanned, Event: ev, Moves: plan.Len()})
-	var used []string
-	for _, step := range plan.Steps {
-		for _, a := range step {
-			used = append(used, a.From, a.To)
-		}
-	}
-	used = append(used, ev.Host)
 	for _, h := range used {
 		o.busy[h] = true
 	}
@@ -151,24 +178,31 @@ func (o *oracle) solve(ctx context.Context, ev scheduler.Event, all []scheduler.
 	}()
 }
 
-// ended records ev's end (o.mu held): fresh samples before the host's
-// next event, and the agents' backoff when it was not solved.
-func (o *oracle) ended(ev scheduler.Event, out scheduler.Outcome, size int) {
-	h := ev.Host
-	o.window[h] = o.window[h][:0]
-	if out == scheduler.Solved {
-		o.back[h] = 0
-	} else {
-		b := o.back[h]
-		if b == 0 {
-			b = o.cfg.Agent.RetryBackoff
+// oraclePlan solves ev over free, every host no running plan uses, as
+// one partition; it records the plan and returns it with the hosts it
+// uses, or false when ev has no solution there.
+func oraclePlan(cfg Config, ev scheduler.Event, free []scheduler.Host, rng *rand.Rand, st *stats) (scheduler.Plan, []string, bool) {
+	opt := scheduler.DefaultSolveOptions()
+	opt.Rand = rand.New(rand.NewSource(rng.Int63()))
+	lim := cfg.Agent.Limits
+	lim.PerPartition = max(lim.PerPartition, cfg.Hosts) // the whole cloud is one partition
+	began := time.Now()
+	sol, plan, err := scheduler.SolveAndPlan(scheduler.Problem{Events: []scheduler.Event{ev}, Hosts: free, Thresholds: cfg.Agent.Thresholds, Preempt: cfg.Agent.Preempt}, lim, opt)
+	st.solved(time.Since(began))
+	if !sol.OK || err != nil || plan.Len() == 0 || !contains(sol.Solved, ev.ID) {
+		return plan, nil, false
+	}
+	st.record("oracle", scheduler.Record{Kind: scheduler.RecPlanned, Event: ev, Moves: plan.Len()})
+	used := []string{ev.Host}
+	for _, step := range plan.Steps {
+		for _, a := range step {
+			used = append(used, a.From, a.To)
 		}
-		o.retry[h] = o.clock.Now().Add(b)
-		o.back[h] = min(2*b, o.cfg.Agent.MaxRetryBackoff)
 	}
-	r := scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Outcome: out, Size: size}
-	if out == scheduler.Aborted {
-		r.Reason = "re-checks skipped actions"
-	}
-	o.st.record("oracle", r)
+	return plan, used, true
+}
+
+// ended records ev's end (o.mu held).
+func (o *oracle) ended(ev scheduler.Event, out scheduler.Outcome, size int) {
+	o.st.record("oracle", o.detector.ended(ev, out, size, o.clock.Now()))
 }

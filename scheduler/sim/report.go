@@ -13,7 +13,11 @@ import (
 // Report is the result of a simulation. JSON names are stable: scripts
 // and the issue tracker read them.
 type Report struct {
-	Mode     string  `json:"mode"`
+	Mode string `json:"mode"`
+	// Clock is "wall" (simulated time paced by the wall clock: the
+	// runtime over NATS and nova/fake) or "virtual" (scheduler/detsim's
+	// discrete events: the agents' state machines without the runtime).
+	Clock    string  `json:"clock"`
 	Hosts    int     `json:"hosts"`
 	Servers  int     `json:"servers"`
 	Seed     int64   `json:"seed"`

@@ -94,6 +94,8 @@ type Config struct {
 	// MembershipDrop the fraction of SWIM datagrams lost.
 	Membership     string
 	MembershipDrop float64
+	// Clock is ClockWall ("" too) or ClockVirtual (see runVirtual).
+	Clock string
 	// Progress, if set, receives a live status line every wall second.
 	Progress io.Writer
 	Log      zerolog.Logger
@@ -167,6 +169,9 @@ func (c Config) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("membership %q: want ideal or swim", c.Membership))
+	}
+	if c.Clock != "" && c.Clock != ClockWall && c.Clock != ClockVirtual {
+		errs = append(errs, fmt.Errorf("clock %q: want wall or virtual", c.Clock))
 	}
 	if c.MembershipDrop < 0 || c.MembershipDrop >= 1 {
 		errs = append(errs, errors.New("--drop must be a fraction in [0, 1)"))
@@ -444,6 +449,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Clock == ClockVirtual {
+		return runVirtual(cfg)
+	}
 	wallStart := time.Now()
 	rng := rand.New(rand.NewSource(cfg.Seed))
 	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), cfg.TimeScale)
@@ -698,7 +706,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}()
 
-	rep := &Report{Mode: cfg.Mode, Hosts: cfg.Hosts, Servers: cfg.Servers, Seed: cfg.Seed, Workload: cfg.Workload, Duration: cfg.Duration.Seconds()}
+	rep := &Report{Mode: cfg.Mode, Clock: ClockWall, Hosts: cfg.Hosts, Servers: cfg.Servers, Seed: cfg.Seed, Workload: cfg.Workload, Duration: cfg.Duration.Seconds()}
 	// Kill plan: which agents die when, and when they come back.
 	type kill struct {
 		at, back time.Duration
@@ -899,75 +907,94 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // build creates hosts and places servers first-fit on a random host
 // order, within placement capacity.
 func build(cloud *fake.Cloud, cfg Config, rng *rand.Rand) ([]string, []ServerSpec, error) {
+	hosts, zone, placed, err := layout(cfg, rng)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, h := range hosts {
+		cloud.AddHost(nova.Host{
+			Name: h, Zone: zone[h], VCPUs: cfg.HostCPUs, RAMMB: cfg.HostRAMMB,
+			CPUAllocRatio: cfg.allocRatio(), RAMAllocRatio: 1.0,
+			Service: nova.Service{ID: fmt.Sprintf("svc-%d", i+1), Host: h, Status: nova.ServiceEnabled, State: nova.ServiceUp},
+		})
+	}
+	specs := make([]ServerSpec, len(placed))
+	for i, p := range placed {
+		h := hosts[p.host]
+		err := cloud.AddServer(nova.Server{ID: p.Name, Name: p.Name, Host: h, Zone: zone[h],
+			Status: nova.StatusActive, Flavor: p.flavor, VCPUs: p.VCPUs, RAMMB: p.RAMMB})
+		if err != nil {
+			return nil, nil, fmt.Errorf("place %s: %w", p.Name, err)
+		}
+		specs[i] = p.ServerSpec
+	}
+	return hosts, specs, nil
+}
+
+// allocRatio is placement's cpu_allocation_ratio of every host.
+func (c Config) allocRatio() float64 { return max(c.CPUAllocRatio, placementRatio*c.Overcommit) }
+
+// placedServer is a server of the initial layout, on hosts[host].
+type placedServer struct {
+	ServerSpec
+	host   int
+	flavor string
+}
+
+// layout names the hosts, their zones, and places the servers (random
+// hosts with placement room, or every host filled with Config.Overcommit).
+func layout(cfg Config, rng *rand.Rand) ([]string, map[string]string, []placedServer, error) {
 	hosts := make([]string, cfg.Hosts)
 	zone := make(map[string]string, cfg.Hosts)
 	for i, k := range siteOf(cfg.Sites, cfg.Hosts, cfg.Seed+siteSeed) {
 		hosts[i] = fmt.Sprintf("compute-%05d", i+1)
 		zone[hosts[i]] = zoneOf(cfg.Sites, k)
-		cloud.AddHost(nova.Host{
-			Name: hosts[i], Zone: zone[hosts[i]], VCPUs: cfg.HostCPUs, RAMMB: cfg.HostRAMMB,
-			CPUAllocRatio: max(cfg.CPUAllocRatio, placementRatio*cfg.Overcommit), RAMAllocRatio: 1.0,
-			Service: nova.Service{ID: fmt.Sprintf("svc-%d", i+1), Host: hosts[i], Status: nova.ServiceEnabled, State: nova.ServiceUp},
-		})
 	}
 	if cfg.Overcommit > 0 {
-		specs, err := fill(cloud, cfg, hosts, zone, rng)
-		return hosts, specs, err
+		return hosts, zone, fill(cfg, rng), nil
 	}
-	specs := make([]ServerSpec, 0, cfg.Servers)
+	placed := make([]placedServer, 0, cfg.Servers)
 	used := make([]struct{ v, r int }, cfg.Hosts)
 	for i := 0; i < cfg.Servers; i++ {
 		f := flavors[rng.Intn(len(flavors))]
-		s := ServerSpec{Name: fmt.Sprintf("server-%06d", i+1), VCPUs: f.vcpus, RAMMB: f.ram}
-		placed := false
+		s := placedServer{ServerSpec: ServerSpec{Name: fmt.Sprintf("server-%06d", i+1), VCPUs: f.vcpus, RAMMB: f.ram}, host: -1, flavor: f.name}
 		for try, h := 0, rng.Intn(cfg.Hosts); try < cfg.Hosts; try, h = try+1, (h+1)%cfg.Hosts {
 			if float64(used[h].v+f.vcpus) <= float64(cfg.HostCPUs)*cfg.CPUAllocRatio && used[h].r+f.ram <= cfg.HostRAMMB {
-				err := cloud.AddServer(nova.Server{ID: s.Name, Name: s.Name, Host: hosts[h], Zone: zone[hosts[h]],
-					Status: nova.StatusActive, Flavor: f.name, VCPUs: f.vcpus, RAMMB: f.ram})
-				if err != nil {
-					return nil, nil, fmt.Errorf("place %s: %w", s.Name, err)
-				}
 				used[h].v += f.vcpus
 				used[h].r += f.ram
-				placed = true
+				s.host = h
 				break
 			}
 		}
-		if !placed {
-			return nil, nil, fmt.Errorf("%d servers do not fit on %d hosts of %d cores (ratio %.1f) / %d MB", cfg.Servers, cfg.Hosts, cfg.HostCPUs, cfg.CPUAllocRatio, cfg.HostRAMMB)
+		if s.host < 0 {
+			return nil, nil, nil, fmt.Errorf("%d servers do not fit on %d hosts of %d cores (ratio %.1f) / %d MB", cfg.Servers, cfg.Hosts, cfg.HostCPUs, cfg.CPUAllocRatio, cfg.HostRAMMB)
 		}
-		specs = append(specs, s)
+		placed = append(placed, s)
 	}
-	return hosts, specs, nil
+	return hosts, zone, placed, nil
 }
 
 // fill places servers of plFlavors on every host up to cfg.Overcommit
 // vCPUs per core (Config.Overcommit).
-func fill(cloud *fake.Cloud, cfg Config, hosts []string, zone map[string]string, rng *rand.Rand) ([]ServerSpec, error) {
-	var specs []ServerSpec
+func fill(cfg Config, rng *rand.Rand) []placedServer {
+	var placed []placedServer
 	limit := int(cfg.Overcommit * float64(cfg.HostCPUs))
-	for _, h := range hosts {
+	for h := range cfg.Hosts {
 		for v := 0; v < limit; {
 			f := plFlavors[rng.Intn(len(plFlavors))]
 			if v+f.vcpus > limit {
 				f = plFlavors[0]
 			}
-			s := ServerSpec{Name: fmt.Sprintf("server-%06d", len(specs)+1), VCPUs: f.vcpus, RAMMB: f.ram}
-			err := cloud.AddServer(nova.Server{ID: s.Name, Name: s.Name, Host: h, Zone: zone[h],
-				Status: nova.StatusActive, Flavor: f.name, VCPUs: f.vcpus, RAMMB: f.ram})
-			if err != nil {
-				return nil, fmt.Errorf("place %s: %w", s.Name, err)
-			}
-			specs = append(specs, s)
+			placed = append(placed, placedServer{ServerSpec: ServerSpec{Name: fmt.Sprintf("server-%06d", len(placed)+1), VCPUs: f.vcpus, RAMMB: f.ram}, host: h, flavor: f.name})
 			v += f.vcpus
 		}
 	}
-	return specs, nil
+	return placed
 }
 
-func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []string, wallStart time.Time) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+// fill writes what the records told into rep (st.mu held): events by
+// outcome, latencies, partitions, merges and messages.
+func (st *stats) fill(rep *Report) {
 	rep.Events.Solved = st.ended[scheduler.Solved]
 	rep.Events.Unsolvable = st.ended[scheduler.Unsolvable]
 	rep.Events.Failed = st.ended[scheduler.Failed]
@@ -992,6 +1019,12 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 	if rep.Events.Total > 0 {
 		rep.Messages.PerEvent = round(float64(rep.Messages.Total) / float64(rep.Events.Total))
 	}
+}
+
+func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []string, wallStart time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.fill(rep)
 	fs := cloud.Stats()
 	rep.Migrations.Total, rep.Migrations.Failed = fs.Started, fs.Failed
 	rep.Faults.Injected = cloud.FaultsInjected()
