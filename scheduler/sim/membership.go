@@ -110,6 +110,17 @@ type MembershipReport struct {
 	// counts every such report (observer, agent), repeats included.
 	FalseDeaths       int `json:"false_deaths"`
 	FalseDeathReports int `json:"false_death_reports"`
+	// FalseDeathReportsWarmup: those of FalseDeathReports made during the
+	// warm-up.
+	FalseDeathReportsWarmup int `json:"false_death_reports_warmup"`
+	// FullViewS: wall seconds from the first agent's start until every
+	// agent first saw every other up (0: not during the warm-up).
+	FullViewS float64 `json:"full_view_s"`
+	// Overflow: datagrams lost to a full receive buffer, on top of Drop;
+	// QueueFullDrops: gossip messages memberlist dropped unread for a
+	// full handler queue. Both count a process that does not keep up.
+	Overflow       int64 `json:"overflow"`
+	QueueFullDrops int64 `json:"queue_full_drops"`
 }
 
 // swimSim runs the agents' SWIM membership of one simulation.
@@ -135,7 +146,12 @@ type swimSim struct {
 	missed int
 	falseD map[int]bool // distinct live agents reported down
 	falseN int          // reports of live agents down, repeats included
+	falseW int          // of them during the warm-up
 	late   int
+	// queueFull: memberlist's handler-queue drops of agents' past lives.
+	queueFull int64
+	// fullView: when every agent first saw every other up.
+	fullView time.Time
 	// seen[i]: how many others agent i's membership has up; changed:
 	// the last wall time any agent saw another come or go.
 	seen    []atomic.Int32
@@ -187,6 +203,9 @@ func (s *swimSim) agent(i int, incarnation string, up, down func(string)) (*node
 		return nil, fmt.Errorf("swim of %s: %w", s.hosts[i], err)
 	}
 	s.mu.Lock()
+	if old := s.sws[i]; old != nil {
+		s.queueFull += old.QueueFullDrops()
+	}
 	s.sws[i] = sw
 	s.mu.Unlock()
 	sw.OnUp = func(h string) {
@@ -236,19 +255,24 @@ func (s *swimSim) warmup(ctx context.Context) bool {
 	defer t.Stop()
 	deadline := time.Now().Add(swimWarmupMax)
 	converged := false
+	var fullView time.Time
 	for !converged && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
 		}
-		converged = time.Since(time.Unix(0, s.changed.Load())) >= swimSettle
+		full := true
 		for i := range s.seen {
-			converged = converged && s.seen[i].Load() == want
+			full = full && s.seen[i].Load() == want
 		}
+		if full && fullView.IsZero() {
+			fullView = time.Now()
+		}
+		converged = full && time.Since(time.Unix(0, s.changed.Load())) >= swimSettle
 	}
 	s.mu.Lock()
-	s.runStart, s.msgsAtRun, s.converged = time.Now(), s.msgs(), converged
+	s.runStart, s.msgsAtRun, s.converged, s.fullView = time.Now(), s.msgs(), converged, fullView
 	s.mu.Unlock()
 	return converged
 }
@@ -282,6 +306,9 @@ func (s *swimSim) observeDown(observer int, h string) {
 	case !killed:
 		s.falseD[k] = true
 		s.falseN++
+		if s.runStart.IsZero() {
+			s.falseW++
+		}
 		s.log.Warn().Str("observer", s.hosts[observer]).Str("member", h).Int("life", s.lives[k]).
 			Bool("warmup", s.runStart.IsZero()).Dur("after_start", time.Since(s.start)).Msg("swim: live agent reported down")
 	case !s.down[[2]int{observer, k}]:
@@ -333,11 +360,20 @@ func (s *swimSim) report(drop float64) *MembershipReport {
 	}
 	s.alive = func(int) bool { return false }
 	r := &MembershipReport{Kind: MembershipSwim, Drop: drop, Detections: len(s.detect), Missed: s.missed, Late: s.late,
-		FalseDeaths: len(s.falseD), FalseDeathReports: s.falseN}
+		FalseDeaths: len(s.falseD), FalseDeathReports: s.falseN, FalseDeathReportsWarmup: s.falseW,
+		Overflow: s.net.Overflow.Load(), QueueFullDrops: s.queueFull}
+	for _, sw := range s.sws {
+		if sw != nil {
+			r.QueueFullDrops += sw.QueueFullDrops()
+		}
+	}
 	if s.runStart.IsZero() {
 		s.runStart = s.start // no warm-up: the whole run
 	}
 	r.WarmupS = round(s.runStart.Sub(s.start).Seconds())
+	if !s.fullView.IsZero() {
+		r.FullViewS = round(s.fullView.Sub(s.start).Seconds())
+	}
 	r.Converged = s.converged
 	n := float64(len(s.hosts))
 	if secs := time.Since(s.runStart).Seconds(); secs > 0 {
