@@ -37,41 +37,41 @@ const (
 	swimWarmupMax = 3 * time.Minute
 	swimSettle    = 10 * time.Second
 	swimSeed      = 7741
-	// swimKilledFor: with SWIM a killed agent stays down 30-45 s (5-15 s
+	// swimKilledFor: with SWIM a killed agent stays down 40-49 s (5-14 s
 	// with the ideal detector), longer than memberlist takes to declare
-	// it dead at a few hundred agents, so detection is measured rather
-	// than cut short by the restart.
-	swimKilledFor = 30 * time.Second
+	// it dead at 1,000 agents (p99 32 s measured), so detection is
+	// measured rather than cut short by the restart.
+	swimKilledFor = 40 * time.Second
 )
 
 // swimSimTune adjusts memberlist's LAN timings for a region whose
 // agents all share one process and two cores, where a probe's round trip
 // is the scheduler's latency under load, not the network's:
 //   - compression off (it saves bandwidth, not detection, and costs CPU);
-//   - each broadcast retransmitted 2 x log10(N+1) times, not 4 x, and
-//     gossip every 500 ms, not 200 ms: a region's start queues every
-//     member's "alive" at every member, and that gossip is what starved
-//     the probes at 1,000 agents (4 x with a push-pull every 60 s at
-//     1,000 agents, tried 2026-11-26: live agents declared dead during
-//     the warm-up). The cost: every retransmit goes to one member, so
-//     each holder of a message forwards it about 6 times at 1,000
-//     agents (5.4 after 10 % loss), and an epidemic of that fan-out
-//     misses about e^-5.4 of the region, ~5 members per join or death:
-//     the warm-up waits for push-pull (every 180 s at 1,000) to repair
-//     the joins, and those members miss a death (Missed);
-//   - a probe every 2 s that waits 1 s for its ack (1 s and 500 ms), and
-//     suspicion for 3 x log10(N) probe intervals (4 x): 18 s at 1,000
-//     agents before a suspect is declared dead, less than the 30 s a
-//     killed agent stays down.
+//   - gossip every 500 ms, not 200 ms: a region's start queues every
+//     member's "alive" at every member (N^2 messages, each decoded by
+//     every receiver), and that gossip is what starved the probes at
+//     1,000 agents;
+//   - a probe every 2 s that waits 1 s for its ack (1 s and 500 ms).
+//
+// Retransmits and suspicion are memberlist's LAN defaults: each
+// broadcast retransmitted 4 x log10(N+1) times (16 at 1,000 agents), and
+// a suspect declared dead after 4 x log10(N) probe intervals (24 s at
+// 1,000) once Lifeguard has 2 independent confirmations, up to 6 x that
+// with none. Halving them (2 x and 3 x, tried until 2026-11-26) left a
+// refutation too few transmits (an epidemic of fan-out ~7 misses
+// about e^-7 of the region, ~1 member per refutation) and too little
+// time (18 s after one confirmation) when garbage-collection stalls
+// started suspicions during the joins: 11 to 37 live agents declared
+// dead at 1,000 agents, 10 % loss. A killed agent stays down
+// swimKilledFor, longer than the 24 s.
 //
 // Lifeguard (awareness, suspicion confirmations) stays on. `dvms agent`
 // runs the LAN defaults.
 func swimSimTune(c *memberlist.Config) {
 	c.EnableCompression = false
-	c.RetransmitMult = 2
 	c.GossipInterval = 500 * time.Millisecond
 	c.ProbeInterval, c.ProbeTimeout = 2*time.Second, time.Second
-	c.SuspicionMult = 3
 }
 
 // MembershipReport is what the SWIM membership cost and how well it
