@@ -39,7 +39,7 @@ const (
 	swimSeed      = 7741
 	// swimKilledFor: with SWIM a killed agent stays down 40-49 s (5-14 s
 	// with the ideal detector), longer than memberlist takes to declare
-	// it dead at 1,000 agents (p99 32 s measured), so detection is
+	// it dead at 1,000 agents (p99 32-36 s measured), so detection is
 	// measured rather than cut short by the restart.
 	swimKilledFor = 40 * time.Second
 )
