@@ -101,8 +101,11 @@ type Swim struct {
 	members map[string]Member // live others, as last heard
 	events  []swimEvent
 	wake    chan struct{}
-	// badAcks counts probe acks whose coordinate was refused.
-	badAcks atomic.Int64
+	// badAcks counts probe acks whose coordinate was refused; queueFull
+	// the gossip messages memberlist dropped because its handler queue
+	// was full (it says so only in its log).
+	badAcks   atomic.Int64
+	queueFull atomic.Int64
 }
 
 type swimEvent struct {
@@ -148,6 +151,11 @@ func (s *Swim) Knows(host string) bool {
 // is not a member.
 func (s *Swim) RejectedAcks() int64 { return s.badAcks.Load() }
 
+// QueueFullDrops is the number of gossip messages (alive, suspect, dead)
+// memberlist dropped unread because its handler queue was full: a
+// process that does not keep up loses them on top of the network's loss.
+func (s *Swim) QueueFullDrops() int64 { return s.queueFull.Load() }
+
 // Run joins the region, reports changes until ctx ends, then leaves.
 func (s *Swim) Run(ctx context.Context) error {
 	mc := memberlist.DefaultLANConfig()
@@ -157,7 +165,7 @@ func (s *Swim) Run(ctx context.Context) error {
 	if s.cfg.Observe != nil || s.cfg.SelfCoord != nil {
 		mc.Ping = swimPing{s}
 	}
-	mc.Logger = log.New(swimLogWriter{s.log}, "", 0)
+	mc.Logger = log.New(swimLogWriter{s.log, &s.queueFull}, "", 0)
 	if s.cfg.Transport != nil {
 		mc.Transport = s.cfg.Transport
 	} else {
@@ -385,10 +393,20 @@ func (s *Swim) ackSample(host string, rtt time.Duration, payload []byte) error {
 }
 
 // swimLogWriter turns memberlist's "[LEVEL] memberlist: ..." lines into
-// structured logs.
-type swimLogWriter struct{ log zerolog.Logger }
+// structured logs, and counts its handler queue's drops in queueFull.
+type swimLogWriter struct {
+	log       zerolog.Logger
+	queueFull *atomic.Int64
+}
+
+// swimQueueFull is how memberlist (net.go) logs a gossip message dropped
+// for a full handler queue.
+var swimQueueFull = []byte("handler queue full, dropping message")
 
 func (w swimLogWriter) Write(p []byte) (int, error) {
+	if w.queueFull != nil && bytes.Contains(p, swimQueueFull) {
+		w.queueFull.Add(1)
+	}
 	line := string(bytes.TrimSpace(p))
 	ev := w.log.Debug()
 	switch {

@@ -29,9 +29,13 @@ type SwimNet struct {
 	drop   float64
 	byAddr map[string]*swimTransport
 	delay  atomic.Pointer[func(from, to string) time.Duration]
-	// Packets and Streams count datagrams and stream connections sent.
+	// Packets and Streams count datagrams and stream connections sent;
+	// Dropped the datagrams lost, Overflow those of them lost to a full
+	// receive buffer (a receiver that does not keep up) rather than to
+	// drop or a dead host.
 	Packets, Streams atomic.Int64
 	Dropped          atomic.Int64
+	Overflow         atomic.Int64
 }
 
 // NewSwimNet returns an empty network losing the fraction drop of its
@@ -137,6 +141,7 @@ func (t *swimTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Tim
 	case p.packets <- &memberlist.Packet{Buf: b, From: swimAddr(t.addr), Timestamp: now}:
 	default:
 		t.net.Dropped.Add(1)
+		t.net.Overflow.Add(1)
 	}
 	return now, nil
 }
@@ -173,6 +178,7 @@ func (t *swimTransport) deliverLater(b []byte, a memberlist.Address, d time.Dura
 		case p.packets <- &memberlist.Packet{Buf: buf, From: swimAddr(t.addr), Timestamp: time.Now()}:
 		default:
 			t.net.Dropped.Add(1)
+			t.net.Overflow.Add(1)
 		}
 	})
 }

@@ -41,7 +41,18 @@ func TestSwimNetDeliversAndDrops(t *testing.T) {
 		t.Errorf("killed host got %q", p.Buf)
 	case <-time.After(50 * time.Millisecond):
 	}
-	if sn.Packets.Load() != 3 || sn.Dropped.Load() != 1 {
-		t.Errorf("packets %d dropped %d, want 3 and 1", sn.Packets.Load(), sn.Dropped.Load())
+	if sn.Packets.Load() != 3 || sn.Dropped.Load() != 1 || sn.Overflow.Load() != 0 {
+		t.Errorf("packets %d dropped %d overflow %d, want 3, 1 and 0", sn.Packets.Load(), sn.Dropped.Load(), sn.Overflow.Load())
+	}
+	// A receiver that reads nothing: its buffer fills, and what does not
+	// fit is lost and counted as overflow, apart from the network's loss.
+	c := sn.Transport("c")
+	for range 5000 {
+		if _, err := a.WriteTo([]byte("ping"), sn.Addr(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sn.Overflow.Load(); got != 5000-int64(cap(c.PacketCh())) || got == 0 {
+		t.Errorf("overflow %d, want %d", got, 5000-cap(c.PacketCh()))
 	}
 }

@@ -85,3 +85,25 @@ func FuzzDecodeCoord(f *testing.F) {
 		}
 	})
 }
+
+// memberlist's handler-queue drops, which it only logs, are counted; its
+// other lines are not.
+func TestSwimCountsHandlerQueueDrops(t *testing.T) {
+	s, err := NewSwim(SwimConfig{Self: Heartbeat{Host: "a", Incarnation: "1"}, Transport: &memberlist.MockTransport{}}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := swimLogWriter{s.log, &s.queueFull}
+	for _, line := range []string{
+		"[WARN] memberlist: handler queue full, dropping message (2) from=10.0.0.2:7946\n",
+		"[WARN] memberlist: Was able to connect to b over TCP but UDP probes failed, network may be misconfigured\n",
+		"[WARN] memberlist: handler queue full, dropping message (4) from=10.0.0.3:7946\n",
+	} {
+		if _, err := w.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.QueueFullDrops(); got != 2 {
+		t.Errorf("%d drops counted, want 2", got)
+	}
+}

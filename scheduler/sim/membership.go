@@ -37,41 +37,41 @@ const (
 	swimWarmupMax = 3 * time.Minute
 	swimSettle    = 10 * time.Second
 	swimSeed      = 7741
-	// swimKilledFor: with SWIM a killed agent stays down 30-45 s (5-15 s
+	// swimKilledFor: with SWIM a killed agent stays down 40-49 s (5-14 s
 	// with the ideal detector), longer than memberlist takes to declare
-	// it dead at a few hundred agents, so detection is measured rather
-	// than cut short by the restart.
-	swimKilledFor = 30 * time.Second
+	// it dead at 1,000 agents (p99 32-36 s measured), so detection is
+	// measured rather than cut short by the restart.
+	swimKilledFor = 40 * time.Second
 )
 
 // swimSimTune adjusts memberlist's LAN timings for a region whose
 // agents all share one process and two cores, where a probe's round trip
 // is the scheduler's latency under load, not the network's:
 //   - compression off (it saves bandwidth, not detection, and costs CPU);
-//   - each broadcast retransmitted 2 x log10(N+1) times, not 4 x, and
-//     gossip every 500 ms, not 200 ms: a region's start queues every
-//     member's "alive" at every member, and that gossip is what starved
-//     the probes at 1,000 agents (4 x with a push-pull every 60 s at
-//     1,000 agents, tried 2026-11-26: live agents declared dead during
-//     the warm-up). The cost: every retransmit goes to one member, so
-//     each holder of a message forwards it about 6 times at 1,000
-//     agents (5.4 after 10 % loss), and an epidemic of that fan-out
-//     misses about e^-5.4 of the region, ~5 members per join or death:
-//     the warm-up waits for push-pull (every 180 s at 1,000) to repair
-//     the joins, and those members miss a death (Missed);
-//   - a probe every 2 s that waits 1 s for its ack (1 s and 500 ms), and
-//     suspicion for 3 x log10(N) probe intervals (4 x): 18 s at 1,000
-//     agents before a suspect is declared dead, less than the 30 s a
-//     killed agent stays down.
+//   - gossip every 500 ms, not 200 ms: a region's start queues every
+//     member's "alive" at every member (N^2 messages, each decoded by
+//     every receiver), and that gossip is what starved the probes at
+//     1,000 agents;
+//   - a probe every 2 s that waits 1 s for its ack (1 s and 500 ms).
+//
+// Retransmits and suspicion are memberlist's LAN defaults: each
+// broadcast retransmitted 4 x log10(N+1) times (16 at 1,000 agents), and
+// a suspect declared dead after 4 x log10(N) probe intervals (24 s at
+// 1,000) once Lifeguard has 2 independent confirmations, up to 6 x that
+// with none. Halving them (2 x and 3 x, tried until 2026-11-26) left a
+// refutation too few transmits (an epidemic of fan-out ~7 misses
+// about e^-7 of the region, ~1 member per refutation) and too little
+// time (18 s after one confirmation) when garbage-collection stalls
+// started suspicions during the joins: 11 to 37 live agents declared
+// dead at 1,000 agents, 10 % loss. A killed agent stays down
+// swimKilledFor, longer than the 24 s.
 //
 // Lifeguard (awareness, suspicion confirmations) stays on. `dvms agent`
 // runs the LAN defaults.
 func swimSimTune(c *memberlist.Config) {
 	c.EnableCompression = false
-	c.RetransmitMult = 2
 	c.GossipInterval = 500 * time.Millisecond
 	c.ProbeInterval, c.ProbeTimeout = 2*time.Second, time.Second
-	c.SuspicionMult = 3
 }
 
 // MembershipReport is what the SWIM membership cost and how well it
@@ -110,6 +110,17 @@ type MembershipReport struct {
 	// counts every such report (observer, agent), repeats included.
 	FalseDeaths       int `json:"false_deaths"`
 	FalseDeathReports int `json:"false_death_reports"`
+	// FalseDeathReportsWarmup: those of FalseDeathReports made during the
+	// warm-up.
+	FalseDeathReportsWarmup int `json:"false_death_reports_warmup"`
+	// FullViewS: wall seconds from the first agent's start until every
+	// agent first saw every other up (0: not during the warm-up).
+	FullViewS float64 `json:"full_view_s"`
+	// Overflow: datagrams lost to a full receive buffer, on top of Drop;
+	// QueueFullDrops: gossip messages memberlist dropped unread for a
+	// full handler queue. Both count a process that does not keep up.
+	Overflow       int64 `json:"overflow"`
+	QueueFullDrops int64 `json:"queue_full_drops"`
 }
 
 // swimSim runs the agents' SWIM membership of one simulation.
@@ -135,7 +146,12 @@ type swimSim struct {
 	missed int
 	falseD map[int]bool // distinct live agents reported down
 	falseN int          // reports of live agents down, repeats included
+	falseW int          // of them during the warm-up
 	late   int
+	// queueFull: memberlist's handler-queue drops of agents' past lives.
+	queueFull int64
+	// fullView: when every agent first saw every other up.
+	fullView time.Time
 	// seen[i]: how many others agent i's membership has up; changed:
 	// the last wall time any agent saw another come or go.
 	seen    []atomic.Int32
@@ -187,6 +203,9 @@ func (s *swimSim) agent(i int, incarnation string, up, down func(string)) (*node
 		return nil, fmt.Errorf("swim of %s: %w", s.hosts[i], err)
 	}
 	s.mu.Lock()
+	if old := s.sws[i]; old != nil {
+		s.queueFull += old.QueueFullDrops()
+	}
 	s.sws[i] = sw
 	s.mu.Unlock()
 	sw.OnUp = func(h string) {
@@ -236,19 +255,24 @@ func (s *swimSim) warmup(ctx context.Context) bool {
 	defer t.Stop()
 	deadline := time.Now().Add(swimWarmupMax)
 	converged := false
+	var fullView time.Time
 	for !converged && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
 		}
-		converged = time.Since(time.Unix(0, s.changed.Load())) >= swimSettle
+		full := true
 		for i := range s.seen {
-			converged = converged && s.seen[i].Load() == want
+			full = full && s.seen[i].Load() == want
 		}
+		if full && fullView.IsZero() {
+			fullView = time.Now()
+		}
+		converged = full && time.Since(time.Unix(0, s.changed.Load())) >= swimSettle
 	}
 	s.mu.Lock()
-	s.runStart, s.msgsAtRun, s.converged = time.Now(), s.msgs(), converged
+	s.runStart, s.msgsAtRun, s.converged, s.fullView = time.Now(), s.msgs(), converged, fullView
 	s.mu.Unlock()
 	return converged
 }
@@ -282,6 +306,9 @@ func (s *swimSim) observeDown(observer int, h string) {
 	case !killed:
 		s.falseD[k] = true
 		s.falseN++
+		if s.runStart.IsZero() {
+			s.falseW++
+		}
 		s.log.Warn().Str("observer", s.hosts[observer]).Str("member", h).Int("life", s.lives[k]).
 			Bool("warmup", s.runStart.IsZero()).Dur("after_start", time.Since(s.start)).Msg("swim: live agent reported down")
 	case !s.down[[2]int{observer, k}]:
@@ -333,11 +360,20 @@ func (s *swimSim) report(drop float64) *MembershipReport {
 	}
 	s.alive = func(int) bool { return false }
 	r := &MembershipReport{Kind: MembershipSwim, Drop: drop, Detections: len(s.detect), Missed: s.missed, Late: s.late,
-		FalseDeaths: len(s.falseD), FalseDeathReports: s.falseN}
+		FalseDeaths: len(s.falseD), FalseDeathReports: s.falseN, FalseDeathReportsWarmup: s.falseW,
+		Overflow: s.net.Overflow.Load(), QueueFullDrops: s.queueFull}
+	for _, sw := range s.sws {
+		if sw != nil {
+			r.QueueFullDrops += sw.QueueFullDrops()
+		}
+	}
 	if s.runStart.IsZero() {
 		s.runStart = s.start // no warm-up: the whole run
 	}
 	r.WarmupS = round(s.runStart.Sub(s.start).Seconds())
+	if !s.fullView.IsZero() {
+		r.FullViewS = round(s.fullView.Sub(s.start).Seconds())
+	}
 	r.Converged = s.converged
 	n := float64(len(s.hosts))
 	if secs := time.Since(s.runStart).Seconds(); secs > 0 {

@@ -136,7 +136,8 @@ func TestSwimSimMissedOnlyByObserversThatHadItUp(t *testing.T) {
 }
 
 // The simulator's timings declare a suspect dead well before a killed
-// agent comes back at 1,000 agents, and keep Lifeguard on.
+// agent comes back at 1,000 agents, keep Lifeguard on, and give a
+// refutation memberlist's LAN retransmits and suspicion time.
 func TestSwimSimTuneDetectsBeforeRestart(t *testing.T) {
 	c := memberlist.DefaultLANConfig()
 	swimSimTune(c)
@@ -150,5 +151,12 @@ func TestSwimSimTuneDetectsBeforeRestart(t *testing.T) {
 	}
 	if c.AwarenessMaxMultiplier <= 1 || c.SuspicionMaxTimeoutMult <= 1 {
 		t.Error("Lifeguard turned off")
+	}
+	// Refutations keep memberlist's LAN retransmits and suspicion: halved,
+	// they missed members at 1,000 agents and live agents were declared
+	// dead (11 to 37 a run).
+	lan := memberlist.DefaultLANConfig()
+	if c.RetransmitMult < lan.RetransmitMult || c.SuspicionMult < lan.SuspicionMult {
+		t.Errorf("retransmit x%d, suspicion x%d: below memberlist's LAN x%d and x%d", c.RetransmitMult, c.SuspicionMult, lan.RetransmitMult, lan.SuspicionMult)
 	}
 }

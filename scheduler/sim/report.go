@@ -370,8 +370,9 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  messages    %d (%.1f per event, %d dropped)   agents killed %d   faults injected %d\n",
 		r.Messages.Total, r.Messages.PerEvent, r.Messages.Dropped, r.Agents.Killed, r.Faults.Injected)
 	if m := r.Membership; m != nil {
-		fmt.Fprintf(w, "  membership  %s at %.0f %% loss: %.2f messages per agent per second (%.2f while joining, a warm-up of %.0f s, converged %t); killed agents detected p50 %.1f s  p99 %.1f s  max %.1f s (%d pairs, %d missed, %d late); %d live agents reported down (%d reports)\n",
-			m.Kind, m.Drop*100, m.MsgsPerAgentS, m.JoinMsgsPerAgentS, m.WarmupS, m.Converged, m.DetectP50S, m.DetectP99S, m.DetectMaxS, m.Detections, m.Missed, m.Late, m.FalseDeaths, m.FalseDeathReports)
+		fmt.Fprintf(w, "  membership  %s at %.0f %% loss: %.2f messages per agent per second (%.2f while joining, a warm-up of %.0f s, converged %t); killed agents detected p50 %.1f s  p99 %.1f s  max %.1f s (%d pairs, %d missed, %d late); %d live agents reported down (%d reports, %d in the warm-up); every agent saw every other up at %.0f s; %d datagrams lost to full buffers, %d gossip messages to full handler queues\n",
+			m.Kind, m.Drop*100, m.MsgsPerAgentS, m.JoinMsgsPerAgentS, m.WarmupS, m.Converged, m.DetectP50S, m.DetectP99S, m.DetectMaxS, m.Detections, m.Missed, m.Late, m.FalseDeaths, m.FalseDeathReports,
+			m.FalseDeathReportsWarmup, m.FullViewS, m.Overflow, m.QueueFullDrops)
 	}
 	if r.Sites.N > 1 || r.Sites.NextNode == "vivaldi" {
 		fmt.Fprintf(w, "  sites       %d (RTT %.1f ms inside, %.1f ms between), next node %s: %d inter-site migrations (%d of events their initiator's site could solve), %d inter-site messages\n",
