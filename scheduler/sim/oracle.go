@@ -142,21 +142,11 @@ func (o *oracle) round(ctx context.Context) {
 // solve solves ev over the hosts no running plan uses (o.mu held) and
 // starts its plan.
 func (o *oracle) solve(ctx context.Context, ev scheduler.Event, all []scheduler.Host) {
-	free := make([]scheduler.Host, 0, len(all))
-	for _, h := range all {
-		if !o.busy[h.Name] {
-			free = append(free, h)
-		}
-	}
-	plan, used, ok := oraclePlan(o.cfg, ev, free, o.rng, o.st)
+	plan, used, size, ok := oraclePlan(o.cfg, ev, all, o.busy, o.rng, o.st)
 	if !ok {
-		o.ended(ev, scheduler.Unsolvable, len(free))
+		o.ended(ev, scheduler.Unsolvable, size)
 		return
 	}
-	for _, h := range used {
-		o.busy[h] = true
-	}
-	size := len(free)
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
@@ -178,10 +168,17 @@ func (o *oracle) solve(ctx context.Context, ev scheduler.Event, all []scheduler.
 	}()
 }
 
-// oraclePlan solves ev over free, every host no running plan uses, as
-// one partition; it records the plan and returns it with the hosts it
-// uses, or false when ev has no solution there.
-func oraclePlan(cfg Config, ev scheduler.Event, free []scheduler.Host, rng *rand.Rand, st *stats) (scheduler.Plan, []string, bool) {
+// oraclePlan solves ev over the hosts of all that are not busy (used by a
+// running plan), as one partition; it records the plan, marks the hosts
+// it uses busy and returns them with the plan, or false when ev has no
+// solution there. size is the number of hosts solved over.
+func oraclePlan(cfg Config, ev scheduler.Event, all []scheduler.Host, busy map[string]bool, rng *rand.Rand, st *stats) (plan scheduler.Plan, used []string, size int, ok bool) {
+	free := make([]scheduler.Host, 0, len(all))
+	for _, h := range all {
+		if !busy[h.Name] {
+			free = append(free, h)
+		}
+	}
 	opt := scheduler.DefaultSolveOptions()
 	opt.Rand = rand.New(rand.NewSource(rng.Int63()))
 	lim := cfg.Agent.Limits
@@ -190,16 +187,19 @@ func oraclePlan(cfg Config, ev scheduler.Event, free []scheduler.Host, rng *rand
 	sol, plan, err := scheduler.SolveAndPlan(scheduler.Problem{Events: []scheduler.Event{ev}, Hosts: free, Thresholds: cfg.Agent.Thresholds, Preempt: cfg.Agent.Preempt}, lim, opt)
 	st.solved(time.Since(began))
 	if !sol.OK || err != nil || plan.Len() == 0 || !contains(sol.Solved, ev.ID) {
-		return plan, nil, false
+		return plan, nil, len(free), false
 	}
 	st.record("oracle", scheduler.Record{Kind: scheduler.RecPlanned, Event: ev, Moves: plan.Len()})
-	used := []string{ev.Host}
+	used = []string{ev.Host}
 	for _, step := range plan.Steps {
 		for _, a := range step {
 			used = append(used, a.From, a.To)
 		}
 	}
-	return plan, used, true
+	for _, h := range used {
+		busy[h] = true
+	}
+	return plan, used, len(free), true
 }
 
 // ended records ev's end (o.mu held).

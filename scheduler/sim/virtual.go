@@ -241,20 +241,10 @@ func (o *virtualOracle) round() {
 			continue
 		}
 		o.st.record("oracle", scheduler.Record{Kind: scheduler.RecEventRaised, Event: ev})
-		free := make([]scheduler.Host, 0, len(all))
-		for _, h := range all {
-			if !o.busy[h.Name] {
-				free = append(free, h)
-			}
-		}
-		plan, used, ok := oraclePlan(o.cfg, ev, free, o.rng, o.st)
-		size := len(free)
+		plan, used, size, ok := oraclePlan(o.cfg, ev, all, o.busy, o.rng, o.st)
 		if !ok {
 			o.st.record("oracle", o.ended(ev, scheduler.Unsolvable, size, now))
 			continue
-		}
-		for _, h := range used {
-			o.busy[h] = true
 		}
 		o.c.Execute(scheduler.ExecRequest{Event: ev, Plan: plan}, func(out scheduler.Outcome, _ string) {
 			for _, h := range used {
