@@ -40,6 +40,7 @@ type Agent struct {
 	phase     phase
 	snaps     map[string]Host
 	snapSince time.Time
+	snapAsked bool // the missing snapshots were asked for again
 	merging   bool
 	// back: the leader's own request came back while a merge was pending
 	// (backMet: it met another Blocked partition); the tour is finished
@@ -52,7 +53,12 @@ type Agent struct {
 	// on fresh snapshots before giving up (tourDone); no solution then
 	// ends it Unsolvable (SolveDone).
 	lastLook bool
-	solved   []string // events the plan being executed solves
+	// reliefDeferred (leader): the partition passed over a solution that
+	// only fits to grow for destinations with relief headroom
+	// (Config.ReliefHeadroom); noRelief: its request came back without a
+	// node, so it solves for any destination that fits.
+	reliefDeferred, noRelief bool
+	solved                   []string // events the plan being executed solves
 	// planRan (any member): a plan ran on the partition (it was seen
 	// Finishing); its members' samples are stale when it ends.
 	planRan bool
@@ -231,6 +237,14 @@ func (a *Agent) Tick(now time.Time) {
 			switch {
 			case a.phase == phCollecting && now.Sub(a.snapSince) > a.cfg.SnapshotTimeout:
 				a.snapshotTimeout()
+			case a.phase == phCollecting && !a.snapAsked && now.Sub(a.snapSince) > a.cfg.SnapshotTimeout/2:
+				a.askMissing()
+			case a.phase == phWaiting && !a.merging && now.Sub(a.progress) > a.requestTimeout() && a.reliefDeferred:
+				// Lost while growing for relief headroom: what fits will
+				// do. A new version makes the request stale, should it
+				// still find a node.
+				a.part.Version++
+				a.reliefDone()
 			case a.phase == phWaiting && !a.merging && now.Sub(a.progress) > a.requestTimeout():
 				a.dissolve(Aborted, "request lost: no progress")
 			}

@@ -10,7 +10,7 @@ import (
 
 // collect starts gathering snapshots (leader).
 func (a *Agent) collect() {
-	a.phase, a.snapSince, a.progress = phCollecting, a.now, a.now
+	a.phase, a.snapSince, a.progress, a.snapAsked = phCollecting, a.now, a.now, false
 	a.snaps = map[string]Host{a.cfg.ID: a.snapshot()}
 	a.maybeSolve()
 }
@@ -45,14 +45,78 @@ func (a *Agent) maybeSolve() {
 		hosts = applyDone(hosts, a.part.Moved)
 	}
 	a.phase = phSolving
+	relief := 0.0
+	if a.mayGrowForRelief() {
+		relief = a.cfg.ReliefHeadroom // growing may still find a host with room
+	}
 	a.rd.Solve = append(a.rd.Solve, SolveRequest{
 		PartID: a.part.ID, Version: a.part.Version, Limits: a.cfg.Limits, Timeout: a.cfg.SolveTimeout,
 		// Preemption is the last resort: only once the partition cannot
 		// grow (Blocked after a full tour — a re-plan of such a partition
 		// too —, or the whole ring).
-		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds, Headroom: a.cfg.ConsolidationHeadroom,
+		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds, Headroom: a.cfg.ConsolidationHeadroom, ReliefHeadroom: relief,
 			Preempt: a.cfg.Preempt && (a.part.State == Blocked || a.part.Replans > 0 && a.part.Tours > 0 || len(a.part.Nodes) >= len(a.ring))},
 	})
+}
+
+// reliefFirstFit: a partition grows for relief headroom only when a
+// solution that fits came within its first reliefFirstFit hosts. Later,
+// the hosts around are tight (a saturated cloud): growing for headroom
+// there holds hosts other partitions need, and finds none.
+const reliefFirstFit = 3
+
+// mayGrowForRelief reports whether the leader's partition asks for relief
+// headroom: one event (not a merge), growing, before any tour or re-plan,
+// smaller than ReliefPartition and than the ring, and a first fit, if
+// any, within reliefFirstFit hosts.
+func (a *Agent) mayGrowForRelief() bool {
+	p := a.part
+	return a.cfg.ReliefHeadroom > 0 && !a.noRelief && len(p.Events) == 1 && p.State == Growing && p.Tours == 0 && p.Replans == 0 &&
+		len(p.Nodes) < a.cfg.ReliefPartition && len(p.Nodes) < len(a.ring) && (p.FitAt == 0 || p.FitAt <= reliefFirstFit)
+}
+
+// releaseUnused drops from the partition, as its plan starts, the members
+// the plan does not touch (neither source nor destination of an action),
+// other than the leader and the hosts of the events it carries, and
+// returns them. They are free again for other partitions while the plan
+// runs, which takes seconds to minutes: a partition that grew for relief
+// headroom, or through a saturated cloud, holds only what it uses.
+func (a *Agent) releaseUnused(plan Plan) []string {
+	p := a.part
+	keep := map[string]bool{a.cfg.ID: true, p.Initiator: true}
+	for _, e := range p.Events {
+		keep[e.Host] = true
+	}
+	for _, step := range plan.Steps {
+		for _, act := range step {
+			keep[act.From], keep[act.To] = true, true
+		}
+	}
+	var released []string
+	p.Peak = p.size()
+	p.Nodes = slices.DeleteFunc(p.Nodes, func(n string) bool {
+		if !keep[n] {
+			released = append(released, n)
+			return true
+		}
+		return false
+	})
+	return released
+}
+
+// askMissing sends the partition again to the members whose snapshot has
+// not come, halfway to SnapshotTimeout: a member answers every update of
+// its partition with its snapshot, so one lost message (the update or
+// the snapshot) does not remove a member, nor end the event when that
+// member is its initiator.
+func (a *Agent) askMissing() {
+	a.snapAsked = true
+	up := a.update()
+	for _, n := range a.part.Nodes {
+		if _, ok := a.snaps[n]; !ok {
+			a.send(n, up)
+		}
+	}
 }
 
 func (a *Agent) snapshotTimeout() {
@@ -85,6 +149,19 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 			ev = e
 		}
 	}
+	if sol.OK && sol.ReliefUnmet && planErr == nil {
+		// Destinations only fit: grow for one with room
+		// (Config.ReliefHeadroom), unless the first fit took more than
+		// reliefFirstFit hosts; then this solution will do.
+		if p.FitAt == 0 {
+			p.FitAt = len(p.Nodes)
+		}
+		if p.FitAt <= reliefFirstFit {
+			a.reliefDeferred = true
+			a.forward()
+			return
+		}
+	}
 	switch {
 	case sol.OK && planErr == nil && plan.Len() == 0 && p.Replans > 0 && len(p.Moved) == 0:
 		// Nothing was moved and nothing is left to do: the event
@@ -101,10 +178,15 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		a.dissolve(Solved, reason)
 	case sol.OK && planErr == nil:
 		a.solved = sol.Solved
+		released := a.releaseUnused(plan)
 		p.State = Finishing
 		p.Version++
 		a.phase, a.planRan = phExecuting, true
-		a.broadcast(a.update())
+		up := a.update()
+		a.broadcast(up)
+		for _, n := range released {
+			a.send(n, up) // not a member any more: it frees itself (onUpdate)
+		}
 		a.record(Record{Kind: RecPlanned, Event: ev, Moves: plan.Len(), Reason: sol.Reason})
 		a.rd.Execute = append(a.rd.Execute, ExecRequest{PartID: p.ID, Version: p.Version, Event: ev, Plan: plan})
 	default:

@@ -28,6 +28,16 @@ type Config struct {
 	// limits that consolidation leaves free, so demand that wobbles does
 	// not make its destination the next overload. In [0, 1).
 	ConsolidationHeadroom float64
+	// ReliefHeadroom and ReliefPartition: a partition relieving an
+	// overload first asks for destinations that keep ReliefHeadroom of
+	// their demand limits free, growing for them while it has fewer than
+	// ReliefPartition hosts; at that size, or once it has toured the ring
+	// or re-plans, any destination that fits. A partition of two has one
+	// candidate, often the next host to overload: a few more candidates
+	// (as in "the power of d choices") relieve onto a host with room, at
+	// the cost of more messages per event. ReliefHeadroom 0 turns it off.
+	ReliefHeadroom  float64
+	ReliefPartition int
 	// K of the last N samples must hold for OVERLOAD/UNDERLOAD to fire.
 	K, N int
 	// PartitionTimeout: a member that hears nothing from its leader for
@@ -71,6 +81,7 @@ func DefaultConfig(id string) Config {
 		ProgressTimeout: 5 * time.Second, HopTimeout: 50 * time.Millisecond, RetryBackoff: 5 * time.Second, MaxRetryBackoff: 60 * time.Second,
 		Lease: 10 * time.Second, Limits: DefaultLimits(), SolveTimeout: 200 * time.Millisecond,
 		ConsolidationCooldown: 10 * time.Minute, ConsolidationHeadroom: 0.1, NextNode: NextRing,
+		ReliefHeadroom: 0, ReliefPartition: 12,
 	}
 }
 
@@ -100,6 +111,12 @@ func (c Config) Validate() error {
 	}
 	if c.ConsolidationCooldown < 0 {
 		errs = append(errs, errors.New("consolidation_cooldown must be >= 0"))
+	}
+	if !(c.ReliefHeadroom >= 0 && c.ReliefHeadroom < 1) {
+		errs = append(errs, fmt.Errorf("relief_headroom %v must be in [0, 1)", c.ReliefHeadroom))
+	}
+	if c.ReliefHeadroom > 0 && c.ReliefPartition < 2 {
+		errs = append(errs, fmt.Errorf("relief_partition %d must be >= 2 with relief_headroom > 0", c.ReliefPartition))
 	}
 	if !(c.ConsolidationHeadroom >= 0 && c.ConsolidationHeadroom < 1) {
 		errs = append(errs, fmt.Errorf("consolidation_headroom %v must be in [0, 1)", c.ConsolidationHeadroom))

@@ -75,6 +75,7 @@ func (a *Agent) end(o Outcome, reason string, solved []string) {
 	}
 	a.part, a.phase, a.merging, a.snaps, a.solved = nil, phNone, false, nil, nil
 	a.back, a.backMet, a.offered, a.lastLook = false, false, false, false
+	a.reliefDeferred, a.noRelief = false, false
 	a.planRan = false
 	if a.active == nil {
 		return
@@ -94,7 +95,7 @@ func (a *Agent) end(o Outcome, reason string, solved []string) {
 	}
 	a.active = nil
 	a.window = a.window[:0] // fresh samples before the next event
-	a.record(Record{Kind: RecEventEnded, Event: ev, Partition: p.ID, Version: p.Version, Size: len(p.Nodes), Outcome: o, Reason: reason, Nodes: slices.Clone(p.Nodes)})
+	a.record(Record{Kind: RecEventEnded, Event: ev, Partition: p.ID, Version: p.Version, Size: p.size(), Outcome: o, Reason: reason, Nodes: slices.Clone(p.Nodes)})
 	if o == Solved {
 		a.backoff, a.retryAt = a.cfg.RetryBackoff, time.Time{}
 		return

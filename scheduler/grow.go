@@ -137,8 +137,17 @@ func (a *Agent) join(p *Partition) {
 	np.Leader, np.State, np.Tours = a.cfg.ID, Growing, 0
 	np.Version++
 	a.part = np
+	a.reliefDeferred, a.noRelief = false, false
 	a.record(Record{Kind: RecJoined})
 	a.broadcast(a.update())
+	a.collect()
+}
+
+// reliefDone ends a partition's growth for relief headroom: it solves
+// for destinations that fit, on fresh snapshots.
+func (a *Agent) reliefDone() {
+	a.reliefDeferred, a.noRelief = false, true
+	a.broadcast(a.update()) // members answer with their snapshot
 	a.collect()
 }
 
@@ -153,6 +162,12 @@ const maxTours = 6
 // solve; it tours again, up to maxTours.
 func (a *Agent) tourDone(met bool) {
 	p := a.part
+	if a.reliefDeferred {
+		// It grew for relief headroom and found no node: what fits will
+		// do; the tour is not counted.
+		a.reliefDone()
+		return
+	}
 	met = met || a.offered
 	a.offered = false
 	p.Tours++

@@ -138,6 +138,7 @@ func (a *Agent) onAbsorbed(m Message) {
 	a.ended[mine.ID] = ended{at: a.now, version: mine.Version}
 	a.absorbed[mine.ID] = a.now
 	a.phase, a.merging, a.back, a.backMet, a.lastLook = phNone, false, false, false, false
+	a.reliefDeferred, a.noRelief = false, false
 	a.part, a.fromLeader = m.Part.clone(), a.now
 	a.send(a.part.Leader, Message{Type: MsgSnapshot, PartID: a.part.ID, Version: a.part.Version, Host: ptr(a.snapshot())})
 }

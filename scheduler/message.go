@@ -50,7 +50,18 @@ type Partition struct {
 	// member's sample lists its servers as of its last read from Nova).
 	Replans int      `json:",omitempty"`
 	Moved   []Action `json:",omitempty"`
+	// FitAt is the size at which the partition, growing for relief
+	// headroom (Config.ReliefHeadroom), first found a solution that only
+	// fits (0: none yet). Beyond reliefFirstFit the hosts around are
+	// tight: it looks no further.
+	FitAt int `json:",omitempty"`
+	// Peak is the most nodes the partition had, when its plan released
+	// members it did not use (0: it never did).
+	Peak int `json:",omitempty"`
 }
+
+// size is the most nodes the partition had.
+func (p *Partition) size() int { return max(len(p.Nodes), p.Peak) }
 
 func (p *Partition) clone() *Partition {
 	c := *p

@@ -28,6 +28,12 @@ type Problem struct {
 	// of consolidation (servers leaving an Underload event's host) keep
 	// free, so consolidation does not create the next overload.
 	Headroom float64 `json:",omitempty"`
+	// ReliefHeadroom, when > 0, is the fraction of their demand limits
+	// that destinations of servers leaving overloaded hosts keep free:
+	// a partition asks for it while it may still grow (Config.Relief), so
+	// an overload is relieved onto a host with room, not onto the next
+	// one to overload. 0: any destination that fits.
+	ReliefHeadroom float64 `json:",omitempty"`
 }
 
 // SolveOptions bound the search. The solver never reads a clock itself.
@@ -71,6 +77,9 @@ type Solution struct {
 	TimedOut bool
 	// Solved lists the ids of the events whose goal the solution meets.
 	Solved []string
+	// ReliefUnmet: the problem asked for ReliefHeadroom and no solution
+	// kept it; this one only fits (a partition that may grow looks on).
+	ReliefUnmet bool `json:",omitempty"`
 }
 
 // model is the mutable capacity view of the partition during a search.
@@ -180,11 +189,14 @@ func (m *model) headroom(i int) float64 {
 }
 
 // evict is a server chosen to leave host src; consolidate: it leaves an
-// underloaded host (its destination keeps the problem's headroom).
+// underloaded host (its destination keeps the problem's Headroom);
+// relieve: it leaves an overloaded host (its destination keeps the
+// problem's ReliefHeadroom).
 type evict struct {
 	src         int
 	s           *Server
 	consolidate bool
+	relieve     bool
 }
 
 // Solve computes a target placement for the partition (DESIGN §6): every
@@ -194,7 +206,24 @@ type evict struct {
 // bytes as it can find within the time limit. Destinations respect demand
 // and allocation capacity and anti-affinity, and never include disabled,
 // draining or emptied hosts.
+//
+// With ReliefHeadroom, it first looks for destinations that keep it free;
+// when none do, it solves without, and says so (ReliefUnmet).
 func Solve(p Problem, opt SolveOptions) Solution {
+	if p.ReliefHeadroom <= 0 {
+		return solveTiers(p, opt)
+	}
+	if sol := solveTiers(p, opt); sol.OK {
+		return sol
+	}
+	p.ReliefHeadroom = 0
+	sol := solveTiers(p, opt)
+	sol.ReliefUnmet = sol.OK
+	return sol
+}
+
+// solveTiers is Solve for one ReliefHeadroom.
+func solveTiers(p Problem, opt SolveOptions) Solution {
 	if opt.Restarts == 0 {
 		opt.Restarts = DefaultSolveOptions().Restarts
 	}
@@ -353,8 +382,11 @@ func (s *search) placeInOrder(m *model, ev []evict) ([]Action, bool) {
 func (s *search) bestDest(m *model, e evict) int {
 	bi, bh, bsame := -1, math.Inf(-1), false
 	keep := 1.0
-	if e.consolidate {
+	switch {
+	case e.consolidate:
 		keep = 1 - s.p.Headroom
+	case e.relieve:
+		keep = 1 - s.p.ReliefHeadroom
 	}
 	zone := m.hosts[e.src].h.Zone
 	for i := range m.hosts {
@@ -479,7 +511,7 @@ func (s *search) evictions(cands [][]*Server, order func([]*Server)) ([]evict, b
 			m.add(i, sv)
 			if m.over(i) {
 				m.remove(i, sv)
-				ev = append(ev, evict{src: i, s: sv})
+				ev = append(ev, evict{src: i, s: sv, relieve: true})
 			}
 		}
 	}
@@ -522,7 +554,7 @@ func (s *search) exact(src int, cands []*Server) {
 		for j := 0; j < n; j++ {
 			if sub.mask&(1<<j) != 0 {
 				m.remove(src, cands[j])
-				ev = append(ev, evict{src: src, s: cands[j]})
+				ev = append(ev, evict{src: src, s: cands[j], relieve: true})
 			}
 		}
 		if m.over(src) {

@@ -46,10 +46,23 @@ type benchRow struct {
 	OverloadVsOracle float64 `json:"overload_vs_oracle"`
 }
 
-// parseBench reads --modes and --scales.
-func parseBench(c *cli.Context, hosts int) (modes []string, scales []int, err error) {
+// parseBench reads --modes and --scales, and resolves cfg's clock: auto
+// is virtual when the largest scale calls for it (sim.ResolveClock) and
+// no mode asked for needs the wall clock.
+func parseBench(c *cli.Context, cfg *sim.Config) (modes []string, scales []int, err error) {
+	if scales, err = parseScales(c, cfg.Hosts); err != nil {
+		return nil, nil, err
+	}
+	if cfg.Clock == sim.ClockAuto {
+		probe := *cfg
+		probe.Mode = "dvms"
+		cfg.Clock = probe.ResolveClock(slices.Max(scales))
+		if c.IsSet("modes") && strings.Contains(c.String("modes"), "central") {
+			cfg.Clock = sim.ClockWall
+		}
+	}
 	list := c.String("modes")
-	if c.String("clock") == sim.ClockVirtual && !c.IsSet("modes") {
+	if cfg.Clock == sim.ClockVirtual && !c.IsSet("modes") {
 		list = "dvms,oracle" // the central baseline runs on the wall clock only
 	}
 	for _, m := range strings.Split(list, ",") {
@@ -61,17 +74,22 @@ func parseBench(c *cli.Context, hosts int) (modes []string, scales []int, err er
 			modes = append(modes, m)
 		}
 	}
+	return modes, scales, nil
+}
+
+// parseScales reads --scales (hosts alone without it).
+func parseScales(c *cli.Context, hosts int) (scales []int, err error) {
 	if c.String("scales") == "" {
-		return modes, []int{hosts}, nil
+		return []int{hosts}, nil
 	}
 	for _, s := range strings.Split(c.String("scales"), ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 2 {
-			return nil, nil, usageError(fmt.Errorf("--scales: %q is not a host count >= 2", s))
+			return nil, usageError(fmt.Errorf("--scales: %q is not a host count >= 2", s))
 		}
 		scales = append(scales, n)
 	}
-	return modes, scales, nil
+	return scales, nil
 }
 
 func runBench(c *cli.Context) error {
@@ -79,7 +97,7 @@ func runBench(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	modes, scales, err := parseBench(c, cfg.Hosts)
+	modes, scales, err := parseBench(c, &cfg)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func simFlags() []cli.Flag {
 		&cli.IntFlag{Name: "servers", Value: d.Servers, Usage: "servers, placed first-fit at random"},
 		&cli.DurationFlag{Name: "duration", Value: d.Duration, Usage: "simulated time"},
 		&cli.Float64Flag{Name: "time-scale", Value: d.TimeScale, Usage: "simulated seconds per wall second (--clock wall)"},
-		&cli.StringFlag{Name: "clock", Value: sim.ClockWall, Usage: "wall: simulated time paced by the wall clock, the agents' runtime over embedded NATS and the simulated Nova; virtual: from one event to the next (the agents' state machines, solver and planner in one goroutine, messages 1-2 ms, no Nova API, no NATS), reproducible from --seed, for 10,000-100,000 hosts"},
+		&cli.StringFlag{Name: "clock", Value: sim.ClockAuto, Usage: "auto: virtual above 2,000 hosts when it models every flag given, else wall; wall: simulated time paced by the wall clock, the agents' runtime over embedded NATS and the simulated Nova; virtual: from one event to the next (the agents' state machines, solver and planner in one goroutine, messages 1-2 ms, no Nova API, no NATS), reproducible from --seed, for 10,000-100,000 hosts"},
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed of the placement, workload and faults"},
 		&cli.StringFlag{Name: "workload", Value: d.Workload, Usage: "random | saturated (each with an optional :PERIOD, the mean time between redraws of a server's demand, 30s by default) | planetlab:FILE | FILE (CSV time_s,server,cpu,ram_mb)"},
 		&cli.DurationFlag{Name: "trace-step", Value: d.TraceStep, Usage: "simulated time each 300 s PlanetLab sample lasts"},
@@ -58,6 +58,8 @@ func simFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "nova-warmup", Value: 0, Usage: "simulated time before the per-agent-minute Nova figures start (0: the first minute, or half the run)"},
 		&cli.DurationFlag{Name: "refresh-interval", Value: d.Runtime.Refresh, Usage: "the agents' [monitor] refresh_interval: each re-reads its host's servers from Nova this often at rest (one request)"},
 		&cli.DurationFlag{Name: "placement-refresh-interval", Value: d.Runtime.PlacementRefresh, Usage: "the agents' [monitor] placement_refresh_interval: service, capacity and usage (three requests) this often at rest"},
+		&cli.Float64Flag{Name: "relief-headroom", Value: d.Agent.ReliefHeadroom, Usage: "the agents' [scheduler] relief_headroom: a partition relieving an overload grows for destinations that keep this fraction of their limits free (0: any that fits, the partition stops at the first)"},
+		&cli.IntFlag{Name: "relief-partition", Value: d.Agent.ReliefPartition, Usage: "the agents' [scheduler] relief_partition: up to this many hosts (then any destination that fits)"},
 		&cli.BoolFlag{Name: "underload", Usage: "enable UNDERLOAD events (consolidation)"},
 		&cli.BoolFlag{Name: "preempt", Usage: "shelve the lowest-priority servers when nothing else works"},
 		&cli.DurationFlag{Name: "central-period", Value: d.CentralPeriod, Usage: "baseline: simulated time between two whole-cloud rounds"},
@@ -100,6 +102,7 @@ func simConfig(c *cli.Context) (sim.Config, error) {
 	cfg.NovaAPIRate, cfg.NovaLatency, cfg.NovaWarmup = c.Float64("nova-api-rps"), c.Duration("nova-api-latency"), c.Duration("nova-warmup")
 	cfg.Runtime.Refresh, cfg.Runtime.PlacementRefresh = c.Duration("refresh-interval"), c.Duration("placement-refresh-interval")
 	cfg.Agent.Underload, cfg.Agent.Preempt = c.Bool("underload"), c.Bool("preempt")
+	cfg.Agent.ReliefHeadroom, cfg.Agent.ReliefPartition = c.Float64("relief-headroom"), c.Int("relief-partition")
 	cfg.CentralPeriod = c.Duration("central-period")
 	cfg.Arbiter = c.String("arbiter")
 	cfg.Sites.N, cfg.Agent.NextNode = c.Int("sites"), c.String("next-node")

@@ -173,10 +173,17 @@ func (o *oracle) solve(ctx context.Context, ev scheduler.Event, all []scheduler.
 // it uses busy and returns them with the plan, or false when ev has no
 // solution there. size is the number of hosts solved over.
 func oraclePlan(cfg Config, ev scheduler.Event, all []scheduler.Host, busy map[string]bool, rng *rand.Rand, st *stats) (plan scheduler.Plan, used []string, size int, ok bool) {
+	// Other overloaded hosts are left out: the oracle relieves the
+	// detected host only, as an agent's event does (K-of-N decides, not
+	// the solver). Relieving every overloaded host in one whole-cloud
+	// plan held a score of hosts busy through several steps and left
+	// more overload, not less (README, "The oracle").
+	thr := cfg.Agent.Thresholds
 	free := make([]scheduler.Host, 0, len(all))
-	for _, h := range all {
-		if !busy[h.Name] {
-			free = append(free, h)
+	for i := range all {
+		h := &all[i]
+		if !busy[h.Name] && (h.Name == ev.Host || !thr.Overloaded(h)) {
+			free = append(free, *h)
 		}
 	}
 	opt := scheduler.DefaultSolveOptions()

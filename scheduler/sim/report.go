@@ -131,7 +131,9 @@ type Report struct {
 		Moved    int     `json:"moved"`    // booted servers moved at least once
 	} `json:"arrivals"`
 	OverloadSeconds float64 `json:"overload_seconds"`
-	Partitions      struct {
+	// OverloadBreakdown splits OverloadSeconds (the virtual clock only).
+	OverloadBreakdown *OverloadSplit `json:"overload_breakdown,omitempty"`
+	Partitions        struct {
 		MaxSize  int     `json:"max_size"`
 		MeanSize float64 `json:"mean_size"`
 	} `json:"partitions"`
@@ -263,6 +265,16 @@ type TemplateCount struct {
 	Template string `json:"template"`
 	Count    int64  `json:"count"`
 	Errors   int64  `json:"errors,omitempty"`
+}
+
+// OverloadSplit splits a run's overload host-seconds by what the host's
+// agent was doing: InEvent, an event of the host was in flight (from
+// detection to the end of its plan); NoEvent, none was (before K-of-N
+// fired, transient overloads, backoff after an event not solved, a host
+// another partition's plan uses).
+type OverloadSplit struct {
+	NoEvent float64 `json:"no_event"`
+	InEvent float64 `json:"in_event"`
 }
 
 // Percentiles of a distribution in milliseconds.

@@ -170,8 +170,8 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("membership %q: want ideal or swim", c.Membership))
 	}
-	if c.Clock != "" && c.Clock != ClockWall && c.Clock != ClockVirtual {
-		errs = append(errs, fmt.Errorf("clock %q: want wall or virtual", c.Clock))
+	if c.Clock != "" && c.Clock != ClockWall && c.Clock != ClockVirtual && c.Clock != ClockAuto {
+		errs = append(errs, fmt.Errorf("clock %q: want auto, wall or virtual", c.Clock))
 	}
 	if c.MembershipDrop < 0 || c.MembershipDrop >= 1 {
 		errs = append(errs, errors.New("--drop must be a fraction in [0, 1)"))
@@ -225,6 +225,7 @@ type stats struct {
 	mu       sync.Mutex
 	raised   map[string]time.Time // event id -> wall time of detection
 	inFlight map[string]bool
+	onHost   map[string]int // host -> events in flight on it
 	solveMS  []float64
 	// simNow is simulated time; raisedSim the simulated time of each
 	// detection, protocolMS detection to plan in simulated time, and
@@ -367,6 +368,10 @@ func (s *stats) record(host string, r scheduler.Record) {
 		s.raised[r.Event.ID] = now
 		s.raisedSim[r.Event.ID] = s.simNow()
 		s.inFlight[r.Event.ID] = true
+		if s.onHost == nil {
+			s.onHost = map[string]int{}
+		}
+		s.onHost[r.Event.Host]++
 	case scheduler.RecPlanned:
 		if t, ok := s.raised[r.Event.ID]; ok {
 			s.solveMS = append(s.solveMS, float64(now.Sub(t).Microseconds())/1000)
@@ -389,6 +394,11 @@ func (s *stats) record(host string, r scheduler.Record) {
 			}
 		}
 		s.sizes = append(s.sizes, r.Size)
+		if s.inFlight[r.Event.ID] {
+			if s.onHost[r.Event.Host]--; s.onHost[r.Event.Host] <= 0 {
+				delete(s.onHost, r.Event.Host)
+			}
+		}
 		delete(s.inFlight, r.Event.ID)
 		delete(s.raised, r.Event.ID)
 		delete(s.raisedSim, r.Event.ID)
@@ -449,7 +459,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Clock == ClockVirtual {
+	if cfg.Clock = cfg.ResolveClock(cfg.Hosts); cfg.Clock == ClockVirtual {
 		return runVirtual(cfg)
 	}
 	wallStart := time.Now()

@@ -1,0 +1,63 @@
+package scheduler
+
+import "testing"
+
+// reliefHosts: src is overloaded by one core; tight has room for the
+// server but would be at 94 % of its cores after; roomy at 25 %.
+func reliefHosts() (src, tight, roomy Host) {
+	src = Host{Name: "src", CPUs: 8, RAMMB: 65536, AllocVCPUs: 32, AllocRAMMB: 65536, Servers: []Server{
+		{ID: "a", VCPUs: 2, RAMMB: 2048, CPU: 4, RAM: 1024},
+		{ID: "b", VCPUs: 2, RAMMB: 2048, CPU: 3, RAM: 1024},
+		{ID: "c", VCPUs: 2, RAMMB: 2048, CPU: 2, RAM: 1024},
+	}}
+	tight = Host{Name: "tight", CPUs: 8, RAMMB: 65536, AllocVCPUs: 32, AllocRAMMB: 65536, Servers: []Server{
+		{ID: "t", VCPUs: 8, RAMMB: 8192, CPU: 5.5, RAM: 4096},
+	}}
+	roomy = Host{Name: "roomy", CPUs: 8, RAMMB: 65536, AllocVCPUs: 32, AllocRAMMB: 65536}
+	return src, tight, roomy
+}
+
+// With ReliefHeadroom, a destination that only fits is taken last, and
+// the solution says so (ReliefUnmet); a roomy one is taken when present.
+func TestSolveReliefHeadroom(t *testing.T) {
+	src, tight, roomy := reliefHosts()
+	ev := []Event{{ID: "e", Kind: Overload, Host: "src"}}
+	p := Problem{Events: ev, Hosts: []Host{src, tight}, Thresholds: DefaultThresholds()}
+
+	sol := Solve(p, DefaultSolveOptions())
+	if !sol.OK || sol.ReliefUnmet {
+		t.Fatalf("without relief headroom: %+v, want a solution onto tight", sol)
+	}
+	p.ReliefHeadroom = 0.4
+	sol = Solve(p, DefaultSolveOptions())
+	if !sol.OK || !sol.ReliefUnmet {
+		t.Fatalf("only tight, relief headroom 0.4: %+v, want a solution that only fits (ReliefUnmet)", sol)
+	}
+	p.Hosts = []Host{src, tight, roomy}
+	sol = Solve(p, DefaultSolveOptions())
+	if !sol.OK || sol.ReliefUnmet {
+		t.Fatalf("with roomy: %+v, want a solution keeping the headroom", sol)
+	}
+	for _, a := range sol.Moves {
+		if a.To != "roomy" {
+			t.Fatalf("moved %s to %s, want roomy: %+v", a.Server, a.To, sol.Moves)
+		}
+	}
+}
+
+// Relief headroom is for servers leaving overloaded hosts: a drain
+// still empties its host onto a destination that only fits.
+func TestReliefHeadroomLeavesDrainsAlone(t *testing.T) {
+	src, tight, _ := reliefHosts()
+	src.Servers = src.Servers[:1] // 4 cores: not overloaded
+	p := Problem{Events: []Event{{ID: "e", Kind: Maintenance, Host: "src"}}, Hosts: []Host{src, tight}, Thresholds: DefaultThresholds(), ReliefHeadroom: 0.4}
+	// tight would be at 9.5 of 8 cores with a: nothing fits at all.
+	if sol := Solve(p, DefaultSolveOptions()); sol.OK {
+		t.Fatalf("drain onto a host it overloads: %+v", sol)
+	}
+	src.Servers[0].CPU = 2 // tight at 7.5 of 8 cores: fits, no headroom
+	p.Hosts = []Host{src, tight}
+	if sol := Solve(p, DefaultSolveOptions()); !sol.OK || sol.ReliefUnmet {
+		t.Fatalf("drain: %+v, want a solution onto tight whatever the relief headroom", sol)
+	}
+}
