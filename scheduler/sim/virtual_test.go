@@ -108,3 +108,25 @@ func TestVirtualClockOracle(t *testing.T) {
 		t.Fatalf("violations %v, lost %d, messages %d", r.Safety.Descriptions, r.Safety.ServersLost, r.Messages.Total)
 	}
 }
+
+// --clock auto: the wall clock for what it can keep up with or what only
+// it models, the virtual clock above AutoVirtualAbove hosts.
+func TestResolveClock(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Clock = ClockAuto
+	if got := cfg.ResolveClock(1000); got != ClockWall {
+		t.Errorf("auto at 1,000 hosts: %s, want wall", got)
+	}
+	if got := cfg.ResolveClock(AutoVirtualAbove + 1); got != ClockVirtual {
+		t.Errorf("auto above %d hosts: %s, want virtual", AutoVirtualAbove, got)
+	}
+	api := cfg
+	api.NovaAPIRate = 500 // Nova's API: the wall clock's only
+	if got := api.ResolveClock(10000); got != ClockWall {
+		t.Errorf("auto at 10,000 hosts with --nova-api-rps: %s, want wall", got)
+	}
+	cfg.Clock = ClockWall
+	if got := cfg.ResolveClock(100000); got != ClockWall {
+		t.Errorf("wall asked for: %s", got)
+	}
+}
