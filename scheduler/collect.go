@@ -90,7 +90,7 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		// Nothing was moved and nothing is left to do: the event
 		// vanished by itself, which is not solving it.
 		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
-		a.dissolve(Aborted, fmt.Sprintf("nothing to do on fresh snapshots after %d re-plan(s), nothing moved: the event no longer holds", p.Replans))
+		a.dissolve(Aborted, fmt.Sprintf("nothing to do on fresh snapshots after %d re-plan(s), %s", p.Replans, Vanished))
 	case sol.OK && planErr == nil && plan.Len() == 0:
 		a.solved = sol.Solved
 		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
@@ -106,7 +106,7 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		a.phase, a.planRan = phExecuting, true
 		a.broadcast(a.update())
 		a.record(Record{Kind: RecPlanned, Event: ev, Moves: plan.Len(), Reason: sol.Reason})
-		a.rd.Execute = append(a.rd.Execute, ExecRequest{PartID: p.ID, Version: p.Version, Event: ev, Plan: plan})
+		a.rd.Execute = append(a.rd.Execute, ExecRequest{PartID: p.ID, Version: p.Version, Event: ev, Plan: plan, Moved: len(p.Moved)})
 	default:
 		reason := sol.Reason
 		if planErr != nil {
