@@ -122,7 +122,8 @@ const (
 	ReasonStopping            ReasonClass = "stopping"             // the agent is stopping
 	ReasonCancelled           ReasonClass = "cancelled"            // an earlier action failed
 	ReasonReadFailed          ReasonClass = "read_failed"          // a re-check read failed
-	ReasonEvent               ReasonClass = "event_reason"         // the plan's event no longer justifies it
+	ReasonEvent               ReasonClass = "event_reason"         // the plan's event no longer holds (its host's measurement, Nova for a drain)
+	ReasonEventUnverified     ReasonClass = "event_unverified"     // the plan's event could not be verified (a read failed, the host's agent did not answer)
 	ReasonServerChanged       ReasonClass = "server_changed"       // moved, busy or migrating
 	ReasonServerGroup         ReasonClass = "server_group"         // (anti-)affinity
 	ReasonDestinationDisabled ReasonClass = "destination_disabled" // service disabled, down or forced down
@@ -241,8 +242,8 @@ type flight struct {
 	// snapshot demand of every server the plan's partition saw.
 	snap map[string]nova.Demand
 	// reasons: by event host, why the plan's event does not justify its
-	// actions ("" when it does), see executor_reason.go.
-	reasons map[string]string
+	// actions (empty when it does), see executor_reason.go.
+	reasons map[string]skip
 }
 
 type load struct {
@@ -295,7 +296,8 @@ type progress struct {
 // order).
 func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan scheduler.Plan) ExecResult {
 	ctx = nova.WithRequestID(ctx, RequestID(ev.ID))
-	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{}, reasons: map[string]string{}}
+	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{},
+		reasons: map[string]skip{}}
 	for _, h := range plan.Snapshot {
 		for _, s := range h.Servers {
 			f.snap[s.ID] = nova.Demand{CPU: s.CPU, RAMMB: s.RAM}
@@ -502,8 +504,8 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	if s.Locked {
 		return nil, nil, skipf(ReasonServerChanged, "server is locked")
 	}
-	if r.reason != "" {
-		return nil, nil, skip{ReasonEvent, r.reason}
+	if r.reason.why != "" {
+		return nil, nil, r.reason
 	}
 	if a.Kind != scheduler.LiveMigrate {
 		return nil, nil, skip{}
@@ -614,7 +616,7 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 type reads struct {
 	server                      nova.Server
 	serverErr                   error
-	reason                      string
+	reason                      skip
 	migrations                  []nova.Migration
 	migrationsErr               error
 	dest                        nova.Host
@@ -662,6 +664,10 @@ type reservation struct {
 	accepted   bool
 }
 
+// askTries is how many times measure asks a host's agent for its demand
+// before it is unknown (each ask waits up to QueryTimeout).
+const askTries = 3
+
 // measure is host's demand now: from the local source, else from the
 // host's agent (Ask; an error when it does not answer); nil, nil when
 // there is no agent to ask (the plan's snapshot answers then).
@@ -675,12 +681,20 @@ func (e *Executor) measure(ctx context.Context, host string) (map[string]nova.De
 	if e.Ask != nil {
 		// The host's agent measures it; when it does not answer, its
 		// demand now is unknown: the plan's snapshot may be stale, so the
-		// move is skipped rather than risk overloading a host.
-		d, err := e.Ask(ctx, host)
-		if err != nil {
-			return nil, fmt.Errorf("unknown now: %w", err)
+		// move is skipped rather than risk overloading a host. A query is
+		// asked again before that (askTries): an answer late by a moment
+		// (a busy agent, a busy bus) is not a reason to give up a plan.
+		var err error
+		for range askTries {
+			var d map[string]nova.Demand
+			if d, err = e.Ask(ctx, host); err == nil {
+				return d, nil
+			}
+			if ctx.Err() != nil {
+				break
+			}
 		}
-		return d, nil
+		return nil, fmt.Errorf("unknown now: %w", err)
 	}
 	return nil, nil // no agent to ask (tools, tests): the plan's snapshot
 }

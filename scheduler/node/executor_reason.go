@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -31,10 +30,11 @@ import (
 // (tools, tests) is not a protocol decision and is not checked.
 
 // reasonHolds says why the plan's event no longer justifies its actions
-// ("" when it does); f memoizes the verdict for the plan.
-func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, _ scheduler.Action, f *flight) string {
+// (empty when it does); f memoizes the verdict for the plan, unless the
+// reason could not be verified (the next action tries again).
+func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, _ scheduler.Action, f *flight) skip {
 	if ev.Kind == scheduler.NoEvent {
-		return ""
+		return skip{}
 	}
 	f.mu.Lock()
 	why, known := f.reasons[ev.Host]
@@ -43,13 +43,20 @@ func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, _ schedu
 		return why
 	}
 	why = e.eventReason(ctx, ev)
-	f.mu.Lock()
-	f.reasons[ev.Host] = why
-	f.mu.Unlock()
+	if why.class != ReasonEventUnverified {
+		f.mu.Lock()
+		f.reasons[ev.Host] = why
+		f.mu.Unlock()
+	}
 	return why
 }
 
-func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event) string {
+// eventReason is the verdict on the event's reason: empty when it holds,
+// ReasonEvent when it no longer does (the overload went away, the drain
+// was lifted: the workload moved on), ReasonEventUnverified when the reads
+// it needs failed (a Nova read on a queued API, the host's agent did not
+// answer): not the same thing, and the runner re-plans the second.
+func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event) skip {
 	src := ev.Host
 	// The three reads at once: on a queued API the verdict costs one
 	// wait, not three in a row (a Maintenance needs only the host).
@@ -76,36 +83,36 @@ func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event) string {
 	h, err = retry(ctx, e, func() (nova.Host, error) { return e.nova.Host(ctx, src) })
 	wg.Wait()
 	if err != nil {
-		return "reason not verified: re-read of " + src + " failed: " + err.Error()
+		return skip{ReasonEventUnverified, "reason not verified: re-read of " + src + " failed: " + err.Error()}
 	}
 	drain := e.DrainReason
 	if drain == nil {
 		drain = DefaultConfig().DrainReason
 	}
 	if h.Service.Disabled() && drain.MatchString(h.Service.DisabledReason) {
-		return ""
+		return skip{}
 	}
 	if ev.Kind == scheduler.Maintenance {
-		return fmt.Sprintf("reason not verified: %s is not being drained (service %s, reason %q)", src, h.Service.Status, h.Service.DisabledReason)
+		return skipf(ReasonEvent, "reason does not hold: %s is not being drained (service %s, reason %q)", src, h.Service.Status, h.Service.DisabledReason)
 	}
 	if dErr != nil || d == nil {
-		return "reason not verified: no measurement of " + src + " (its agent did not answer)"
+		return skip{ReasonEventUnverified, "reason not verified: no measurement of " + src + " (its agent did not answer)"}
 	}
 	if sErr != nil {
-		return "reason not verified: re-read of " + src + "'s servers failed: " + sErr.Error()
+		return skip{ReasonEventUnverified, "reason not verified: re-read of " + src + "'s servers failed: " + sErr.Error()}
 	}
 	host := ToHost(h, servers, d, drain)
 	if ev.Kind == scheduler.Underload {
 		if e.thr.Underloaded(&host) {
-			return ""
+			return skip{}
 		}
-		return fmt.Sprintf("reason not verified: %s is not underloaded by its own measurement", src)
+		return skipf(ReasonEvent, "reason does not hold: %s is not underloaded by its own measurement", src)
 	}
 	if e.thr.Overloaded(&host) {
-		return ""
+		return skip{}
 	}
 	cpu, ram := host.Demand()
-	return fmt.Sprintf("reason not verified: %s is neither drained nor overloaded by its own measurement (cpu %.1f/%.0f, ram %.0f/%.0f)", src, cpu, host.CPUs, ram, host.RAMMB)
+	return skipf(ReasonEvent, "reason does not hold: %s is neither drained nor overloaded by its own measurement (cpu %.1f/%.0f, ram %.0f/%.0f)", src, cpu, host.CPUs, ram, host.RAMMB)
 }
 
 // Relieved says whether the plan's OVERLOAD event is over although the
