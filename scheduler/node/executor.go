@@ -494,6 +494,9 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	// Every read at once: on a busy nova-api the re-check costs one
 	// round trip, not seven (it is on the path of a drain's first move).
 	r := e.readAll(ctx, ev, a, f)
+	if r.decided {
+		return nil, nil, r.reason // before any Nova read
+	}
 	s, err := r.server, r.serverErr
 	if err != nil {
 		return nil, nil, skip{ReasonReadFailed, "server re-read failed: " + err.Error()}
@@ -617,6 +620,7 @@ type reads struct {
 	server                      nova.Server
 	serverErr                   error
 	reason                      skip
+	decided                     bool // reason decided before any Nova read, nothing else read
 	migrations                  []nova.Migration
 	migrationsErr               error
 	dest                        nova.Host
@@ -631,6 +635,14 @@ type reads struct {
 // server and the reason).
 func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) *reads {
 	r := &reads{}
+	// The event's verdict first when it needs no Nova read (kept for the
+	// plan, or its host's agent did not answer): an action skipped for it
+	// costs Nova nothing. Else its Nova reads go with the others.
+	why, known, d := e.reasonFirst(ctx, ev, f)
+	if known && why.why != "" {
+		r.reason, r.decided = why, true
+		return r
+	}
 	var wg sync.WaitGroup
 	do := func(fn func()) {
 		wg.Add(1)
@@ -639,7 +651,9 @@ func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.
 	do(func() {
 		r.server, r.serverErr = retry(ctx, e, func() (nova.Server, error) { return e.nova.Server(ctx, a.Server) })
 	})
-	do(func() { r.reason = e.reasonHolds(ctx, ev, a, f) })
+	if !known {
+		do(func() { r.reason = e.reasonHolds(ctx, ev, d, f) })
+	}
 	if a.Kind == scheduler.LiveMigrate {
 		do(func() {
 			r.migrations, r.migrationsErr = retry(ctx, e, func() ([]nova.Migration, error) { return e.nova.Migrations(ctx, a.Server) })

@@ -29,20 +29,34 @@ import (
 // given) are re-checked for fit only. An action without an event kind
 // (tools, tests) is not a protocol decision and is not checked.
 
-// reasonHolds says why the plan's event no longer justifies its actions
-// (empty when it does); f memoizes the verdict for the plan, unless the
-// reason could not be verified (the next action tries again).
-func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, _ scheduler.Action, f *flight) skip {
+// reasonFirst is the event's verdict when it is known without a Nova
+// read: kept for the plan (known true), or its host's measurement missing
+// (ReasonEventUnverified: its agent did not answer); then the re-check
+// sends Nova nothing for the action. Otherwise known is false and d is the
+// host's measurement, for reasonHolds (nil for a drain: Nova decides).
+func (e *Executor) reasonFirst(ctx context.Context, ev scheduler.Event, f *flight) (why skip, known bool, d map[string]nova.Demand) {
 	if ev.Kind == scheduler.NoEvent {
-		return skip{}
+		return skip{}, true, nil
 	}
 	f.mu.Lock()
-	why, known := f.reasons[ev.Host]
+	why, known = f.reasons[ev.Host]
 	f.mu.Unlock()
-	if known {
-		return why
+	if known || ev.Kind == scheduler.Maintenance {
+		return why, known, nil
 	}
-	why = e.eventReason(ctx, ev)
+	d, err := e.measure(ctx, ev.Host)
+	if err != nil || d == nil {
+		return skip{ReasonEventUnverified, "reason not verified: no measurement of " + ev.Host + " (its agent did not answer)"}, true, nil
+	}
+	return skip{}, false, d
+}
+
+// reasonHolds says why the plan's event no longer justifies its actions
+// (empty when it does), from its host's measurement d and Nova; f keeps
+// the verdict for the plan, unless the reason could not be verified (the
+// next action tries again).
+func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, d map[string]nova.Demand, f *flight) skip {
+	why := e.eventReason(ctx, ev, d)
 	if why.class != ReasonEventUnverified {
 		f.mu.Lock()
 		f.reasons[ev.Host] = why
@@ -56,25 +70,19 @@ func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, _ schedu
 // was lifted: the workload moved on), ReasonEventUnverified when the reads
 // it needs failed (a Nova read on a queued API, the host's agent did not
 // answer): not the same thing, and the runner re-plans the second.
-func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event) skip {
+func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event, d map[string]nova.Demand) skip {
 	src := ev.Host
-	// The three reads at once: on a queued API the verdict costs one
-	// wait, not three in a row (a Maintenance needs only the host).
+	// Nova's reads at once: on a queued API the verdict costs one wait,
+	// not two in a row (a Maintenance needs only the host).
 	var (
 		h       nova.Host
 		servers []nova.Server
-		d       map[string]nova.Demand
 		err     error
 		sErr    error
-		dErr    error
 		wg      sync.WaitGroup
 	)
 	if ev.Kind != scheduler.Maintenance {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			d, dErr = e.measure(ctx, src)
-		}()
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			servers, sErr = retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, src) })
@@ -95,7 +103,7 @@ func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event) skip {
 	if ev.Kind == scheduler.Maintenance {
 		return skipf(ReasonEvent, "reason does not hold: %s is not being drained (service %s, reason %q)", src, h.Service.Status, h.Service.DisabledReason)
 	}
-	if dErr != nil || d == nil {
+	if d == nil {
 		return skip{ReasonEventUnverified, "reason not verified: no measurement of " + src + " (its agent did not answer)"}
 	}
 	if sErr != nil {

@@ -186,3 +186,25 @@ func TestExecutorUnverifiedReasonIsAskedAgain(t *testing.T) {
 		t.Fatalf("second action %+v, want done once h1's agent answered", a)
 	}
 }
+
+// An action skipped because the event's host did not answer, or because
+// the plan's event was found not to hold, costs Nova nothing: the verdict
+// comes before the re-check's reads.
+func TestExecutorReasonBeforeNovaReads(t *testing.T) {
+	w := newExecWorld(t, 3)
+	w.server("s1", "h1", 2, nil)
+	w.server("s2", "h1", 7, nil)
+	e := w.executor(fastExec(), w.cloud, node.OnlyHost(w.cloud, "h3"), w.clock)
+	e.Ask = func(context.Context, string) (map[string]nova.Demand, error) {
+		return nil, errors.New("no answer from its agent")
+	}
+	before := w.cloud.Meter().Snapshot().Total
+	plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 2)}, {move("s2", "h1", "h3", 7)}}}
+	res := e.Execute(context.Background(), scheduler.Event{ID: "ev", Kind: scheduler.Overload, Host: "h1"}, plan)
+	if res.Skipped != 2 || res.Actions[0].Class != node.ReasonEventUnverified {
+		t.Fatalf("%+v, want both skipped, not verified", res.Actions)
+	}
+	if n := w.cloud.Meter().Snapshot().Total - before; n != 0 {
+		t.Fatalf("%d requests to Nova for a plan whose event could not be verified, want 0", n)
+	}
+}
