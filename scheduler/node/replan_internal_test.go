@@ -7,9 +7,9 @@ import (
 )
 
 // A plan goes back to its leader for a re-plan only when every skipped
-// action was skipped because the cloud changed under it or a re-check
-// could not be verified (a read failed, the event's host did not answer);
-// a skip for the event's reason (it no longer holds: not solved), an
+// action was skipped because the cloud changed under it; a skip for the
+// event's reason (it no longer holds: not solved), a re-check that could
+// not be verified (a read failed, the event's host did not answer), an
 // operator's control or a stop ends the event as before.
 func TestReplannable(t *testing.T) {
 	done := ActionResult{Action: scheduler.Action{Server: "s1"}, Outcome: ActionDone, Class: ReasonNone}
@@ -22,8 +22,7 @@ func TestReplannable(t *testing.T) {
 	}{
 		{ReasonOverload, true}, {ReasonPlacement, true}, {ReasonServerChanged, true},
 		{ReasonDestinationBusy, true}, {ReasonDestinationDisabled, true}, {ReasonServerGroup, true}, {ReasonConflict, true},
-		{ReasonReadFailed, true}, {ReasonEventUnverified, true},
-		{ReasonEvent, false}, {ReasonPaused, false}, {ReasonExcluded, false}, {ReasonAdvise, false},
+		{ReasonEvent, false}, {ReasonReadFailed, false}, {ReasonEventUnverified, false}, {ReasonPaused, false}, {ReasonExcluded, false}, {ReasonAdvise, false},
 		{ReasonStopping, false}, {ReasonCancelled, false},
 	} {
 		t.Run(string(tc.class), func(t *testing.T) {
@@ -40,7 +39,7 @@ func TestReplannable(t *testing.T) {
 
 // How a plan's execution ends its event: an event that no longer holds is
 // solved when something was moved for it, vanished when nothing was; one
-// that could not be verified is re-planned, not given up.
+// that could not be verified is aborted as such, not as vanished.
 func TestPlanOutcome(t *testing.T) {
 	done := ActionResult{Outcome: ActionDone, Class: ReasonNone}
 	skipped := func(c ReasonClass) ActionResult { return ActionResult{Outcome: ActionSkipped, Class: c} }
@@ -56,9 +55,10 @@ func TestPlanOutcome(t *testing.T) {
 		{name: "one failed", actions: []ActionResult{done, failed}, want: scheduler.Failed},
 		{name: "event gone, nothing moved", actions: []ActionResult{skipped(ReasonEvent)}, want: scheduler.Aborted, vanished: true},
 		{name: "event gone after an earlier plan's moves", actions: []ActionResult{skipped(ReasonEvent)}, earlier: true, want: scheduler.Solved},
-		{name: "event unverified, still overloaded", actions: []ActionResult{skipped(ReasonEventUnverified)}, want: 0},
-		{name: "read failed, still overloaded", actions: []ActionResult{done, skipped(ReasonReadFailed)}, want: 0},
-		{name: "unverified, relieved by itself", actions: []ActionResult{skipped(ReasonEventUnverified)}, relieved: true, want: scheduler.Aborted, vanished: true},
+		{name: "event unverified", actions: []ActionResult{skipped(ReasonEventUnverified)}, want: scheduler.Aborted},
+		{name: "unverified, though relieved", actions: []ActionResult{skipped(ReasonEventUnverified)}, relieved: true, want: scheduler.Aborted},
+		{name: "read failed after a move, relieved", actions: []ActionResult{done, skipped(ReasonReadFailed)}, relieved: true, want: scheduler.Solved},
+		{name: "read failed, still overloaded", actions: []ActionResult{done, skipped(ReasonReadFailed)}, want: scheduler.Aborted},
 		{name: "destination full, relieved by the move done", actions: []ActionResult{done, skipped(ReasonOverload)}, relieved: true, want: scheduler.Solved},
 		{name: "destination full, still overloaded", actions: []ActionResult{skipped(ReasonOverload)}, want: 0},
 		{name: "paused", actions: []ActionResult{skipped(ReasonPaused)}, want: scheduler.Aborted},
@@ -85,7 +85,7 @@ func TestPlanOutcome(t *testing.T) {
 		})
 	}
 	// A stopping agent does not re-plan.
-	o, _, replan := planOutcome(ExecResult{Actions: []ActionResult{skipped(ReasonReadFailed)}, Skipped: 1}, false, false, func() bool { return false })
+	o, _, replan := planOutcome(ExecResult{Actions: []ActionResult{skipped(ReasonOverload)}, Skipped: 1}, false, false, func() bool { return false })
 	if replan || o != scheduler.Aborted {
 		t.Fatalf("stopping: %v, re-plan %v; want aborted", o, replan)
 	}

@@ -493,9 +493,8 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 		}
 		o, reason, replan := planOutcome(res, req.Moved > 0, ctx.Err() == nil, func() bool { return r.exec.Relieved(ctx, req.Event, req.Plan) })
 		if replan {
-			// The cloud changed under the plan, or a re-check could not
-			// be verified on a queued API, and the event still holds: the
-			// leader solves again in its partition (bounded).
+			// The cloud changed under the plan and the event still
+			// holds: the leader solves again in its partition (bounded).
 			done := doneActions(res)
 			r.post(ctx, func(a *scheduler.Agent) { a.PlanSkipped(req.PartID, req.Version, done, reason) })
 			return
@@ -511,7 +510,8 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 // Aborted as scheduler.Vanished when nothing was moved and the event no
 // longer holds (its condition went away by itself); a re-plan (replan
 // true) when the skips are replannable's, the agent is not stopping
-// (live) and the event still holds; else Aborted. relieved asks the
+// (live) and the event still holds; else Aborted, with the class of the
+// first skip that is not replannable's. relieved asks the
 // event's host's own measurement (no Nova request), only when needed.
 func planOutcome(res ExecResult, earlier, live bool, relieved func() bool) (o scheduler.Outcome, reason string, replan bool) {
 	reason = fmt.Sprintf("%d done, %d skipped, %d failed", res.Done, res.Skipped, res.Failed)
@@ -541,12 +541,15 @@ func planOutcome(res ExecResult, earlier, live bool, relieved func() bool) (o sc
 
 // replannable: every action the re-checks skipped was skipped because
 // the cloud changed under the plan (a destination that no longer fits,
-// a server that moved or got busy) or a re-check could not be verified
-// (a read failed or timed out on a queued API, the event's host did not
-// answer), none because the event's reason no longer holds, an
-// operator's control or a stop: a plan made on fresh snapshots, whose
-// actions are re-checked again, may still solve the event
-// (Agent.PlanSkipped, at most twice).
+// a server that moved or got busy), none because the event's reason no
+// longer holds, an operator's control, a stop, or a re-check that could
+// not be verified (a read failed or timed out, the event's host did not
+// answer three queries: its classes read_failed and event_unverified): a
+// plan made on fresh snapshots may still solve the event
+// (Agent.PlanSkipped). An unverified re-check is retried where it is cheap
+// (the queries, the verdict at the next action) but not re-planned: a
+// re-plan needs the same silent agent's snapshot and sends a queued API
+// a new plan's reads; the event is raised again after its backoff.
 func replannable(res ExecResult) bool { return notReplannable(res) == "" }
 
 // notReplannable is the class of the first action skipped for a reason
@@ -558,8 +561,7 @@ func notReplannable(res ExecResult) ReasonClass {
 		}
 		switch ar.Class {
 		case ReasonOverload, ReasonPlacement, ReasonServerChanged, ReasonServerGroup,
-			ReasonDestinationDisabled, ReasonDestinationBusy, ReasonConflict,
-			ReasonReadFailed, ReasonEventUnverified:
+			ReasonDestinationDisabled, ReasonDestinationBusy, ReasonConflict:
 		default:
 			return ar.Class
 		}
