@@ -199,6 +199,11 @@ type Executor struct {
 	// Ask, if set, asks a host's agent for its latest local measurement
 	// (hosts the executor's own source does not measure).
 	Ask func(ctx context.Context, host string) (map[string]nova.Demand, error)
+	// Capacity, if set, is a host's CPUs and RAM (MB) as its own agent
+	// last read them from Nova (with its answer to Ask, or this agent's
+	// view of its own host): an OVERLOAD its measurement confirms on
+	// them needs no Nova read (executor_reason.go).
+	Capacity func(host string) (cpus, ramMB float64, ok bool)
 	// OnShelved, if set, is called after a server was shelved-offloaded
 	// (the agents with room may unshelve it later).
 	OnShelved func(serverID string)

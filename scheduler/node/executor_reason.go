@@ -48,7 +48,37 @@ func (e *Executor) reasonFirst(ctx context.Context, ev scheduler.Event, f *fligh
 	if err != nil || d == nil {
 		return skip{ReasonEventUnverified, "reason not verified: no measurement of " + ev.Host + " (its agent did not answer)"}, true, nil
 	}
+	if ev.Kind == scheduler.Overload && e.overloadedByItsAgent(ev.Host, d) {
+		f.mu.Lock()
+		f.reasons[ev.Host] = skip{}
+		f.mu.Unlock()
+		return skip{}, true, nil
+	}
 	return skip{}, false, d
+}
+
+// overloadedByItsAgent says whether host's own agent says it is
+// overloaded: its measurement d on the capacity it read from Nova
+// (Capacity). Both are that agent's word, which decides an OVERLOAD
+// anyway (a forged event or snapshot from any other agent does not
+// change them), so the verdict needs no Nova read: on a queued API this
+// saves the plan three requests or more (the host's service and usage,
+// its servers, and its resource provider the first time). When it says
+// not overloaded, or gave no capacity, Nova is read (a drain, Nova's
+// capacity).
+func (e *Executor) overloadedByItsAgent(host string, d map[string]nova.Demand) bool {
+	if e.Capacity == nil {
+		return false
+	}
+	cpus, ramMB, ok := e.Capacity(host)
+	if !ok {
+		return false
+	}
+	h := scheduler.Host{Name: host, CPUs: cpus, RAMMB: ramMB, Servers: make([]scheduler.Server, 0, len(d))}
+	for id, v := range d {
+		h.Servers = append(h.Servers, scheduler.Server{ID: id, CPU: v.CPU, RAM: v.RAMMB})
+	}
+	return e.thr.Overloaded(&h)
 }
 
 // reasonHolds says why the plan's event no longer justifies its actions

@@ -3,7 +3,9 @@ package node_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -206,5 +208,66 @@ func TestExecutorReasonBeforeNovaReads(t *testing.T) {
 	}
 	if n := w.cloud.Meter().Snapshot().Total - before; n != 0 {
 		t.Fatalf("%d requests to Nova for a plan whose event could not be verified, want 0", n)
+	}
+}
+
+// hostReads is a nova.Client that notes which hosts were read.
+type hostReads struct {
+	nova.Client
+	mu   sync.Mutex
+	read []string
+}
+
+func (c *hostReads) Host(ctx context.Context, name string) (nova.Host, error) {
+	c.mu.Lock()
+	c.read = append(c.read, "host "+name)
+	c.mu.Unlock()
+	return c.Client.Host(ctx, name)
+}
+
+func (c *hostReads) Servers(ctx context.Context, host string) ([]nova.Server, error) {
+	c.mu.Lock()
+	c.read = append(c.read, "servers "+host)
+	c.mu.Unlock()
+	return c.Client.Servers(ctx, host)
+}
+
+// An OVERLOAD that the event host's agent confirms, its measurement on
+// the capacity it read from Nova, needs no Nova read of that host; when
+// that agent's capacity says it is not overloaded (or it gave none), Nova
+// decides, on Nova's capacity.
+func TestExecutorOverloadOnItsAgentsWord(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cpus      float64 // the capacity h1's agent gives (0: none)
+		wantReads bool    // Nova reads h1
+	}{
+		{"confirmed by its agent", 8, false},
+		{"no capacity from its agent", 0, true},
+		{"its agent's capacity says not overloaded", 64, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newExecWorld(t, 3)
+			w.server("s1", "h1", 2, nil)
+			w.server("s2", "h1", 7, nil) // 9 > 8 cores in Nova
+			c := &hostReads{Client: w.cloud}
+			e := w.executor(fastExec(), c, node.OnlyHost(w.cloud, "h3"), w.clock)
+			e.Ask = func(ctx context.Context, host string) (map[string]nova.Demand, error) {
+				return w.cloud.Demand(ctx, host)
+			}
+			e.Capacity = func(host string) (float64, float64, bool) {
+				return tc.cpus, 16384, host == "h1" && tc.cpus > 0
+			}
+			plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 2)}}}
+			res := e.Execute(context.Background(), scheduler.Event{ID: "ev", Kind: scheduler.Overload, Host: "h1"}, plan)
+			if res.Done != 1 {
+				t.Fatalf("%+v, want the move done (h1 overloaded in Nova too)", res.Actions)
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if got := slices.Contains(c.read, "host h1"); got != tc.wantReads {
+				t.Fatalf("Nova reads %q: h1 read %v, want %v", c.read, got, tc.wantReads)
+			}
+		})
 	}
 }

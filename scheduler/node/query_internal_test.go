@@ -79,3 +79,36 @@ func TestDemandQueryCarriesRequestID(t *testing.T) {
 		t.Fatalf("h2 read its source under request ids %q, want [req-plan]", src.ids)
 	}
 }
+
+// A demand answer carries the answering agent's capacity of its host as
+// it read it from Nova; none before its first sample.
+func TestDemandAnswerCarriesCapacity(t *testing.T) {
+	b := &syncBus{to: map[string]func(string, []byte){}}
+	cloud := fake.New(fake.DefaultConfig(), fake.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	run := func(h string, d nova.DemandSource) *Runner {
+		ac := scheduler.DefaultConfig(h)
+		ac.Incarnation = "t"
+		r, err := New(DefaultConfig(), ac, []string{"h1", "h2"}, Deps{Bus: b, Nova: cloud, Demand: d, Arbiter: consensus.NewLocal(time.Now), Clock: Wall{}, Log: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.to[bus.ReplySubject(r.cfg.Region, h)] = func(s string, d []byte) { r.receiveAnswer(s, "", d) }
+		b.to[bus.DemandSubject(r.cfg.Region, h)] = r.answerDemand
+		return r
+	}
+	asker := run("h1", nil)
+	answerer := run("h2", &requestSeen{})
+	if _, err := asker.askDemand(context.Background(), "h2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := asker.capacityOf("h2"); ok {
+		t.Fatal("a capacity from an agent that has not sampled its host yet")
+	}
+	answerer.setLast(scheduler.Host{Name: "h2", CPUs: 16, RAMMB: 65536}, map[string]nova.Demand{"s1": {CPU: 1}})
+	if _, err := asker.askDemand(context.Background(), "h2"); err != nil {
+		t.Fatal(err)
+	}
+	if cpus, ram, ok := asker.capacityOf("h2"); !ok || cpus != 16 || ram != 65536 {
+		t.Fatalf("capacity of h2 %v CPUs %v MB (%v), want 16 and 65536", cpus, ram, ok)
+	}
+}
