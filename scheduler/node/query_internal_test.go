@@ -46,17 +46,12 @@ func (s *requestSeen) Demand(ctx context.Context, host string) (map[string]nova.
 	return map[string]nova.Demand{"s1": {CPU: 1, RAMMB: 512}}, nil
 }
 
-// A re-check asking another host's agent for its demand carries the
-// plan's request id, and that agent reads its source under it: nova/fake's
-// observer then knows which demand the plan saw. Without it, demand that
-// changed after the agent's read and was read again by anyone (the host's
-// monitor) made the plan answer for demand it never saw: dvms simulate
-// --workload saturated counted 0-2 plan-overloads-destination violations
-// a run that were drift (issue 11, point 6).
-func TestDemandQueryCarriesRequestID(t *testing.T) {
+// demandPeers returns a function starting a runner for host h (h1 or h2)
+// on one synchronous bus, answering demand queries from its source d.
+func demandPeers(t *testing.T) func(h string, d nova.DemandSource) *Runner {
+	t.Helper()
 	b := &syncBus{to: map[string]func(string, []byte){}}
 	cloud := fake.New(fake.DefaultConfig(), fake.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	src := &requestSeen{}
 	run := func(h string, d nova.DemandSource) *Runner {
 		ac := scheduler.DefaultConfig(h)
 		ac.Incarnation = "t"
@@ -68,6 +63,19 @@ func TestDemandQueryCarriesRequestID(t *testing.T) {
 		b.to[bus.DemandSubject(r.cfg.Region, h)] = r.answerDemand
 		return r
 	}
+	return run
+}
+
+// A re-check asking another host's agent for its demand carries the
+// plan's request id, and that agent reads its source under it: nova/fake's
+// observer then knows which demand the plan saw. Without it, demand that
+// changed after the agent's read and was read again by anyone (the host's
+// monitor) made the plan answer for demand it never saw: dvms simulate
+// --workload saturated counted 0-2 plan-overloads-destination violations
+// a run that were drift (issue 11, point 6).
+func TestDemandQueryCarriesRequestID(t *testing.T) {
+	src := &requestSeen{}
+	run := demandPeers(t)
 	asker := run("h1", nil)
 	run("h2", src)
 	ctx := nova.WithRequestID(context.Background(), "req-plan")
@@ -83,19 +91,7 @@ func TestDemandQueryCarriesRequestID(t *testing.T) {
 // A demand answer carries the answering agent's capacity of its host as
 // it read it from Nova; none before its first sample.
 func TestDemandAnswerCarriesCapacity(t *testing.T) {
-	b := &syncBus{to: map[string]func(string, []byte){}}
-	cloud := fake.New(fake.DefaultConfig(), fake.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	run := func(h string, d nova.DemandSource) *Runner {
-		ac := scheduler.DefaultConfig(h)
-		ac.Incarnation = "t"
-		r, err := New(DefaultConfig(), ac, []string{"h1", "h2"}, Deps{Bus: b, Nova: cloud, Demand: d, Arbiter: consensus.NewLocal(time.Now), Clock: Wall{}, Log: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.to[bus.ReplySubject(r.cfg.Region, h)] = func(s string, d []byte) { r.receiveAnswer(s, "", d) }
-		b.to[bus.DemandSubject(r.cfg.Region, h)] = r.answerDemand
-		return r
-	}
+	run := demandPeers(t)
 	asker := run("h1", nil)
 	answerer := run("h2", &requestSeen{})
 	if _, err := asker.askDemand(context.Background(), "h2"); err != nil {
