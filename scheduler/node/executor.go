@@ -684,8 +684,9 @@ type reservation struct {
 }
 
 // askTries is how many times measure asks a host's agent for its demand
-// before it is unknown (each ask waits up to QueryTimeout).
-const askTries = 3
+// before it is unknown (the runner's query itself is sent up to three
+// times, 3.5 s in all).
+const askTries = 2
 
 // measure is host's demand now: from the local source, else from the
 // host's agent (Ask; an error when it does not answer); nil, nil when
@@ -700,7 +701,7 @@ func (e *Executor) measure(ctx context.Context, host string) (map[string]nova.De
 	if e.Ask != nil {
 		// The host's agent measures it; when it does not answer, its
 		// demand now is unknown: the plan's snapshot may be stale, so the
-		// move is skipped rather than risk overloading a host. A query is
+		// move is skipped rather than risk overloading a host. It is
 		// asked again before that (askTries): an answer late by a moment
 		// (a busy agent, a busy bus) is not a reason to give up a plan.
 		var err error

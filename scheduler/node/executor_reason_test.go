@@ -148,7 +148,7 @@ func TestExecutorAsksALateAgentAgain(t *testing.T) {
 	e := w.executor(fastExec(), w.cloud, node.OnlyHost(w.cloud, "h3"), w.clock)
 	var missed atomic.Int32
 	e.Ask = func(ctx context.Context, host string) (map[string]nova.Demand, error) {
-		if host == "h1" && missed.Add(1) <= 2 {
+		if host == "h1" && missed.Add(1) <= 1 {
 			return nil, errors.New("demand of h1: no answer from its agent")
 		}
 		return w.cloud.Demand(ctx, host)

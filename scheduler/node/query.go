@@ -20,8 +20,12 @@ import (
 // answer within QueryTimeout, the executor takes the demand from the plan's
 // snapshot.
 
-// QueryTimeout bounds a demand query (in the runner's clock).
+// QueryTimeout bounds a demand query's first wait (in the runner's
+// clock); it is sent queryTries times in all, each wait twice the last
+// (3.5 s in all).
 const QueryTimeout = 500 * time.Millisecond
+
+const queryTries = 3
 
 type demandQuery struct {
 	V     int    `json:"v"`
@@ -119,26 +123,36 @@ func (r *Runner) askDemand(ctx context.Context, host string) (map[string]nova.De
 	if err != nil {
 		return nil, err
 	}
-	if err := r.d.Bus.Publish(ctx, bus.DemandSubject(r.cfg.Region, host), data); err != nil {
-		return nil, fmt.Errorf("ask %s for its demand: %w", host, err)
-	}
-	select {
-	case a := <-ch:
-		if a.Host != host {
-			return nil, fmt.Errorf("demand of %s answered by %q", host, a.Host)
+	// The query is sent again, waiting twice as long each time
+	// (QueryTimeout, then 2 and 4 times it): an agent late by a moment (a
+	// busy process, a stalled bus) answers one of them, and a late answer
+	// to an earlier one counts (same id).
+	wait := QueryTimeout
+	for try := 1; ; try++ {
+		if err := r.d.Bus.Publish(ctx, bus.DemandSubject(r.cfg.Region, host), data); err != nil {
+			return nil, fmt.Errorf("ask %s for its demand: %w", host, err)
 		}
-		r.q.mu.Lock()
-		if a.CPUs > 0 && a.RAMMB > 0 {
-			r.q.caps[host] = capacity{a.CPUs, a.RAMMB}
-		} else {
-			delete(r.q.caps, host)
+		select {
+		case a := <-ch:
+			if a.Host != host {
+				return nil, fmt.Errorf("demand of %s answered by %q", host, a.Host)
+			}
+			r.q.mu.Lock()
+			if a.CPUs > 0 && a.RAMMB > 0 {
+				r.q.caps[host] = capacity{a.CPUs, a.RAMMB}
+			} else {
+				delete(r.q.caps, host)
+			}
+			r.q.mu.Unlock()
+			return a.Demand, nil
+		case <-r.d.Clock.After(wait):
+			if try >= queryTries {
+				return nil, errors.New("demand of " + host + ": no answer from its agent")
+			}
+			wait *= 2
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		r.q.mu.Unlock()
-		return a.Demand, nil
-	case <-r.d.Clock.After(QueryTimeout):
-		return nil, errors.New("demand of " + host + ": no answer from its agent")
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
 }
 

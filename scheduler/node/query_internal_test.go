@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,16 +48,52 @@ func (s *requestSeen) Demand(ctx context.Context, host string) (map[string]nova.
 	return map[string]nova.Demand{"s1": {CPU: 1, RAMMB: 512}}, nil
 }
 
+// dropFirst loses the first query published on the demand subjects.
+type dropFirst struct {
+	*syncBus
+	dropped atomic.Bool
+}
+
+func (b *dropFirst) Publish(ctx context.Context, subject string, data []byte) error {
+	if strings.Contains(subject, "demand") && b.dropped.CompareAndSwap(false, true) {
+		return nil
+	}
+	return b.syncBus.Publish(ctx, subject, data)
+}
+
+// A demand query that got no answer is sent again (the agent was late,
+// or the query lost), not given up after one wait.
+func TestDemandQuerySentAgain(t *testing.T) {
+	b := &dropFirst{syncBus: &syncBus{to: map[string]func(string, []byte){}}}
+	run := demandPeersOn(t, b.syncBus, b)
+	asker := run("h1", nil)
+	run("h2", &requestSeen{})
+	d, err := asker.askDemand(context.Background(), "h2")
+	if err != nil || d["s1"].CPU != 1 {
+		t.Fatalf("demand %v, %v: want h2's answer to the second query", d, err)
+	}
+	if !b.dropped.Load() {
+		t.Fatal("no query was lost: the test did not test anything")
+	}
+}
+
 // demandPeers returns a function starting a runner for host h (h1 or h2)
 // on one synchronous bus, answering demand queries from its source d.
 func demandPeers(t *testing.T) func(h string, d nova.DemandSource) *Runner {
 	t.Helper()
 	b := &syncBus{to: map[string]func(string, []byte){}}
+	return demandPeersOn(t, b, b)
+}
+
+// demandPeersOn is demandPeers with the runners publishing on via, which
+// delivers through b's handlers.
+func demandPeersOn(t *testing.T, b *syncBus, via bus.Transport) func(h string, d nova.DemandSource) *Runner {
+	t.Helper()
 	cloud := fake.New(fake.DefaultConfig(), fake.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	run := func(h string, d nova.DemandSource) *Runner {
 		ac := scheduler.DefaultConfig(h)
 		ac.Incarnation = "t"
-		r, err := New(DefaultConfig(), ac, []string{"h1", "h2"}, Deps{Bus: b, Nova: cloud, Demand: d, Arbiter: consensus.NewLocal(time.Now), Clock: Wall{}, Log: zerolog.Nop()})
+		r, err := New(DefaultConfig(), ac, []string{"h1", "h2"}, Deps{Bus: via, Nova: cloud, Demand: d, Arbiter: consensus.NewLocal(time.Now), Clock: Wall{}, Log: zerolog.Nop()})
 		if err != nil {
 			t.Fatal(err)
 		}
