@@ -297,6 +297,31 @@ func (m *Meter) Snapshot() MeterSnapshot {
 	return s
 }
 
+// LatencyMark is the latency histogram of every request recorded up to
+// one moment (Mark), for LatencySince.
+type LatencyMark struct{ h histogram }
+
+// Mark returns the latency histogram so far.
+func (m *Meter) Mark() LatencyMark {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return LatencyMark{h: m.latency}
+}
+
+// LatencySince is how many requests were recorded since mark, and their
+// p50 and p99 latency (bucket upper bounds, as Snapshot's, capped by the
+// largest latency ever recorded).
+func (m *Meter) LatencySince(mark LatencyMark) (n int64, p50, p99 time.Duration) {
+	m.mu.Lock()
+	h := m.latency
+	m.mu.Unlock()
+	h.n -= mark.h.n
+	for i := range h.b {
+		h.b[i] -= mark.h.b[i]
+	}
+	return h.n, h.quantile(0.50), h.quantile(0.99)
+}
+
 // ---- latency histogram ----
 
 // Buckets in microseconds: 0..3 exactly, then four per power of two (a

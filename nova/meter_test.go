@@ -110,6 +110,27 @@ func TestMeterPercentiles(t *testing.T) {
 	}
 }
 
+// The latency of the requests since a mark leaves out those before it
+// (a start-up storm must not hide what comes after).
+func TestMeterLatencySince(t *testing.T) {
+	m := NewMeter()
+	tp := Template{ServiceCompute, "GET", "/servers/{id}"}
+	for range 100 {
+		m.Record(Request{Template: tp, Latency: 20 * time.Second})
+	}
+	mark := m.Mark()
+	for range 100 {
+		m.Record(Request{Template: tp, Latency: 10 * time.Millisecond})
+	}
+	n, p50, p99 := m.LatencySince(mark)
+	if n != 100 || p50 > 12500*time.Microsecond || p99 > 12500*time.Microsecond {
+		t.Fatalf("%d requests since the mark, p50 %s, p99 %s: want 100 at 10 ms", n, p50, p99)
+	}
+	if s := m.Snapshot(); s.P99 < 20*time.Second {
+		t.Fatalf("p99 of every request %s, want the 20 s ones counted", s.P99)
+	}
+}
+
 func TestMeterConcurrent(t *testing.T) {
 	m := NewMeter()
 	tp := Template{ServicePlacement, "GET", "/resource_providers"}

@@ -167,7 +167,7 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		// Nothing was moved and nothing is left to do: the event
 		// vanished by itself, which is not solving it.
 		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
-		a.dissolve(Aborted, fmt.Sprintf("nothing to do on fresh snapshots after %d re-plan(s), nothing moved: the event no longer holds", p.Replans))
+		a.dissolve(Aborted, fmt.Sprintf("nothing to do on fresh snapshots after %d re-plan(s), %s", p.Replans, Vanished))
 	case sol.OK && planErr == nil && plan.Len() == 0:
 		a.solved = sol.Solved
 		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
@@ -188,7 +188,7 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 			a.send(n, up) // not a member any more: it frees itself (onUpdate)
 		}
 		a.record(Record{Kind: RecPlanned, Event: ev, Moves: plan.Len(), Reason: sol.Reason})
-		a.rd.Execute = append(a.rd.Execute, ExecRequest{PartID: p.ID, Version: p.Version, Event: ev, Plan: plan})
+		a.rd.Execute = append(a.rd.Execute, ExecRequest{PartID: p.ID, Version: p.Version, Event: ev, Plan: plan, Moved: len(p.Moved)})
 	default:
 		reason := sol.Reason
 		if planErr != nil {

@@ -7,8 +7,18 @@ package scheduler
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
+
+// Vanished ends the reason of an event Aborted because its condition went
+// away by itself: nothing was moved for it, and its host no longer needs
+// help by its own measurement (or Nova, for a drain). Reports count such
+// events apart (IsVanished): not solved, and not a failure either.
+const Vanished = "nothing moved: the event no longer holds"
+
+// IsVanished says whether an Aborted event's reason is Vanished's.
+func IsVanished(reason string) bool { return strings.Contains(reason, Vanished) }
 
 // PlanDone reports the execution of a plan: Solved when every action was
 // done, Failed when one failed, Aborted when re-checks skipped actions

@@ -28,6 +28,10 @@ type ExecRequest struct {
 	Version uint64
 	Event   Event
 	Plan    Plan
+	// Moved counts the actions Nova did for the partition's earlier plans
+	// (Partition.Moved, re-plans): a plan skipped because its event no
+	// longer holds after those moves solved it; with none, it vanished.
+	Moved int
 }
 
 // ArbiterOp is a request for the merge arbiter.

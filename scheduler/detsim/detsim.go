@@ -501,14 +501,19 @@ func (c *Cluster) progress() {
 
 // outcome is the end of a plan as the runtime reports it
 // (node.Runner): failed moves make it Failed; skipped ones Aborted,
-// unless some were done and the event's host is no longer overloaded.
+// unless the event's host is no longer overloaded: solved when the
+// partition's plans moved something, vanished (scheduler.Vanished) when
+// not.
 func (c *Cluster) outcome(e *exec) (scheduler.Outcome, string) {
 	reason := fmt.Sprintf("%d done, %d skipped, %d failed", e.done, e.skipped, e.fail)
 	switch {
 	case e.fail > 0:
 		return scheduler.Failed, reason
-	case e.skipped > 0 && e.done > 0 && e.req.Event.Kind == scheduler.Overload && !c.thresholds().Overloaded(c.Hosts[e.req.Event.Host]):
-		return scheduler.Solved, reason + "; the event's host is no longer overloaded by its own measurement"
+	case e.skipped > 0 && e.req.Event.Kind == scheduler.Overload && !c.thresholds().Overloaded(c.Hosts[e.req.Event.Host]):
+		if e.done > 0 || e.req.Moved > 0 {
+			return scheduler.Solved, reason + "; the event's host is no longer overloaded by its own measurement"
+		}
+		return scheduler.Aborted, reason + "; " + scheduler.Vanished + " (its host's own measurement)"
 	case e.skipped > 0:
 		return scheduler.Aborted, reason
 	}

@@ -122,7 +122,8 @@ const (
 	ReasonStopping            ReasonClass = "stopping"             // the agent is stopping
 	ReasonCancelled           ReasonClass = "cancelled"            // an earlier action failed
 	ReasonReadFailed          ReasonClass = "read_failed"          // a re-check read failed
-	ReasonEvent               ReasonClass = "event_reason"         // the plan's event no longer justifies it
+	ReasonEvent               ReasonClass = "event_reason"         // the plan's event no longer holds (its host's measurement, Nova for a drain)
+	ReasonEventUnverified     ReasonClass = "event_unverified"     // the plan's event could not be verified (a read failed, the host's agent did not answer)
 	ReasonServerChanged       ReasonClass = "server_changed"       // moved, busy or migrating
 	ReasonServerGroup         ReasonClass = "server_group"         // (anti-)affinity
 	ReasonDestinationDisabled ReasonClass = "destination_disabled" // service disabled, down or forced down
@@ -198,6 +199,11 @@ type Executor struct {
 	// Ask, if set, asks a host's agent for its latest local measurement
 	// (hosts the executor's own source does not measure).
 	Ask func(ctx context.Context, host string) (map[string]nova.Demand, error)
+	// Capacity, if set, is a host's CPUs and RAM (MB) as its own agent
+	// last read them from Nova (with its answer to Ask, or this agent's
+	// view of its own host): an OVERLOAD its measurement confirms on
+	// them needs no Nova read (executor_reason.go).
+	Capacity func(host string) (cpus, ramMB float64, ok bool)
 	// OnShelved, if set, is called after a server was shelved-offloaded
 	// (the agents with room may unshelve it later).
 	OnShelved func(serverID string)
@@ -241,8 +247,8 @@ type flight struct {
 	// snapshot demand of every server the plan's partition saw.
 	snap map[string]nova.Demand
 	// reasons: by event host, why the plan's event does not justify its
-	// actions ("" when it does), see executor_reason.go.
-	reasons map[string]string
+	// actions (empty when it does), see executor_reason.go.
+	reasons map[string]skip
 }
 
 type load struct {
@@ -295,7 +301,8 @@ type progress struct {
 // order).
 func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan scheduler.Plan) ExecResult {
 	ctx = nova.WithRequestID(ctx, RequestID(ev.ID))
-	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{}, reasons: map[string]string{}}
+	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{},
+		reasons: map[string]skip{}}
 	for _, h := range plan.Snapshot {
 		for _, s := range h.Servers {
 			f.snap[s.ID] = nova.Demand{CPU: s.CPU, RAMMB: s.RAM}
@@ -492,6 +499,9 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	// Every read at once: on a busy nova-api the re-check costs one
 	// round trip, not seven (it is on the path of a drain's first move).
 	r := e.readAll(ctx, ev, a, f)
+	if r.decided {
+		return nil, nil, r.reason // before any Nova read
+	}
 	s, err := r.server, r.serverErr
 	if err != nil {
 		return nil, nil, skip{ReasonReadFailed, "server re-read failed: " + err.Error()}
@@ -502,8 +512,8 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	if s.Locked {
 		return nil, nil, skipf(ReasonServerChanged, "server is locked")
 	}
-	if r.reason != "" {
-		return nil, nil, skip{ReasonEvent, r.reason}
+	if r.reason.why != "" {
+		return nil, nil, r.reason
 	}
 	if a.Kind != scheduler.LiveMigrate {
 		return nil, nil, skip{}
@@ -614,7 +624,8 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 type reads struct {
 	server                      nova.Server
 	serverErr                   error
-	reason                      string
+	reason                      skip
+	decided                     bool // reason decided before any Nova read, nothing else read
 	migrations                  []nova.Migration
 	migrationsErr               error
 	dest                        nova.Host
@@ -629,6 +640,14 @@ type reads struct {
 // server and the reason).
 func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) *reads {
 	r := &reads{}
+	// The event's verdict first when it needs no Nova read (kept for the
+	// plan, or its host's agent did not answer): an action skipped for it
+	// costs Nova nothing. Else its Nova reads go with the others.
+	why, known, d := e.reasonFirst(ctx, ev, f)
+	if known && why.why != "" {
+		r.reason, r.decided = why, true
+		return r
+	}
 	var wg sync.WaitGroup
 	do := func(fn func()) {
 		wg.Add(1)
@@ -637,7 +656,9 @@ func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.
 	do(func() {
 		r.server, r.serverErr = retry(ctx, e, func() (nova.Server, error) { return e.nova.Server(ctx, a.Server) })
 	})
-	do(func() { r.reason = e.reasonHolds(ctx, ev, a, f) })
+	if !known {
+		do(func() { r.reason = e.reasonHolds(ctx, ev, d, f) })
+	}
 	if a.Kind == scheduler.LiveMigrate {
 		do(func() {
 			r.migrations, r.migrationsErr = retry(ctx, e, func() ([]nova.Migration, error) { return e.nova.Migrations(ctx, a.Server) })
@@ -662,6 +683,11 @@ type reservation struct {
 	accepted   bool
 }
 
+// askTries is how many times measure asks a host's agent for its demand
+// before it is unknown (the runner's query itself is sent up to three
+// times, 3.5 s in all).
+const askTries = 2
+
 // measure is host's demand now: from the local source, else from the
 // host's agent (Ask; an error when it does not answer); nil, nil when
 // there is no agent to ask (the plan's snapshot answers then).
@@ -675,12 +701,20 @@ func (e *Executor) measure(ctx context.Context, host string) (map[string]nova.De
 	if e.Ask != nil {
 		// The host's agent measures it; when it does not answer, its
 		// demand now is unknown: the plan's snapshot may be stale, so the
-		// move is skipped rather than risk overloading a host.
-		d, err := e.Ask(ctx, host)
-		if err != nil {
-			return nil, fmt.Errorf("unknown now: %w", err)
+		// move is skipped rather than risk overloading a host. It is
+		// asked again before that (askTries): an answer late by a moment
+		// (a busy agent, a busy bus) is not a reason to give up a plan.
+		var err error
+		for range askTries {
+			var d map[string]nova.Demand
+			if d, err = e.Ask(ctx, host); err == nil {
+				return d, nil
+			}
+			if ctx.Err() != nil {
+				break
+			}
 		}
-		return d, nil
+		return nil, fmt.Errorf("unknown now: %w", err)
 	}
 	return nil, nil // no agent to ask (tools, tests): the plan's snapshot
 }

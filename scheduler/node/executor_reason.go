@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -30,44 +29,90 @@ import (
 // given) are re-checked for fit only. An action without an event kind
 // (tools, tests) is not a protocol decision and is not checked.
 
-// reasonHolds says why the plan's event no longer justifies its actions
-// ("" when it does); f memoizes the verdict for the plan.
-func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, _ scheduler.Action, f *flight) string {
+// reasonFirst is the event's verdict when it is known without a Nova
+// read: kept for the plan (known true), or its host's measurement missing
+// (ReasonEventUnverified: its agent did not answer); then the re-check
+// sends Nova nothing for the action. Otherwise known is false and d is the
+// host's measurement, for reasonHolds (nil for a drain: Nova decides).
+func (e *Executor) reasonFirst(ctx context.Context, ev scheduler.Event, f *flight) (why skip, known bool, d map[string]nova.Demand) {
 	if ev.Kind == scheduler.NoEvent {
-		return ""
+		return skip{}, true, nil
 	}
 	f.mu.Lock()
-	why, known := f.reasons[ev.Host]
+	why, known = f.reasons[ev.Host]
 	f.mu.Unlock()
-	if known {
-		return why
+	if known || ev.Kind == scheduler.Maintenance {
+		return why, known, nil
 	}
-	why = e.eventReason(ctx, ev)
-	f.mu.Lock()
-	f.reasons[ev.Host] = why
-	f.mu.Unlock()
+	d, err := e.measure(ctx, ev.Host)
+	if err != nil || d == nil {
+		return skip{ReasonEventUnverified, "reason not verified: no measurement of " + ev.Host + " (its agent did not answer)"}, true, nil
+	}
+	if ev.Kind == scheduler.Overload && e.overloadedByItsAgent(ev.Host, d) {
+		f.mu.Lock()
+		f.reasons[ev.Host] = skip{}
+		f.mu.Unlock()
+		return skip{}, true, nil
+	}
+	return skip{}, false, d
+}
+
+// overloadedByItsAgent says whether host's own agent says it is
+// overloaded: its measurement d on the capacity it read from Nova
+// (Capacity). Both are that agent's word, which decides an OVERLOAD
+// anyway (a forged event or snapshot from any other agent does not
+// change them), so the verdict needs no Nova read: on a queued API this
+// saves the plan three requests or more (the host's service and usage,
+// its servers, and its resource provider the first time). When it says
+// not overloaded, or gave no capacity, Nova is read (a drain, Nova's
+// capacity).
+func (e *Executor) overloadedByItsAgent(host string, d map[string]nova.Demand) bool {
+	if e.Capacity == nil {
+		return false
+	}
+	cpus, ramMB, ok := e.Capacity(host)
+	if !ok {
+		return false
+	}
+	h := scheduler.Host{Name: host, CPUs: cpus, RAMMB: ramMB, Servers: make([]scheduler.Server, 0, len(d))}
+	for id, v := range d {
+		h.Servers = append(h.Servers, scheduler.Server{ID: id, CPU: v.CPU, RAM: v.RAMMB})
+	}
+	return e.thr.Overloaded(&h)
+}
+
+// reasonHolds says why the plan's event no longer justifies its actions
+// (empty when it does), from its host's measurement d and Nova; f keeps
+// the verdict for the plan, unless the reason could not be verified (the
+// next action tries again).
+func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, d map[string]nova.Demand, f *flight) skip {
+	why := e.eventReason(ctx, ev, d)
+	if why.class != ReasonEventUnverified {
+		f.mu.Lock()
+		f.reasons[ev.Host] = why
+		f.mu.Unlock()
+	}
 	return why
 }
 
-func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event) string {
+// eventReason is the verdict on the event's reason: empty when it holds,
+// ReasonEvent when it no longer does (the overload went away, the drain
+// was lifted: the workload moved on), ReasonEventUnverified when the reads
+// it needs failed (a Nova read on a queued API, the host's agent did not
+// answer): not the same thing, and the runner re-plans the second.
+func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event, d map[string]nova.Demand) skip {
 	src := ev.Host
-	// The three reads at once: on a queued API the verdict costs one
-	// wait, not three in a row (a Maintenance needs only the host).
+	// Nova's reads at once: on a queued API the verdict costs one wait,
+	// not two in a row (a Maintenance needs only the host).
 	var (
 		h       nova.Host
 		servers []nova.Server
-		d       map[string]nova.Demand
 		err     error
 		sErr    error
-		dErr    error
 		wg      sync.WaitGroup
 	)
 	if ev.Kind != scheduler.Maintenance {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			d, dErr = e.measure(ctx, src)
-		}()
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			servers, sErr = retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, src) })
@@ -76,36 +121,36 @@ func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event) string {
 	h, err = retry(ctx, e, func() (nova.Host, error) { return e.nova.Host(ctx, src) })
 	wg.Wait()
 	if err != nil {
-		return "reason not verified: re-read of " + src + " failed: " + err.Error()
+		return skip{ReasonEventUnverified, "reason not verified: re-read of " + src + " failed: " + err.Error()}
 	}
 	drain := e.DrainReason
 	if drain == nil {
 		drain = DefaultConfig().DrainReason
 	}
 	if h.Service.Disabled() && drain.MatchString(h.Service.DisabledReason) {
-		return ""
+		return skip{}
 	}
 	if ev.Kind == scheduler.Maintenance {
-		return fmt.Sprintf("reason not verified: %s is not being drained (service %s, reason %q)", src, h.Service.Status, h.Service.DisabledReason)
+		return skipf(ReasonEvent, "reason does not hold: %s is not being drained (service %s, reason %q)", src, h.Service.Status, h.Service.DisabledReason)
 	}
-	if dErr != nil || d == nil {
-		return "reason not verified: no measurement of " + src + " (its agent did not answer)"
+	if d == nil {
+		return skip{ReasonEventUnverified, "reason not verified: no measurement of " + src + " (its agent did not answer)"}
 	}
 	if sErr != nil {
-		return "reason not verified: re-read of " + src + "'s servers failed: " + sErr.Error()
+		return skip{ReasonEventUnverified, "reason not verified: re-read of " + src + "'s servers failed: " + sErr.Error()}
 	}
 	host := ToHost(h, servers, d, drain)
 	if ev.Kind == scheduler.Underload {
 		if e.thr.Underloaded(&host) {
-			return ""
+			return skip{}
 		}
-		return fmt.Sprintf("reason not verified: %s is not underloaded by its own measurement", src)
+		return skipf(ReasonEvent, "reason does not hold: %s is not underloaded by its own measurement", src)
 	}
 	if e.thr.Overloaded(&host) {
-		return ""
+		return skip{}
 	}
 	cpu, ram := host.Demand()
-	return fmt.Sprintf("reason not verified: %s is neither drained nor overloaded by its own measurement (cpu %.1f/%.0f, ram %.0f/%.0f)", src, cpu, host.CPUs, ram, host.RAMMB)
+	return skipf(ReasonEvent, "reason does not hold: %s is neither drained nor overloaded by its own measurement (cpu %.1f/%.0f, ram %.0f/%.0f)", src, cpu, host.CPUs, ram, host.RAMMB)
 }
 
 // Relieved says whether the plan's OVERLOAD event is over although the

@@ -2,7 +2,11 @@ package node_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/dvms-project/dvms/nova"
@@ -21,29 +25,30 @@ func TestExecutorRechecksTheReason(t *testing.T) {
 		// d: the executor's demand source (default: the cloud measures
 		// every host); ask: h1's agent answers demand queries.
 		local, ask bool
-		want       []string // outcomes of moving s1 then s2 off h1, in order
+		want       []string         // outcomes of moving s1 then s2 off h1, in order
+		class      node.ReasonClass // of the skips
 	}{
 		{name: "forged maintenance of an enabled host", kind: scheduler.Maintenance,
-			want: []string{"skipped: reason not verified: h1 is not being drained", "skipped: reason not verified"}},
+			want: []string{"skipped: reason does not hold: h1 is not being drained", "skipped: reason does not hold"}, class: node.ReasonEvent},
 		{name: "maintenance: disabled for another reason", kind: scheduler.Maintenance, setup: func(w *execWorld) {
 			_ = w.cloud.SetServiceStatus(context.Background(), "h1", true, "broken disk")
-		}, want: []string{"skipped: reason not verified: h1 is not being drained", "skipped"}},
+		}, want: []string{"skipped: reason does not hold: h1 is not being drained", "skipped"}, class: node.ReasonEvent},
 		{name: "maintenance: drained", kind: scheduler.Maintenance, setup: func(w *execWorld) {
 			_ = w.cloud.SetServiceStatus(context.Background(), "h1", true, "dvms:maintenance")
 		}, want: []string{"done", "done"}},
 		{name: "forged overload of an idle host", kind: scheduler.Overload,
-			want: []string{"skipped: reason not verified: h1 is neither drained nor overloaded", "skipped"}},
+			want: []string{"skipped: reason does not hold: h1 is neither drained nor overloaded", "skipped"}, class: node.ReasonEvent},
 		{name: "overload measured: every move of the plan", kind: scheduler.Overload, setup: func(w *execWorld) {
 			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 7, RAMMB: 1024}) // 2 + 7 > 8 cores
 		}, want: []string{"done", "done"}},
 		{name: "overload the source's agent does not confirm", kind: scheduler.Overload, local: true,
-			want: []string{"skipped: reason not verified: no measurement of h1", "skipped"}},
+			want: []string{"skipped: reason not verified: no measurement of h1", "skipped: reason not verified"}, class: node.ReasonEventUnverified},
 		{name: "overload confirmed by the source's agent", kind: scheduler.Overload, local: true, ask: true, setup: func(w *execWorld) {
 			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 7, RAMMB: 1024})
 		}, want: []string{"done", "done"}},
 		{name: "forged underload of a busy host", kind: scheduler.Underload, setup: func(w *execWorld) {
 			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 4, RAMMB: 1024})
-		}, want: []string{"skipped: reason not verified: h1 is not underloaded", "skipped"}},
+		}, want: []string{"skipped: reason does not hold: h1 is not underloaded", "skipped"}, class: node.ReasonEvent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newExecWorld(t, 3)
@@ -75,8 +80,8 @@ func TestExecutorRechecksTheReason(t *testing.T) {
 				if !strings.HasPrefix(got, want) {
 					t.Errorf("action %d: %q, want %q...", i, got, want)
 				}
-				if strings.Contains(want, "reason not verified") && a.Class != node.ReasonEvent {
-					t.Errorf("action %d: class %q, want %q", i, a.Class, node.ReasonEvent)
+				if want != "done" && a.Class != tc.class {
+					t.Errorf("action %d: class %q, want %q", i, a.Class, tc.class)
 				}
 			}
 			if tc.want[0] != "done" {
@@ -130,5 +135,139 @@ func TestExecutorRelieved(t *testing.T) {
 	}
 	if e.Relieved(ctx, ev, scheduler.Plan{}) {
 		t.Fatal("relieved without the host's capacity (not in the snapshot)")
+	}
+}
+
+// The event's host answers a demand query late (a busy agent or bus): the
+// executor asks it again before it calls the demand unknown, and the plan
+// runs.
+func TestExecutorAsksALateAgentAgain(t *testing.T) {
+	w := newExecWorld(t, 3)
+	w.server("s1", "h1", 2, nil)
+	w.server("s2", "h1", 7, nil) // 9 > 8 cores
+	e := w.executor(fastExec(), w.cloud, node.OnlyHost(w.cloud, "h3"), w.clock)
+	var missed atomic.Int32
+	e.Ask = func(ctx context.Context, host string) (map[string]nova.Demand, error) {
+		if host == "h1" && missed.Add(1) <= 1 {
+			return nil, errors.New("demand of h1: no answer from its agent")
+		}
+		return w.cloud.Demand(ctx, host)
+	}
+	snap := []scheduler.Host{{Name: "h1", CPUs: 8, RAMMB: 16384}}
+	plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 2)}}, Snapshot: snap}
+	res := e.Execute(context.Background(), scheduler.Event{ID: "ev", Kind: scheduler.Overload, Host: "h1"}, plan)
+	if res.Done != 1 {
+		t.Fatalf("%+v, want the move done after the agent answered", res.Actions)
+	}
+}
+
+// A reason that could not be verified is not a reason that no longer
+// holds: its class says so (the runner re-plans it), and it is not kept
+// for the rest of the plan, so the next action verifies it again.
+func TestExecutorUnverifiedReasonIsAskedAgain(t *testing.T) {
+	w := newExecWorld(t, 3)
+	w.server("s1", "h1", 2, nil)
+	w.server("s2", "h1", 7, nil) // 9 > 8 cores
+	e := w.executor(fastExec(), w.cloud, node.OnlyHost(w.cloud, "h3"), w.clock)
+	var silent atomic.Bool // h1's agent does not answer while the first action is re-checked
+	silent.Store(true)
+	e.Ask = func(ctx context.Context, host string) (map[string]nova.Demand, error) {
+		if host == "h1" && silent.Load() {
+			return nil, errors.New("demand of h1: no answer from its agent")
+		}
+		return w.cloud.Demand(ctx, host)
+	}
+	e.OnAction = func(node.ActionResult) { silent.Store(false) }
+	snap := []scheduler.Host{{Name: "h1", CPUs: 8, RAMMB: 16384}}
+	plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 2)}, {move("s2", "h1", "h3", 7)}}, Snapshot: snap}
+	res := e.Execute(context.Background(), scheduler.Event{ID: "ev", Kind: scheduler.Overload, Host: "h1"}, plan)
+	if a := res.Actions[0]; a.Outcome != node.ActionSkipped || a.Class != node.ReasonEventUnverified {
+		t.Fatalf("first action %+v, want skipped for %s", a, node.ReasonEventUnverified)
+	}
+	if a := res.Actions[1]; a.Outcome != node.ActionDone {
+		t.Fatalf("second action %+v, want done once h1's agent answered", a)
+	}
+}
+
+// An action skipped because the event's host did not answer, or because
+// the plan's event was found not to hold, costs Nova nothing: the verdict
+// comes before the re-check's reads.
+func TestExecutorReasonBeforeNovaReads(t *testing.T) {
+	w := newExecWorld(t, 3)
+	w.server("s1", "h1", 2, nil)
+	w.server("s2", "h1", 7, nil)
+	e := w.executor(fastExec(), w.cloud, node.OnlyHost(w.cloud, "h3"), w.clock)
+	e.Ask = func(context.Context, string) (map[string]nova.Demand, error) {
+		return nil, errors.New("no answer from its agent")
+	}
+	before := w.cloud.Meter().Snapshot().Total
+	plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 2)}, {move("s2", "h1", "h3", 7)}}}
+	res := e.Execute(context.Background(), scheduler.Event{ID: "ev", Kind: scheduler.Overload, Host: "h1"}, plan)
+	if res.Skipped != 2 || res.Actions[0].Class != node.ReasonEventUnverified {
+		t.Fatalf("%+v, want both skipped, not verified", res.Actions)
+	}
+	if n := w.cloud.Meter().Snapshot().Total - before; n != 0 {
+		t.Fatalf("%d requests to Nova for a plan whose event could not be verified, want 0", n)
+	}
+}
+
+// hostReads is a nova.Client that notes which hosts were read.
+type hostReads struct {
+	nova.Client
+	mu   sync.Mutex
+	read []string
+}
+
+func (c *hostReads) Host(ctx context.Context, name string) (nova.Host, error) {
+	c.mu.Lock()
+	c.read = append(c.read, "host "+name)
+	c.mu.Unlock()
+	return c.Client.Host(ctx, name)
+}
+
+func (c *hostReads) Servers(ctx context.Context, host string) ([]nova.Server, error) {
+	c.mu.Lock()
+	c.read = append(c.read, "servers "+host)
+	c.mu.Unlock()
+	return c.Client.Servers(ctx, host)
+}
+
+// An OVERLOAD that the event host's agent confirms, its measurement on
+// the capacity it read from Nova, needs no Nova read of that host; when
+// that agent's capacity says it is not overloaded (or it gave none), Nova
+// decides, on Nova's capacity.
+func TestExecutorOverloadOnItsAgentsWord(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cpus      float64 // the capacity h1's agent gives (0: none)
+		wantReads bool    // Nova reads h1
+	}{
+		{"confirmed by its agent", 8, false},
+		{"no capacity from its agent", 0, true},
+		{"its agent's capacity says not overloaded", 64, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newExecWorld(t, 3)
+			w.server("s1", "h1", 2, nil)
+			w.server("s2", "h1", 7, nil) // 9 > 8 cores in Nova
+			c := &hostReads{Client: w.cloud}
+			e := w.executor(fastExec(), c, node.OnlyHost(w.cloud, "h3"), w.clock)
+			e.Ask = func(ctx context.Context, host string) (map[string]nova.Demand, error) {
+				return w.cloud.Demand(ctx, host)
+			}
+			e.Capacity = func(host string) (float64, float64, bool) {
+				return tc.cpus, 16384, host == "h1" && tc.cpus > 0
+			}
+			plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 2)}}}
+			res := e.Execute(context.Background(), scheduler.Event{ID: "ev", Kind: scheduler.Overload, Host: "h1"}, plan)
+			if res.Done != 1 {
+				t.Fatalf("%+v, want the move done (h1 overloaded in Nova too)", res.Actions)
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if got := slices.Contains(c.read, "host h1"); got != tc.wantReads {
+				t.Fatalf("Nova reads %q: h1 read %v, want %v", c.read, got, tc.wantReads)
+			}
+		})
 	}
 }

@@ -20,8 +20,12 @@ import (
 // answer within QueryTimeout, the executor takes the demand from the plan's
 // snapshot.
 
-// QueryTimeout bounds a demand query (in the runner's clock).
+// QueryTimeout bounds a demand query's first wait (in the runner's
+// clock); it is sent queryTries times in all, each wait twice the last
+// (3.5 s in all).
 const QueryTimeout = 500 * time.Millisecond
+
+const queryTries = 3
 
 type demandQuery struct {
 	V     int    `json:"v"`
@@ -39,6 +43,11 @@ type demandAnswer struct {
 	Host   string                 `json:"host"`
 	At     time.Time              `json:"at"`
 	Demand map[string]nova.Demand `json:"demand"`
+	// CPUs and RAMMB: the host's capacity as its agent last read it from
+	// Nova (0: not read yet). The executor judges an OVERLOAD on it with
+	// the demand above, the same agent's word (executor_reason.go).
+	CPUs  float64 `json:"cpus,omitempty"`
+	RAMMB float64 `json:"ram_mb,omitempty"`
 }
 
 // queries matches answers to the queries of one runner.
@@ -46,7 +55,12 @@ type queries struct {
 	mu      sync.Mutex
 	seq     uint64
 	waiting map[string]chan demandAnswer
+	// caps: the capacity each host's agent gave in its last answer.
+	caps map[string]capacity
 }
+
+// capacity is a host's CPUs and RAM (MB) as its own agent read them.
+type capacity struct{ cpus, ramMB float64 }
 
 // answerDemand is the handler of this host's demand subject.
 func (r *Runner) answerDemand(_ string, data []byte) {
@@ -62,7 +76,11 @@ func (r *Runner) answerDemand(_ string, data []byte) {
 	if !ok {
 		return // nothing measured: the asker skips the move
 	}
-	out, err := json.Marshal(demandAnswer{V: 1, ID: q.ID, Host: r.agent.ID(), At: at, Demand: d})
+	ans := demandAnswer{V: 1, ID: q.ID, Host: r.agent.ID(), At: at, Demand: d}
+	if h, ok := r.LastSample(); ok {
+		ans.CPUs, ans.RAMMB = h.CPUs, h.RAMMB
+	}
+	out, err := json.Marshal(ans)
 	if err == nil {
 		err = r.d.Bus.Publish(context.Background(), q.Reply, out)
 	}
@@ -105,20 +123,51 @@ func (r *Runner) askDemand(ctx context.Context, host string) (map[string]nova.De
 	if err != nil {
 		return nil, err
 	}
-	if err := r.d.Bus.Publish(ctx, bus.DemandSubject(r.cfg.Region, host), data); err != nil {
-		return nil, fmt.Errorf("ask %s for its demand: %w", host, err)
-	}
-	select {
-	case a := <-ch:
-		if a.Host != host {
-			return nil, fmt.Errorf("demand of %s answered by %q", host, a.Host)
+	// The query is sent again, waiting twice as long each time
+	// (QueryTimeout, then 2 and 4 times it): an agent late by a moment (a
+	// busy process, a stalled bus) answers one of them, and a late answer
+	// to an earlier one counts (same id).
+	wait := QueryTimeout
+	for try := 1; ; try++ {
+		if err := r.d.Bus.Publish(ctx, bus.DemandSubject(r.cfg.Region, host), data); err != nil {
+			return nil, fmt.Errorf("ask %s for its demand: %w", host, err)
 		}
-		return a.Demand, nil
-	case <-r.d.Clock.After(QueryTimeout):
-		return nil, errors.New("demand of " + host + ": no answer from its agent")
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		select {
+		case a := <-ch:
+			if a.Host != host {
+				return nil, fmt.Errorf("demand of %s answered by %q", host, a.Host)
+			}
+			r.q.mu.Lock()
+			if a.CPUs > 0 && a.RAMMB > 0 {
+				r.q.caps[host] = capacity{a.CPUs, a.RAMMB}
+			} else {
+				delete(r.q.caps, host)
+			}
+			r.q.mu.Unlock()
+			return a.Demand, nil
+		case <-r.d.Clock.After(wait):
+			if try >= queryTries {
+				return nil, errors.New("demand of " + host + ": no answer from its agent")
+			}
+			wait *= 2
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
+}
+
+// capacityOf is host's CPUs and RAM (MB) as its own agent last said: this
+// agent's view of its host, or the last answer of host's agent to a
+// demand query (Executor.Capacity).
+func (r *Runner) capacityOf(host string) (cpus, ramMB float64, ok bool) {
+	if host == r.agent.ID() {
+		h, ok := r.LastSample()
+		return h.CPUs, h.RAMMB, ok && h.CPUs > 0 && h.RAMMB > 0
+	}
+	r.q.mu.Lock()
+	defer r.q.mu.Unlock()
+	c, ok := r.q.caps[host]
+	return c.cpus, c.ramMB, ok
 }
 
 // measureNow reads the local source for this host now, within

@@ -192,8 +192,8 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 		results:     make(chan func(*scheduler.Agent), 64),
 		done:        make(chan struct{}),
 	}
-	r.q.waiting = map[string]chan demandAnswer{}
-	r.exec.Ask = r.askDemand
+	r.q.waiting, r.q.caps = map[string]chan demandAnswer{}, map[string]capacity{}
+	r.exec.Ask, r.exec.Capacity = r.askDemand, r.capacityOf
 	r.exec.DrainReason = cfg.DrainReason
 	r.exec.Controls = d.Controls
 	r.exec.OnShelved = func(string) {
@@ -491,42 +491,65 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 		if r.d.Hooks.OnExec != nil {
 			r.d.Hooks.OnExec(r.agent.ID(), req.Event, res)
 		}
-		reason := fmt.Sprintf("%d done, %d skipped, %d failed", res.Done, res.Skipped, res.Failed)
-		o := scheduler.Solved
-		if res.Failed > 0 {
-			o = scheduler.Failed
-		} else if res.Skipped > 0 {
-			replan := replannable(res) && ctx.Err() == nil
-			relieved := (res.Done > 0 || replan) && r.exec.Relieved(ctx, req.Event, req.Plan)
-			switch {
-			case relieved && res.Done > 0:
-				reason += "; the event's host is no longer overloaded by its own measurement"
-			case replan && !relieved:
-				// The cloud changed under the plan and the event still
-				// holds: the leader solves again in its partition
-				// (bounded).
-				done := doneActions(res)
-				r.post(ctx, func(a *scheduler.Agent) { a.PlanSkipped(req.PartID, req.Version, done, reason) })
-				return
-			case relieved:
-				o = scheduler.Aborted // nothing moved: not solved
-				reason += "; nothing moved and the event's host is no longer overloaded by its own measurement"
-			default:
-				o = scheduler.Aborted // re-checks skipped part of the plan
-				if c := notReplannable(res); c != "" {
-					reason += "; skipped for " + string(c)
-				}
-			}
+		o, reason, replan := planOutcome(res, req.Moved > 0, ctx.Err() == nil, func() bool { return r.exec.Relieved(ctx, req.Event, req.Plan) })
+		if replan {
+			// The cloud changed under the plan and the event still
+			// holds: the leader solves again in its partition (bounded).
+			done := doneActions(res)
+			r.post(ctx, func(a *scheduler.Agent) { a.PlanSkipped(req.PartID, req.Version, done, reason) })
+			return
 		}
 		r.post(ctx, func(a *scheduler.Agent) { a.PlanDone(req.PartID, req.Version, o, reason) })
 	}()
 }
 
+// planOutcome is how a plan's execution ends its event: Failed when an
+// action failed; Solved when every action was done, or when some were
+// skipped and the event no longer holds after the moves done for it
+// (earlier: the partition's plans before a re-plan moved something);
+// Aborted as scheduler.Vanished when nothing was moved and the event no
+// longer holds (its condition went away by itself); a re-plan (replan
+// true) when the skips are replannable's, the agent is not stopping
+// (live) and the event still holds; else Aborted, with the class of the
+// first skip that is not replannable's. relieved asks the
+// event's host's own measurement (no Nova request), only when needed.
+func planOutcome(res ExecResult, earlier, live bool, relieved func() bool) (o scheduler.Outcome, reason string, replan bool) {
+	reason = fmt.Sprintf("%d done, %d skipped, %d failed", res.Done, res.Skipped, res.Failed)
+	switch {
+	case res.Failed > 0:
+		return scheduler.Failed, reason, false
+	case res.Skipped == 0:
+		return scheduler.Solved, reason, false
+	}
+	moved := res.Done > 0 || earlier
+	gone := skippedFor(res, ReasonEvent) // the re-check found the event no longer holds
+	replan = !gone && replannable(res) && live
+	over := gone || (moved || replan) && relieved()
+	switch {
+	case over && moved:
+		return scheduler.Solved, reason + "; the event's host is no longer overloaded by its own measurement", false
+	case replan && !over:
+		return 0, reason, true
+	case over:
+		return scheduler.Aborted, reason + "; " + scheduler.Vanished + " (its host's own measurement, or Nova for a drain)", false
+	}
+	if c := notReplannable(res); c != "" {
+		reason += "; skipped for " + string(c)
+	}
+	return scheduler.Aborted, reason, false
+}
+
 // replannable: every action the re-checks skipped was skipped because
 // the cloud changed under the plan (a destination that no longer fits,
 // a server that moved or got busy), none because the event's reason no
-// longer holds, an operator's control, a failed read or a stop: a plan
-// made on fresh snapshots may still solve the event (Agent.PlanSkipped).
+// longer holds, an operator's control, a stop, or a re-check that could
+// not be verified (a read failed or timed out, the event's host did not
+// answer three queries: its classes read_failed and event_unverified): a
+// plan made on fresh snapshots may still solve the event
+// (Agent.PlanSkipped). An unverified re-check is retried where it is cheap
+// (the queries, the verdict at the next action) but not re-planned: a
+// re-plan needs the same silent agent's snapshot and sends a queued API
+// a new plan's reads; the event is raised again after its backoff.
 func replannable(res ExecResult) bool { return notReplannable(res) == "" }
 
 // notReplannable is the class of the first action skipped for a reason
@@ -544,6 +567,16 @@ func notReplannable(res ExecResult) ReasonClass {
 		}
 	}
 	return ""
+}
+
+// skippedFor says whether an action of res was skipped for class c.
+func skippedFor(res ExecResult, c ReasonClass) bool {
+	for _, ar := range res.Actions {
+		if ar.Outcome == ActionSkipped && ar.Class == c {
+			return true
+		}
+	}
+	return false
 }
 
 // doneActions are the actions Nova did.

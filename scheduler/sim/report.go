@@ -78,9 +78,15 @@ type Report struct {
 		// cloud when they ended (abortedCheckBudget: 2 a simulated second at
 		// 1,000 hosts, one every 5 s at 10,000), and
 		// AbortedWithGlobal had a solution there.
-		AbortedBy         map[string]int `json:"aborted_by_reason,omitempty"`
-		AbortedChecked    int            `json:"aborted_checked"`
-		AbortedWithGlobal int            `json:"aborted_with_global_solution"`
+		AbortedBy map[string]int `json:"aborted_by_reason,omitempty"`
+		// AbortedVanished: the aborted events whose condition went away
+		// by itself before anything moved for them (an overload whose
+		// host's own measurement no longer shows it, a drain lifted:
+		// scheduler.Vanished). Counted in Aborted and in WithSolution as
+		// every aborted event is; SolvedPctExclVanished leaves them out.
+		AbortedVanished   int `json:"aborted_vanished"`
+		AbortedChecked    int `json:"aborted_checked"`
+		AbortedWithGlobal int `json:"aborted_with_global_solution"`
 		// WithSolution estimates the events that had a solution: solved,
 		// failed (counted as solvable), unsolvable with a global solution,
 		// and the aborted ones in the proportion of the checked that had
@@ -92,6 +98,11 @@ type Report struct {
 		// reason class (node.ReasonClass), e.g. "skipped/read_failed".
 		Actions   map[string]int `json:"actions_by_outcome_class,omitempty"`
 		SolvedPct float64        `json:"solved_of_with_solution_pct"`
+		// SolvedPctExclVanished is Solved over WithSolution less the
+		// vanished events (in the same proportion as the aborted ones
+		// counted there): the events that needed dvms. SolvedPct, with
+		// them, is the raw figure.
+		SolvedPctExclVanished float64 `json:"solved_of_with_solution_excl_vanished_pct"`
 		// Replans counts plans solved again in their partition after the
 		// executor's re-checks skipped actions while the event still
 		// held (scheduler.Agent.PlanSkipped); SolvedAfterReplan the
@@ -229,6 +240,18 @@ type NovaCost struct {
 		Requests  int64   `json:"requests"`
 		PerMinute float64 `json:"per_minute"`
 	} `json:"region_watch"`
+	// AfterWarmup: the requests from PerAgentMinute.FromS to the end (the
+	// start-up reads left out, the region's watch and the at-rest reads
+	// in): how many, per simulated second, and their latency (simulated
+	// ms). On a capped API the start-up storm (every agent's first reads
+	// at once) dominates P50MS and P99MS below; this is the API as the
+	// events saw it.
+	AfterWarmup struct {
+		Requests  int64   `json:"requests"`
+		PerSecond float64 `json:"per_second"`
+		P50MS     float64 `json:"p50_ms"`
+		P99MS     float64 `json:"p99_ms"`
+	} `json:"after_warmup"`
 	// Latency of the requests as the callers saw it (simulated ms).
 	P50MS float64 `json:"p50_ms"`
 	P99MS float64 `json:"p99_ms"`
@@ -243,15 +266,21 @@ type NovaCost struct {
 // withSolution fills Events.WithSolution and SolvedPct (see Report).
 func (r *Report) withSolution() {
 	e := &r.Events
-	aborted := float64(e.Aborted)
+	share := 1.0 // of the aborted events, those counted as having had a solution
 	if e.AbortedChecked > 0 {
-		aborted *= float64(e.AbortedWithGlobal) / float64(e.AbortedChecked)
+		share = float64(e.AbortedWithGlobal) / float64(e.AbortedChecked)
 	}
-	e.WithSolution = round(float64(e.Solved+e.Failed+e.UnsolvableWithGlobal) + aborted)
-	e.SolvedPct = 100
-	if e.WithSolution > 0 {
-		e.SolvedPct = round(100 * float64(e.Solved) / e.WithSolution)
+	e.WithSolution = round(float64(e.Solved+e.Failed+e.UnsolvableWithGlobal) + float64(e.Aborted)*share)
+	e.SolvedPct = pct(e.Solved, e.WithSolution)
+	e.SolvedPctExclVanished = pct(e.Solved, e.WithSolution-float64(e.AbortedVanished)*share)
+}
+
+// pct is n over of in percent (100 when of is 0).
+func pct(n int, of float64) float64 {
+	if of <= 0 {
+		return 100
 	}
+	return round(100 * float64(n) / of)
 }
 
 // TemplateRate is a template's requests per agent-minute.
@@ -357,6 +386,9 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  events      %d total: %d solved, %d unsolvable (%d had a global solution, %d one in the union of the blocked partitions as they saw it, %d as the cloud was a moment later), %d failed, %d aborted, %d in flight\n",
 		r.Events.Total, r.Events.Solved, r.Events.Unsolvable, r.Events.UnsolvableWithGlobal, r.Events.UnsolvableWithUnion, r.Events.UnsolvableWithUnionLater, r.Events.Failed, r.Events.Aborted, r.Events.InFlight)
 	fmt.Fprintf(w, "  solved      %.1f %% of the %.0f events that had a solution (aborted ones estimated from the checked)\n", r.Events.SolvedPct, r.Events.WithSolution)
+	if r.Events.AbortedVanished > 0 {
+		fmt.Fprintf(w, "              %.1f %% without the %d aborted events whose condition vanished by itself before anything moved\n", r.Events.SolvedPctExclVanished, r.Events.AbortedVanished)
+	}
 	if r.Events.Replans > 0 {
 		fmt.Fprintf(w, "  re-plans    %d after skipped actions; %d events solved after one\n", r.Events.Replans, r.Events.SolvedAfterReplan)
 	}
@@ -402,6 +434,8 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "              per agent-minute from %.0fs: %.2f at rest (%.0f agent-min), %.2f during events (%.0f agent-min); start-up %d; region watch %d (%.1f/min)\n",
 		n.PerAgentMinute.FromS, n.PerAgentMinute.AtRest, n.PerAgentMinute.AgentMinutesAtRest, n.PerAgentMinute.DuringEvents,
 		n.PerAgentMinute.AgentMinutesDuringEvents, n.StartupRequests, n.RegionWatch.Requests, n.RegionWatch.PerMinute)
+	fmt.Fprintf(w, "              after the warm-up: %d requests, %.1f per second, latency p50 %.1f ms p99 %.1f ms\n",
+		n.AfterWarmup.Requests, n.AfterWarmup.PerSecond, n.AfterWarmup.P50MS, n.AfterWarmup.P99MS)
 	for _, t := range n.Requests.ByTemplate {
 		fmt.Fprintf(w, "              %8d  %s\n", t.Count, t.Template)
 	}

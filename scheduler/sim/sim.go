@@ -262,6 +262,9 @@ type stats struct {
 	replans           int
 	replanned         map[string]bool
 	solvedAfterReplan int
+	// vanished: aborted events whose condition went away by itself
+	// before anything moved (scheduler.IsVanished).
+	vanished int
 }
 
 // executed counts a plan's actions by outcome and reason class.
@@ -427,6 +430,9 @@ func (s *stats) record(host string, r scheduler.Record) {
 		}
 		if r.Outcome == scheduler.Aborted {
 			s.abortedBy[reasonKind(r.Reason)]++
+			if scheduler.IsVanished(r.Reason) {
+				s.vanished++
+			}
 			if len(s.aborted) < maxAbortedPending {
 				s.aborted = append(s.aborted, r)
 			}
@@ -1010,6 +1016,7 @@ func (st *stats) fill(rep *Report) {
 	rep.Events.Failed = st.ended[scheduler.Failed]
 	rep.Events.Aborted = st.ended[scheduler.Aborted]
 	rep.Events.AbortedBy = st.abortedBy
+	rep.Events.AbortedVanished = st.vanished
 	rep.Events.Replans, rep.Events.SolvedAfterReplan = st.replans, st.solvedAfterReplan
 	rep.Events.Actions = st.actions
 	rep.Events.InFlight = len(st.inFlight)
@@ -1181,6 +1188,7 @@ type novaUse struct {
 	counted bool  // begin was called
 	ended   bool  // end was called
 	startup int64 // requests before begin
+	mark    nova.LatencyMark
 	agents  map[string]*agentUse
 	rest    tally
 	busy    tally
@@ -1261,7 +1269,7 @@ func (u *novaUse) begin() {
 		return
 	}
 	now := u.now()
-	u.counted, u.startup = true, u.meter.Snapshot().Total
+	u.counted, u.startup, u.mark = true, u.meter.Snapshot().Total, u.meter.Mark()
 	for host, a := range u.agents {
 		a.since, a.mark = now, u.meter.CallerCounts(host)
 	}
@@ -1311,6 +1319,14 @@ func novaReport(rep *Report, u *novaUse, cloud *fake.Cloud, cfg Config) {
 	n.StartupRequests = u.startup
 	n.PerAgentMinute.AtRestByTemplate = perTemplate(u.rest)
 	n.PerAgentMinute.DuringEventsByTemplate = perTemplate(u.busy)
+	if u.counted {
+		reqs, p50, p99 := u.meter.LatencySince(u.mark)
+		a := &n.AfterWarmup
+		a.Requests, a.P50MS, a.P99MS = reqs, ms(p50), ms(p99)
+		if d := cfg.Duration - novaWarmup(cfg); d > 0 {
+			a.PerSecond = round(float64(reqs) / d.Seconds())
+		}
+	}
 	u.mu.Unlock()
 	for _, ts := range s.Templates {
 		if ts.Template == regionWatch {
