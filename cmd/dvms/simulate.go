@@ -50,7 +50,7 @@ func simFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "vcpu-overcommit", Usage: fmt.Sprintf("fill every host with small servers (1-2 vCPUs, 512 MB each) to this many vCPUs per core instead of --servers (default with --workload planetlab:FILE: %g, 0 there for --servers)", sim.PlanetLabOvercommit)},
 		&cli.Float64Flag{Name: "bandwidth-mbps", Value: d.BandwidthMBps, Usage: "migration bandwidth, MB/s (duration = RAM / bandwidth + overhead)"},
 		&cli.StringFlag{Name: "kill-agents", Value: "0", Usage: "fraction of agents killed and restarted during the run (10% or 0.1)"},
-		&cli.StringFlag{Name: "membership", Value: sim.MembershipIdeal, Usage: "how agents learn of deaths: ideal (told at once) or swim (hashicorp/memberlist per agent, in-memory network, timings for one process: probe every 2 s, 1 s ack timeout, gossip every 500 ms, no compression; retransmits (4 x log10(N+1)) and suspicion (4 x log10(N) probes) as memberlist's LAN config; a killed agent stays down 40-49 s; the run's clock starts once every agent sees every other (at most 3 min); GOGC=400 unless GOGC is set)"},
+		&cli.StringFlag{Name: "membership", Value: sim.MembershipIdeal, Usage: "how agents learn of deaths: ideal (told at once) or swim (hashicorp/memberlist per agent, in-memory network, timings for one process: probe every 2 s, 1 s ack timeout, gossip every 1 s, no compression; retransmits (4 x log10(N+1)) and suspicion (4 x log10(N) probes) as memberlist's LAN config; a killed agent stays down 40-49 s; the run's clock starts once every agent sees every other (at most 3 min); GOGC=400 unless GOGC is set)"},
 		&cli.StringFlag{Name: "drop", Value: "0", Usage: "--membership swim: fraction of membership datagrams lost (10% or 0.1)"},
 		&cli.Float64Flag{Name: "nova-faults", Value: 0, Usage: "rate of injected Nova faults (500, 409, timeouts, failed migrations)"},
 		&cli.Float64Flag{Name: "nova-api-rps", Value: 0, Usage: "requests per second the simulated region's nova-api and placement serve together (0: unlimited); beyond it requests queue and wait"},
@@ -179,23 +179,48 @@ func runSimulate(c *cli.Context) error {
 }
 
 // swimGC: a thousand memberlist instances in one process allocate at
-// every message they decode, and the collector took a third of both
-// cores at 1,000 agents (probes then missed their timeouts). Unless
-// GOGC is set, let the heap grow to 5x the live heap instead of 2x
-// (GOGC=400), and collect harder as it nears swimMemLimit (unless
-// GOMEMLIMIT is set).
+// every message they decode (about 180 MB/s while the agents join), and
+// the collector took a third of the process's CPU at 1,000 agents with
+// an 8 GiB limit (gctrace: a cycle every 15-20 s, each marking 2-3 GB
+// for 6-9 s), CPU the probes then lacked. Unless GOGC is set, let the
+// heap grow to 5x the live heap instead of 2x (GOGC=400), and collect
+// harder only as it nears swimMemLimit (unless GOMEMLIMIT is set).
 func swimGC() {
 	if os.Getenv("GOGC") != "" {
 		return
 	}
 	debug.SetGCPercent(400)
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(swimMemLimit)
+		debug.SetMemoryLimit(swimMemLimit(memTotal()))
 	}
 }
 
-// swimMemLimit: where swimGC's collector works harder again.
-const swimMemLimit = 8 << 30
+// swimMemLimit: where swimGC's collector works harder again: 12 GiB
+// (a cycle every 40-60 s at 1,000 agents), or half the machine's memory
+// when that is less (0: unknown, 8 GiB).
+func swimMemLimit(total int64) int64 {
+	const most, unknown = 12 << 30, 8 << 30
+	if total <= 0 {
+		return unknown
+	}
+	return min(most, total/2)
+}
+
+// memTotal is the machine's memory in bytes from /proc/meminfo (0 where
+// there is none).
+func memTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb int64
+		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+			return kb << 10
+		}
+	}
+	return 0
+}
 
 // startCPUProfile profiles the process into path (none: a no-op) until
 // the returned stop is called.

@@ -48,10 +48,20 @@ const (
 // agents all share one process and two cores, where a probe's round trip
 // is the scheduler's latency under load, not the network's:
 //   - compression off (it saves bandwidth, not detection, and costs CPU);
-//   - gossip every 500 ms, not 200 ms: a region's start queues every
-//     member's "alive" at every member (N^2 messages, each decoded by
-//     every receiver), and that gossip is what starved the probes at
-//     1,000 agents;
+//   - gossip every second, not 200 ms: a region's start queues every
+//     member's "alive" at every member (N^2 messages, each retransmitted
+//     4 x log10(N+1) times by each holder and decoded by every
+//     receiver), and gossip runs at its rate until those queues drain:
+//     at 1,000 agents and 500 ms that was 6 to 7 datagrams per agent
+//     per second for minutes, at about 0.1 ms of CPU each (garbage
+//     collection included), and with less than both cores to itself
+//     the process starved the probes (live agents declared dead from
+//     39 s, before the first collection). Every second halves that
+//     rate and makes the joins' gossip last twice as long; a
+//     refutation still reaches the region in about log3(N) = 7
+//     rounds, well inside the suspicion timeout. The process still
+//     needs the two cores to itself: with other work taking a core
+//     during the joins, live agents are still declared dead;
 //   - a probe every 2 s that waits 1 s for its ack (1 s and 500 ms).
 //
 // Retransmits and suspicion are memberlist's LAN defaults: each
@@ -70,7 +80,7 @@ const (
 // runs the LAN defaults.
 func swimSimTune(c *memberlist.Config) {
 	c.EnableCompression = false
-	c.GossipInterval = 500 * time.Millisecond
+	c.GossipInterval = time.Second
 	c.ProbeInterval, c.ProbeTimeout = 2*time.Second, time.Second
 }
 

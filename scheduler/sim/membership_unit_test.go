@@ -159,4 +159,17 @@ func TestSwimSimTuneDetectsBeforeRestart(t *testing.T) {
 	if c.RetransmitMult < lan.RetransmitMult || c.SuspicionMult < lan.SuspicionMult {
 		t.Errorf("retransmit x%d, suspicion x%d: below memberlist's LAN x%d and x%d", c.RetransmitMult, c.SuspicionMult, lan.RetransmitMult, lan.SuspicionMult)
 	}
+	// The joins' gossip runs at the gossip rate until every member's
+	// queue of "alive" messages drains (minutes at 1,000 agents): at 6
+	// datagrams per agent per second, about two thirds of a core, and
+	// the probes starved whenever the process got less than both
+	// cores. But a refutation must still reach the region (about
+	// log_GossipNodes(N) rounds) well inside the suspicion timeout.
+	if rate := float64(c.GossipNodes) / c.GossipInterval.Seconds(); rate > 3 {
+		t.Errorf("gossip to %d members every %s: %.1f datagrams per agent per second, over 3", c.GossipNodes, c.GossipInterval, rate)
+	}
+	rounds := math.Ceil(math.Log(1000) / math.Log(float64(c.GossipNodes)))
+	if spread := time.Duration(rounds) * c.GossipInterval; spread > minTimeout/3 {
+		t.Errorf("a refutation takes about %s to reach 1,000 agents, over a third of the %s suspicion", spread, minTimeout)
+	}
 }
