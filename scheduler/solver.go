@@ -209,17 +209,48 @@ type evict struct {
 //
 // With ReliefHeadroom, it first looks for destinations that keep it free;
 // when none do, it solves without, and says so (ReliefUnmet).
+//
+// The search with ReliefHeadroom is the deterministic strategies only (no
+// randomized restarts), and is skipped when no destination has that
+// headroom even before receiving anything: a partition growing for room
+// asks at every size, and a search that cannot succeed explores all it
+// can before saying so.
 func Solve(p Problem, opt SolveOptions) Solution {
 	if p.ReliefHeadroom <= 0 {
 		return solveTiers(p, opt)
 	}
-	if sol := solveTiers(p, opt); sol.OK {
-		return sol
+	switch over, roomy := reliefCandidates(&p); {
+	case !over: // nothing to relieve: the headroom changes nothing
+		p.ReliefHeadroom = 0
+		return solveTiers(p, opt)
+	case roomy:
+		quick := opt
+		quick.Rand = nil
+		if sol := solveTiers(p, quick); sol.OK {
+			return sol
+		}
 	}
 	p.ReliefHeadroom = 0
 	sol := solveTiers(p, opt)
 	sol.ReliefUnmet = sol.OK
 	return sol
+}
+
+// reliefCandidates reports whether a host of p is overloaded (servers
+// leave it for destinations with relief headroom) and whether a possible
+// destination has that headroom now, before receiving anything.
+func reliefCandidates(p *Problem) (over, roomy bool) {
+	m := newModel(p)
+	for i := range m.hosts {
+		h := &m.hosts[i]
+		switch {
+		case m.over(i):
+			over = true
+		case h.dest && fit.Fits(h.use, fit.Use{}, h.lim.Scaled(1-p.ReliefHeadroom)):
+			roomy = true
+		}
+	}
+	return over, roomy
 }
 
 // solveTiers is Solve for one ReliefHeadroom.
