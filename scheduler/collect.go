@@ -67,12 +67,37 @@ const reliefFirstFit = 3
 
 // mayGrowForRelief reports whether the leader's partition asks for relief
 // headroom: one event (not a merge), growing, before any tour or re-plan,
-// smaller than ReliefPartition and than the ring, and a first fit, if
-// any, within reliefFirstFit hosts.
+// smaller than ReliefPartition and than the ring, a first fit, if any,
+// within reliefFirstFit hosts, and every member in one availability zone.
 func (a *Agent) mayGrowForRelief() bool {
 	p := a.part
 	return a.cfg.ReliefHeadroom > 0 && !a.noRelief && len(p.Events) == 1 && p.State == Growing && p.Tours == 0 && p.Replans == 0 &&
-		len(p.Nodes) < a.cfg.ReliefPartition && len(p.Nodes) < len(a.ring) && (p.FitAt == 0 || p.FitAt <= reliefFirstFit)
+		len(p.Nodes) < a.cfg.ReliefPartition && len(p.Nodes) < len(a.ring) && (p.FitAt == 0 || p.FitAt <= reliefFirstFit) &&
+		a.oneZone()
+}
+
+// oneZone reports whether every member's snapshot gives the same
+// availability zone (Host.Zone; "" counts as one). Growth for relief
+// headroom stays inside a zone: in a multi-site region a zone is a site,
+// and a partition that has reached past its site (nearest first with
+// vivaldi, any order with the ring) would otherwise take a roomy host
+// across the WAN where one in its site only fits. Once a member is from
+// another zone the partition takes what fits, and the solver still
+// prefers destinations in the source's zone (Solution.CrossZone).
+func (a *Agent) oneZone() bool {
+	zone, first := "", true
+	for _, n := range a.part.Nodes {
+		h, ok := a.snaps[n]
+		if !ok {
+			continue
+		}
+		if first {
+			zone, first = h.Zone, false
+		} else if h.Zone != zone {
+			return false
+		}
+	}
+	return true
 }
 
 // releaseUnused drops from the partition, as its plan starts, the members

@@ -105,3 +105,29 @@ func TestPlanReleasesUnusedMembers(t *testing.T) {
 		}
 	}
 }
+
+// Growth for relief headroom stays in the event host's availability zone
+// (a site): where a host in its zone only fits and the roomy one is in
+// another zone, the server goes to the one in its zone. The same hosts
+// in one zone send it to the roomy host (TestReliefGrowsPastATightHost).
+func TestReliefStaysInItsZone(t *testing.T) {
+	ac := scheduler.DefaultConfig("template")
+	ac.ReliefHeadroom = 0.4
+	hosts := []scheduler.Host{
+		host("h1", 8, server("a", 4), server("b", 3), server("c", 2)), // 9 of 8 cores
+		host("h2", 8, server("t", 5.5)),                               // c fits: 7.5 of 8
+		host("h3", 8, server("u", 1)),
+		host("h4", 8, server("v", 1)), // the ring is larger than the partition
+	}
+	hosts[0].Zone, hosts[1].Zone, hosts[2].Zone, hosts[3].Zone = "site1", "site1", "site2", "site2"
+	c := New(Options{Seed: 1, Agent: ac}, hosts)
+	if !c.RunUntil(30*time.Second, func() bool { return len(c.Overloaded()) == 0 && c.Idle() }) {
+		t.Fatalf("still overloaded: %v", c.Overloaded())
+	}
+	if len(c.Violations) > 0 {
+		t.Fatalf("violations: %v", c.Violations)
+	}
+	if len(c.Moves) != 1 || c.Moves[0].To != "h2" {
+		t.Fatalf("moves %+v, want one to h2 (in h1's zone)", c.Moves)
+	}
+}
