@@ -31,8 +31,9 @@ type Config struct {
 	// ReliefHeadroom and ReliefPartition: a partition relieving an
 	// overload first asks for destinations that keep ReliefHeadroom of
 	// their demand limits free, growing for them while it has fewer than
-	// ReliefPartition hosts; at that size, or once it has toured the ring
-	// or re-plans, any destination that fits. A partition of two has one
+	// ReliefPartition hosts and every member is in one availability zone
+	// (Host.Zone); at that size, past that zone, or once it has toured
+	// the ring or re-plans, any destination that fits. A partition of two has one
 	// candidate, often the next host to overload: a few more candidates
 	// (as in "the power of d choices") relieve onto a host with room, at
 	// the cost of more messages per event. ReliefHeadroom 0 turns it off.
@@ -81,7 +82,7 @@ func DefaultConfig(id string) Config {
 		ProgressTimeout: 5 * time.Second, HopTimeout: 50 * time.Millisecond, RetryBackoff: 5 * time.Second, MaxRetryBackoff: 60 * time.Second,
 		Lease: 10 * time.Second, Limits: DefaultLimits(), SolveTimeout: 200 * time.Millisecond,
 		ConsolidationCooldown: 10 * time.Minute, ConsolidationHeadroom: 0.1, NextNode: NextRing,
-		ReliefHeadroom: 0, ReliefPartition: 12,
+		ReliefHeadroom: 0.4, ReliefPartition: 12,
 	}
 }
 
