@@ -65,6 +65,10 @@ func (a *Agent) maybeSolve() {
 // there holds hosts other partitions need, and finds none.
 const reliefFirstFit = 3
 
+// firstFitNear reports whether a first fit at fitAt hosts (0: none yet)
+// still lets the partition grow for relief headroom.
+func firstFitNear(fitAt int) bool { return fitAt == 0 || fitAt <= reliefFirstFit }
+
 // mayGrowForRelief reports whether the leader's partition asks for relief
 // headroom: one event (not a merge), growing, before any tour or re-plan,
 // smaller than ReliefPartition and than the ring, a first fit, if any,
@@ -72,7 +76,7 @@ const reliefFirstFit = 3
 func (a *Agent) mayGrowForRelief() bool {
 	p := a.part
 	return a.cfg.ReliefHeadroom > 0 && !a.noRelief && len(p.Events) == 1 && p.State == Growing && p.Tours == 0 && p.Replans == 0 &&
-		len(p.Nodes) < a.cfg.ReliefPartition && len(p.Nodes) < len(a.ring) && (p.FitAt == 0 || p.FitAt <= reliefFirstFit) &&
+		len(p.Nodes) < a.cfg.ReliefPartition && len(p.Nodes) < len(a.ring) && firstFitNear(p.FitAt) &&
 		a.oneZone()
 }
 
@@ -137,21 +141,24 @@ func (a *Agent) releaseUnused(plan Plan) []string {
 func (a *Agent) askMissing() {
 	a.snapAsked = true
 	up := a.update()
-	for _, n := range a.part.Nodes {
-		if _, ok := a.snaps[n]; !ok {
-			a.send(n, up)
-		}
+	for _, n := range a.missingSnaps() {
+		a.send(n, up)
 	}
 }
 
-func (a *Agent) snapshotTimeout() {
+// missingSnaps lists the members whose snapshot has not come.
+func (a *Agent) missingSnaps() []string {
 	var missing []string
 	for _, n := range a.part.Nodes {
 		if _, ok := a.snaps[n]; !ok {
 			missing = append(missing, n)
 		}
 	}
-	for _, n := range missing {
+	return missing
+}
+
+func (a *Agent) snapshotTimeout() {
+	for _, n := range a.missingSnaps() {
 		if a.part == nil {
 			return
 		}
@@ -181,7 +188,7 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		if p.FitAt == 0 {
 			p.FitAt = len(p.Nodes)
 		}
-		if p.FitAt <= reliefFirstFit {
+		if firstFitNear(p.FitAt) {
 			a.reliefDeferred = true
 			a.forward()
 			return
