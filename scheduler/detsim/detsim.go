@@ -53,6 +53,9 @@ type Options struct {
 	OnRecord func(Rec)
 	// OnSolve, if set, is told the solver's own (wall) time of each solve.
 	OnSolve func(took time.Duration)
+	// OnSolveRequest, if set, is given each solve request before it is
+	// solved (the hosts a leader solves over).
+	OnSolveRequest func(scheduler.SolveRequest)
 	// NoAgents: the cluster runs no agent; it is a ground truth whose
 	// clock, re-checks and migrations serve a planner outside (Execute).
 	NoAgents bool
@@ -376,6 +379,9 @@ func (c *Cluster) flush(n string) {
 		}
 	}
 	for _, req := range rd.Solve {
+		if c.opt.OnSolveRequest != nil {
+			c.opt.OnSolveRequest(req)
+		}
 		opt := scheduler.DefaultSolveOptions()
 		opt.Rand = rand.New(rand.NewSource(c.rng.Int63()))
 		t0 := time.Now()

@@ -841,30 +841,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.OverloadSeconds += float64(over) * dt
 		st.mu.Lock()
 		inflight := len(st.inFlight)
-		pending, aborted := st.unsolvable, st.aborted
-		st.abortedChecks = min(st.abortedChecks+dt*abortedCheckBudget/float64(cfg.Hosts), maxAbortedPending)
-		aborted = aborted[:min(len(aborted), int(st.abortedChecks))]
-		st.abortedChecks -= float64(len(aborted))
-		st.unsolvable, st.aborted = nil, nil
 		st.mu.Unlock()
-		if cfg.Mode == "dvms" {
-			g, u, later, a := globalCheck(pending, aborted, cloud, cfg, hosts)
-			rep.Events.UnsolvableWithGlobal += g
-			rep.Events.UnsolvableWithUnion += len(u)
-			rep.Events.UnsolvableWithUnionLater += len(later)
-			for _, r := range u {
-				cfg.Log.Warn().Str("event", r.Event.ID).Str("partition", r.Partition).Str("reason", r.Reason).Msg("event given up although the Blocked partitions' own views had a solution")
-				if len(rep.Events.UnionMisses) < maxUnionMisses {
-					rep.Events.UnionMisses = append(rep.Events.UnionMisses, r.Event.ID+": "+r.Reason)
-				}
-			}
-			for _, r := range later {
-				if len(rep.Events.UnionLaterMisses) < maxUnionMisses {
-					rep.Events.UnionLaterMisses = append(rep.Events.UnionLaterMisses, r.Event.ID+": "+r.Reason)
-				}
-			}
-			rep.Events.AbortedChecked += len(aborted)
-			rep.Events.AbortedWithGlobal += a
+		if pending, aborted := st.takeChecks(dt, cfg.Hosts); cfg.Mode == "dvms" && (len(pending) > 0 || len(aborted) > 0) {
+			rep.addGlobal(cfg, pending, aborted, sampleAll(cloud, cfg, hosts))
 		}
 		migrating.Store(int64(cloud.Stats().InFlight))
 		rep.Series = append(rep.Series, Sample{T: t.Seconds(), Overloaded: over, InFlight: inflight, Migrating: int(migrating.Load())})
@@ -1111,20 +1090,10 @@ func reasonKind(reason string) string {
 //
 // An aborted event is raised again after its backoff; a global solution
 // says what its abort may have delayed.
-func globalCheck(recs []unsolved, aborted []scheduler.Record, cloud *fake.Cloud, cfg Config, hosts []string) (global int, union, later []scheduler.Record, abortedGlobal int) {
-	if len(recs) == 0 && len(aborted) == 0 {
-		return 0, nil, nil, 0
-	}
-	ctx := context.Background()
-	all := make([]scheduler.Host, 0, len(hosts))
-	for _, h := range hosts {
-		// The harness's reads cost Nova nothing and never queue.
-		sh, err := node.Sample(ctx, cloud.Uncharged(), cloud, h, cfg.Runtime.DrainReason)
-		if err != nil {
-			continue
-		}
-		all = append(all, sh)
-	}
+//
+// all is every host as the cloud is now (sampleAll on the wall clock,
+// the ground truth on the virtual clock).
+func globalCheck(recs []unsolved, aborted []scheduler.Record, all []scheduler.Host, cfg Config) (global int, union, later []scheduler.Record, abortedGlobal int) {
 	solvable := func(ev scheduler.Event, hs []scheduler.Host) bool {
 		opt := scheduler.DefaultSolveOptions()
 		opt.Restarts = 4
@@ -1157,6 +1126,57 @@ func globalCheck(recs []unsolved, aborted []scheduler.Record, cloud *fake.Cloud,
 		}
 	}
 	return global, union, later, abortedGlobal
+}
+
+// sampleAll is every host of the simulated cloud as a monitor samples it.
+// The harness's reads cost Nova nothing and never queue.
+func sampleAll(cloud *fake.Cloud, cfg Config, hosts []string) []scheduler.Host {
+	ctx := context.Background()
+	all := make([]scheduler.Host, 0, len(hosts))
+	for _, h := range hosts {
+		sh, err := node.Sample(ctx, cloud.Uncharged(), cloud, h, cfg.Runtime.DrainReason)
+		if err != nil {
+			continue
+		}
+		all = append(all, sh)
+	}
+	return all
+}
+
+// takeChecks hands the observer the events to check against the whole
+// cloud after dt more simulated seconds: every unsolvable one, and the
+// aborted ones within abortedCheckBudget.
+func (s *stats) takeChecks(dt float64, hosts int) (pending []unsolved, aborted []scheduler.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pending, aborted = s.unsolvable, s.aborted
+	s.abortedChecks = min(s.abortedChecks+dt*abortedCheckBudget/float64(hosts), maxAbortedPending)
+	aborted = aborted[:min(len(aborted), int(s.abortedChecks))]
+	s.abortedChecks -= float64(len(aborted))
+	s.unsolvable, s.aborted = nil, nil
+	return pending, aborted
+}
+
+// addGlobal checks pending and aborted events over all (globalCheck) and
+// adds the result to the report.
+func (rep *Report) addGlobal(cfg Config, pending []unsolved, aborted []scheduler.Record, all []scheduler.Host) {
+	g, u, later, a := globalCheck(pending, aborted, all, cfg)
+	rep.Events.UnsolvableWithGlobal += g
+	rep.Events.UnsolvableWithUnion += len(u)
+	rep.Events.UnsolvableWithUnionLater += len(later)
+	for _, r := range u {
+		cfg.Log.Warn().Str("event", r.Event.ID).Str("partition", r.Partition).Str("reason", r.Reason).Msg("event given up although the Blocked partitions' own views had a solution")
+		if len(rep.Events.UnionMisses) < maxUnionMisses {
+			rep.Events.UnionMisses = append(rep.Events.UnionMisses, r.Event.ID+": "+r.Reason)
+		}
+	}
+	for _, r := range later {
+		if len(rep.Events.UnionLaterMisses) < maxUnionMisses {
+			rep.Events.UnionLaterMisses = append(rep.Events.UnionLaterMisses, r.Event.ID+": "+r.Reason)
+		}
+	}
+	rep.Events.AbortedChecked += len(aborted)
+	rep.Events.AbortedWithGlobal += a
 }
 
 // ---- what the agents cost Nova ----

@@ -130,3 +130,25 @@ func TestResolveClock(t *testing.T) {
 		t.Errorf("wall asked for: %s", got)
 	}
 }
+
+// Issue 14: on the virtual clock too, aborted events are checked against
+// the whole cloud (globalCheck), within abortedCheckBudget, and unsolvable
+// ones against the union of the Blocked partitions' views.
+func TestVirtualClockChecksAbortedEvents(t *testing.T) {
+	cfg := virtualConfig(1)
+	cfg.Hosts, cfg.Servers, cfg.Duration, cfg.Workload = 100, 1300, 45*time.Second, "saturated"
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := r.Events
+	if e.Aborted == 0 {
+		t.Fatalf("no event aborted: the test's premise (saturated workload) does not hold: %+v", e)
+	}
+	if e.AbortedChecked == 0 || e.AbortedChecked > e.Aborted || e.AbortedWithGlobal > e.AbortedChecked {
+		t.Fatalf("aborted %d, checked %d, with a global solution %d: want 0 < checked <= aborted, with <= checked", e.Aborted, e.AbortedChecked, e.AbortedWithGlobal)
+	}
+	if e.UnsolvableWithUnion != 0 {
+		t.Fatalf("%d unsolvable events had a solution in the union of the Blocked partitions: %v", e.UnsolvableWithUnion, e.UnionMisses)
+	}
+}
