@@ -42,6 +42,10 @@ const (
 	// it dead at 1,000 agents (p99 32-36 s measured), so detection is
 	// measured rather than cut short by the restart.
 	swimKilledFor = 40 * time.Second
+	// swimProbeTimeout: how long a probe waits for its ack (swimSimTune);
+	// a goroutine woken later than this (RuntimeReport) makes the run
+	// not valid.
+	swimProbeTimeout = time.Second
 )
 
 // swimSimTune adjusts memberlist's LAN timings for a region whose
@@ -81,7 +85,7 @@ const (
 func swimSimTune(c *memberlist.Config) {
 	c.EnableCompression = false
 	c.GossipInterval = time.Second
-	c.ProbeInterval, c.ProbeTimeout = 2*time.Second, time.Second
+	c.ProbeInterval, c.ProbeTimeout = 2*time.Second, swimProbeTimeout
 }
 
 // MembershipReport is what the SWIM membership cost and how well it
@@ -285,6 +289,13 @@ func (s *swimSim) warmup(ctx context.Context) bool {
 	s.runStart, s.msgsAtRun, s.converged, s.fullView = time.Now(), s.msgs(), converged, fullView
 	s.mu.Unlock()
 	return converged
+}
+
+// warmupEnd is when the run's clock started (zero before).
+func (s *swimSim) warmupEnd() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runStart
 }
 
 // msgs is the membership datagrams and streams sent so far.
