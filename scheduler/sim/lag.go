@@ -18,6 +18,12 @@ const lagPeriod = 100 * time.Millisecond
 // wakes it late, and every other goroutine as late: memberlist's probe
 // timers and packet readers included, so a live agent's ack can be read
 // after its probe's timeout by the harness's doing, not the network's.
+// It is a lower bound: the runtime runs a goroutine woken by a timer or
+// a channel next on its processor (runnext), ahead of those already
+// queued there, so one goroutine that wakes 10 times a second can see
+// less of a long run queue than memberlist's packet readers do; a
+// process the kernel does not run (other processes, stretched
+// collections) delays it fully.
 type RuntimeReport struct {
 	TickMS float64 `json:"tick_ms"`
 	Ticks  int     `json:"ticks"`
