@@ -35,8 +35,8 @@ type RuntimeReport struct {
 	TickLagMaxMS  float64 `json:"tick_lag_max_ms"`
 	TickLagMaxAtS float64 `json:"tick_lag_max_at_s"`
 	// TickLagMaxWarmupMS: the latest during the SWIM warm-up (0 without
-	// one); TicksLateOverMS: how many ran more than LateOverMS late (the
-	// SWIM probe timeout with --membership swim, else 1 s).
+	// one); TicksLateOver: how many ran more than LateOverMS late (half
+	// the SWIM probe timeout with --membership swim, else 1 s).
 	TickLagMaxWarmupMS float64 `json:"tick_lag_max_warmup_ms"`
 	LateOverMS         float64 `json:"late_over_ms"`
 	TicksLateOver      int     `json:"ticks_late_over"`
@@ -121,13 +121,15 @@ func (w *lagWatch) report(warmupEnd time.Time, lateOver time.Duration) *RuntimeR
 }
 
 // starved says, for a --membership swim run, why its membership figures
-// may describe a starved process rather than SWIM: a goroutine woken
-// later than the probe timeout means acks could be read after their
-// probe had given up. Empty when not.
+// may describe a starved process rather than SWIM: a probe's round trip
+// waits on at least two wake-ups (the member's packet reader, then the
+// prober's), so a goroutine woken later than half the probe timeout
+// means acks could be read after their probe had given up. Empty when
+// not.
 func (r *RuntimeReport) starved() string {
 	if r == nil || r.TicksLateOver == 0 {
 		return ""
 	}
-	return fmt.Sprintf("the Go runtime woke a goroutine up to %.0f ms late (%d ticks over the SWIM probe timeout of %.0f ms, the latest %.0f s after the start): the process was starved of CPU, probes may have timed out on acks it had not yet read, and false deaths may come from that rather than from SWIM",
+	return fmt.Sprintf("the Go runtime woke a goroutine up to %.0f ms late (%d ticks over %.0f ms, half the SWIM probe timeout: a probe's round trip waits on two wake-ups; the latest %.0f s after the start): the process was starved of CPU, probes may have timed out on acks it had not yet read, and false deaths may come from that rather than from SWIM",
 		r.TickLagMaxMS, r.TicksLateOver, r.LateOverMS, r.TickLagMaxAtS)
 }

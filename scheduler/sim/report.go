@@ -49,8 +49,8 @@ type Report struct {
 	Valid          bool     `json:"valid"`
 	InvalidBecause []string `json:"invalid_because,omitempty"`
 	// Runtime: how late the Go runtime woke a goroutine (wall clock
-	// only). With --membership swim, a tick later than the probe timeout
-	// makes the run not valid: the process, not SWIM, may have caused
+	// only). With --membership swim, a tick later than half the probe
+	// timeout makes the run not valid: the process, not SWIM, may have caused
 	// its false deaths.
 	Runtime *RuntimeReport `json:"runtime,omitempty"`
 

@@ -897,7 +897,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if swims != nil {
 		// Before the agents stop: their goodbyes are not deaths.
 		rep.Membership = swims.report(cfg.MembershipDrop)
-		rep.Runtime = lag.report(swims.warmupEnd(), swimProbeTimeout)
+		rep.Runtime = lag.report(swims.warmupEnd(), swimLagLimit)
 	} else {
 		rep.Runtime = lag.report(time.Time{}, time.Second)
 	}
