@@ -42,6 +42,15 @@ const (
 	// it dead at 1,000 agents (p99 32-36 s measured), so detection is
 	// measured rather than cut short by the restart.
 	swimKilledFor = 40 * time.Second
+	// swimProbeTimeout: how long a probe waits for its ack (swimSimTune).
+	// swimLagLimit: a goroutine woken later than this (RuntimeReport)
+	// makes the run not valid: half the timeout, as a probe's round trip
+	// waits on at least two wake-ups (the member's packet reader, then
+	// the prober's). Seed 3 with one busy loop on the two cores woke one
+	// 932 ms late, 160 s after the start, and declared 4 live agents
+	// dead; quiet runs, at most 43 ms.
+	swimProbeTimeout = time.Second
+	swimLagLimit     = swimProbeTimeout / 2
 )
 
 // swimSimTune adjusts memberlist's LAN timings for a region whose
@@ -81,7 +90,7 @@ const (
 func swimSimTune(c *memberlist.Config) {
 	c.EnableCompression = false
 	c.GossipInterval = time.Second
-	c.ProbeInterval, c.ProbeTimeout = 2*time.Second, time.Second
+	c.ProbeInterval, c.ProbeTimeout = 2*time.Second, swimProbeTimeout
 }
 
 // MembershipReport is what the SWIM membership cost and how well it
@@ -285,6 +294,13 @@ func (s *swimSim) warmup(ctx context.Context) bool {
 	s.runStart, s.msgsAtRun, s.converged, s.fullView = time.Now(), s.msgs(), converged, fullView
 	s.mu.Unlock()
 	return converged
+}
+
+// warmupEnd is when the run's clock started (zero before).
+func (s *swimSim) warmupEnd() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runStart
 }
 
 // msgs is the membership datagrams and streams sent so far.

@@ -48,6 +48,11 @@ type Report struct {
 	// DVMS. InvalidBecause says why.
 	Valid          bool     `json:"valid"`
 	InvalidBecause []string `json:"invalid_because,omitempty"`
+	// Runtime: how late the Go runtime woke a goroutine (wall clock
+	// only). With --membership swim, a tick later than half the probe
+	// timeout makes the run not valid: the process, not SWIM, may have caused
+	// its false deaths.
+	Runtime *RuntimeReport `json:"runtime,omitempty"`
 
 	Events struct {
 		Total      int `json:"total"`
@@ -361,6 +366,11 @@ func (r *Report) validity() {
 	if r.Samples.Due > 0 && r.Samples.Ratio < minSampled {
 		r.InvalidBecause = append(r.InvalidBecause, fmt.Sprintf("the agents took %d of %d samples due (under %.0f%%)", r.Samples.Taken, r.Samples.Due, 100*minSampled))
 	}
+	if r.Membership != nil && r.Membership.Kind == MembershipSwim {
+		if why := r.Runtime.starved(); why != "" {
+			r.InvalidBecause = append(r.InvalidBecause, why)
+		}
+	}
 	r.Valid = len(r.InvalidBecause) == 0
 }
 
@@ -380,6 +390,10 @@ func (r *Report) WriteText(w io.Writer) {
 		validity = "NOT VALID: " + strings.Join(r.InvalidBecause, "; ")
 	}
 	fmt.Fprintf(w, "  run         %s; observer took %d of %d samples due, largest gap %.1f s\n", validity, r.Samples.HarnessTicks, r.Samples.HarnessDue, r.Samples.MaxGapS)
+	if rt := r.Runtime; rt != nil {
+		fmt.Fprintf(w, "  runtime     a goroutine woken every %.0f ms ran late by p50 %.0f ms  p99 %.0f ms  max %.0f ms (%.0f s after the start; %.0f ms at most during the warm-up); %d of %d ticks over %.0f ms\n",
+			rt.TickMS, rt.TickLagP50MS, rt.TickLagP99MS, rt.TickLagMaxMS, rt.TickLagMaxAtS, rt.TickLagMaxWarmupMS, rt.TicksLateOver, rt.Ticks, rt.LateOverMS)
+	}
 	if r.Samples.Due > 0 {
 		fmt.Fprintf(w, "  kept up     agents took %d of %d samples due from %.0fs (%.2f)\n", r.Samples.Taken, r.Samples.Due, r.Samples.FromS, r.Samples.Ratio)
 	}

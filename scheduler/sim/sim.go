@@ -469,6 +469,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return runVirtual(cfg)
 	}
 	wallStart := time.Now()
+	// How late the runtime wakes a goroutine, for the whole run: a
+	// starved process is reported (and a SWIM run not valid).
+	lag := newLagWatch(lagPeriod)
+	lagCtx, lagStop := context.WithCancel(ctx)
+	var lagWG sync.WaitGroup
+	lagWG.Add(1)
+	go func() {
+		defer lagWG.Done()
+		lag.run(lagCtx)
+	}()
+	defer func() {
+		lagStop()
+		lagWG.Wait()
+	}()
 	rng := rand.New(rand.NewSource(cfg.Seed))
 	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), cfg.TimeScale)
 
@@ -862,6 +876,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if swims != nil {
 		// Before the agents stop: their goodbyes are not deaths.
 		rep.Membership = swims.report(cfg.MembershipDrop)
+		rep.Runtime = lag.report(swims.warmupEnd(), swimLagLimit)
+	} else {
+		rep.Runtime = lag.report(time.Time{}, time.Second)
 	}
 	rep.Samples.HarnessTicks, rep.Samples.HarnessDue = len(rep.Series), int(cfg.Duration/time.Second)
 	rep.Samples.MaxGapS = round(maxGap.Seconds())
