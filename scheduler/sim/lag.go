@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 )
@@ -99,10 +98,10 @@ func (w *lagWatch) report(warmupEnd time.Time, lateOver time.Duration) *RuntimeR
 	if len(w.samples) == 0 {
 		return r
 	}
-	lags := make([]time.Duration, len(w.samples))
+	lags := make([]float64, len(w.samples))
 	var worst lagSample
 	for i, s := range w.samples {
-		lags[i] = s.lag
+		lags[i] = ms(s.lag)
 		if s.lag > worst.lag {
 			worst = s
 		}
@@ -113,9 +112,8 @@ func (w *lagWatch) report(warmupEnd time.Time, lateOver time.Duration) *RuntimeR
 			r.TicksLateOver++
 		}
 	}
-	slices.Sort(lags)
-	q := func(p float64) float64 { return ms(lags[int(p*float64(len(lags)-1))]) }
-	r.TickLagP50MS, r.TickLagP99MS, r.TickLagMaxMS = q(0.5), q(0.99), ms(worst.lag)
+	pc := percentiles(lags)
+	r.TickLagP50MS, r.TickLagP99MS, r.TickLagMaxMS = pc.P50, pc.P99, ms(worst.lag)
 	r.TickLagMaxAtS = round(worst.at.Seconds())
 	return r
 }
