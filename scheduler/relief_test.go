@@ -61,3 +61,42 @@ func TestReliefHeadroomLeavesDrainsAlone(t *testing.T) {
 		t.Fatalf("drain: %+v, want a solution onto tight whatever the relief headroom", sol)
 	}
 }
+
+// A plan relieves the partition's other overloaded members only inside
+// their own zone: the event's host is relieved onto the roomy host of
+// its zone, and the overloaded member of another zone is left to its own
+// event rather than moved across the WAN (TestFunctionalSites saw
+// s2-c1 -> s1-c3 from a partition of site 1's event).
+func TestOtherOverloadsStayInTheirZone(t *testing.T) {
+	src, _, roomy := reliefHosts()
+	other, _, _ := reliefHosts()
+	other.Name = "other"
+	for i := range other.Servers {
+		other.Servers[i].ID = "o" + other.Servers[i].ID
+	}
+	src.Zone, roomy.Zone, other.Zone = "site1", "site1", "site2"
+	p := Problem{Events: []Event{{ID: "e", Kind: Overload, Host: "src"}}, Hosts: []Host{src, roomy, other}, Thresholds: DefaultThresholds()}
+	sol := Solve(p, DefaultSolveOptions())
+	if !sol.OK {
+		t.Fatalf("no solution: %+v", sol)
+	}
+	if sol.CrossZone != 0 {
+		t.Fatalf("%d cross-zone moves: %+v", sol.CrossZone, sol.Moves)
+	}
+	for _, a := range sol.Moves {
+		if a.From != "src" {
+			t.Fatalf("moved %s from %s: another zone's overload moved across zones: %+v", a.Server, a.From, sol.Moves)
+		}
+	}
+	// In its own zone, the other overload is still relieved on the way.
+	other.Zone = "site1"
+	p.Hosts = []Host{src, roomy, other}
+	sol = Solve(p, DefaultSolveOptions())
+	from := map[string]bool{}
+	for _, a := range sol.Moves {
+		from[a.From] = true
+	}
+	if !sol.OK || !from["src"] || !from["other"] {
+		t.Fatalf("one zone: %+v, want both overloads relieved", sol)
+	}
+}

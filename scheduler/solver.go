@@ -333,6 +333,7 @@ func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solutio
 		notes = append(notes, fmt.Sprintf("%d server(s) cannot move", len(s.unmovable)))
 	}
 	s.note = strings.Join(notes, "; ")
+	s.goal = goal
 	for i := range base.hosts {
 		if !empty[i] && base.over(i) && (others || goal[i]) {
 			s.over = append(s.over, i)
@@ -370,6 +371,7 @@ type search struct {
 	bestMB    int
 	bestCross int
 	found     bool
+	goal      map[int]bool // hosts of the events' overloads (bestDest)
 	zone      map[string]string // host -> availability zone
 }
 
@@ -409,7 +411,11 @@ func (s *search) placeInOrder(m *model, ev []evict) ([]Action, bool) {
 }
 
 // bestDest is the destination in the source's zone, else in any zone,
-// with the most headroom left once the server is there, or -1.
+// with the most headroom left once the server is there, or -1. A server
+// leaving an overloaded host that is not an event's (another member a
+// plan relieves on the way) stays in its zone: a partition that grew
+// across sites does not move another site's load over the WAN for an
+// event that is not that host's (the solver's next tier leaves it).
 func (s *search) bestDest(m *model, e evict) int {
 	bi, bh, bsame := -1, math.Inf(-1), false
 	keep := 1.0
@@ -420,11 +426,15 @@ func (s *search) bestDest(m *model, e evict) int {
 		keep = 1 - s.p.ReliefHeadroom
 	}
 	zone := m.hosts[e.src].h.Zone
+	inZone := e.relieve && !s.goal[e.src]
 	for i := range m.hosts {
 		if i == e.src || !m.fitsKeeping(i, e.s, keep) {
 			continue
 		}
 		same := m.hosts[i].h.Zone == zone
+		if inZone && !same {
+			continue
+		}
 		if bsame && !same {
 			continue
 		}
