@@ -371,7 +371,7 @@ type search struct {
 	bestMB    int
 	bestCross int
 	found     bool
-	goal      map[int]bool // hosts of the events' overloads (bestDest)
+	goal      map[int]bool      // hosts of the events' overloads (bestDest)
 	zone      map[string]string // host -> availability zone
 }
 
