@@ -82,7 +82,7 @@ func DefaultConfig(id string) Config {
 		ProgressTimeout: 5 * time.Second, HopTimeout: 50 * time.Millisecond, RetryBackoff: 5 * time.Second, MaxRetryBackoff: 60 * time.Second,
 		Lease: 10 * time.Second, Limits: DefaultLimits(), SolveTimeout: 200 * time.Millisecond,
 		ConsolidationCooldown: 10 * time.Minute, ConsolidationHeadroom: 0.1, NextNode: NextRing,
-		ReliefHeadroom: 0, ReliefPartition: 12,
+		ReliefHeadroom: 0.4, ReliefPartition: 12,
 	}
 }
 

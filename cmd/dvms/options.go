@@ -137,7 +137,7 @@ var options = []option{
 	{section: "scheduler", name: "consolidation_headroom", kind: kindFloat, def: "0.1", bounds: "[0, 1)", unit: "fraction of the thresholds",
 		help:  "With underload: consolidation leaves this fraction of a destination's demand limits free, so it never creates the next overload.",
 		field: func(c *fileConfig) any { return &c.Agent.ConsolidationHeadroom }},
-	{section: "scheduler", name: "relief_headroom", kind: kindFloat, def: "0", bounds: "[0, 1)", unit: "fraction of the thresholds",
+	{section: "scheduler", name: "relief_headroom", kind: kindFloat, def: "0.4", bounds: "[0, 1)", unit: "fraction of the thresholds",
 		help:  "A partition relieving an overload grows, up to relief_partition hosts and inside its host's availability zone, for destinations that keep this fraction of their demand limits free; past that size or zone any destination that fits. 0: the first that fits.",
 		field: func(c *fileConfig) any { return &c.Agent.ReliefHeadroom }},
 	{section: "scheduler", name: "relief_partition", kind: kindInt, def: "12", bounds: ">= 2", unit: "hosts",
