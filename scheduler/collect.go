@@ -65,9 +65,9 @@ func (a *Agent) maybeSolve() {
 // there holds hosts other partitions need, and finds none.
 const reliefFirstFit = 3
 
-// firstFitNear reports whether a first fit at fitAt hosts (0: none yet)
-// still lets the partition grow for relief headroom.
-func firstFitNear(fitAt int) bool { return fitAt == 0 || fitAt <= reliefFirstFit }
+// firstFitNear reports whether a first fit at fitAt hosts (0: none yet,
+// which is near too) still lets the partition grow for relief headroom.
+func firstFitNear(fitAt int) bool { return fitAt <= reliefFirstFit }
 
 // mayGrowForRelief reports whether the leader's partition asks for relief
 // headroom: one event (not a merge), growing, before any tour or re-plan,

@@ -122,13 +122,11 @@ func runVirtual(cfg Config) (*Report, error) {
 		},
 		OnRecord: func(r detsim.Rec) { st.record(r.Host, r.Record) },
 		OnSolve:  st.solved,
-		OnSolveRequest: func(req scheduler.SolveRequest) {
-			if cfg.Mode == "dvms" {
-				st.viewed(req) // the union check of unsolvable events (globalCheck)
-			}
-		},
-		Agent:    agent,
-		NoAgents: cfg.Mode == "oracle",
+		// The union check of unsolvable events (globalCheck); the oracle
+		// runs no agent, so only dvms's leaders send solve requests.
+		OnSolveRequest: st.viewed,
+		Agent:          agent,
+		NoAgents:       cfg.Mode == "oracle",
 	}, hosts)
 	var orc *virtualOracle
 	if cfg.Mode == "oracle" {
