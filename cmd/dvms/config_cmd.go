@@ -14,21 +14,19 @@ import (
 func init() {
 	commands = append(commands, &cli.Command{
 		Name:  "config",
-		Usage: "the agent's configuration: write the sample, check a file",
+		Usage: "the agent's configuration: write the sample or the reference, check a file",
 		Subcommands: []*cli.Command{
 			{
-				Name:  "sample",
-				Usage: "write the sample configuration (every option, commented out with its default)",
-				Flags: []cli.Flag{&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "file to write (default: standard output)"}},
-				Action: func(c *cli.Context) error {
-					var b bytes.Buffer
-					writeSample(&b)
-					if out := c.String("output"); out != "" {
-						return os.WriteFile(out, b.Bytes(), 0o644)
-					}
-					_, err := os.Stdout.Write(b.Bytes())
-					return err
-				},
+				Name:   "sample",
+				Usage:  "write the sample configuration (every option, commented out with its default)",
+				Flags:  []cli.Flag{&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "file to write (default: standard output)"}},
+				Action: func(c *cli.Context) error { return writeOut(c, writeSample) },
+			},
+			{
+				Name:   "reference",
+				Usage:  "write the configuration reference (reStructuredText, doc/source/configuration/reference.rst)",
+				Flags:  []cli.Flag{&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "file to write (default: standard output)"}},
+				Action: func(c *cli.Context) error { return writeOut(c, writeReference) },
 			},
 			{
 				Name:  "check",
@@ -47,6 +45,20 @@ func init() {
 			},
 		},
 	})
+}
+
+// writeOut writes what gen writes to --output, or to standard output.
+func writeOut(c *cli.Context, gen func(io.Writer)) error {
+	var b bytes.Buffer
+	gen(&b)
+	if out := c.String("output"); out != "" {
+		if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", out, err)
+		}
+		return nil
+	}
+	_, err := os.Stdout.Write(b.Bytes())
+	return err
 }
 
 const sampleHeader = `dvms agent configuration (INI, oslo.config style).

@@ -78,6 +78,48 @@ func TestSampleIsGenerated(t *testing.T) {
 	}
 }
 
+// The committed configuration reference is what `dvms config reference`
+// writes today: the docs and the sample come from the one table.
+func TestReferenceIsGenerated(t *testing.T) {
+	var b bytes.Buffer
+	writeReference(&b)
+	committed, err := os.ReadFile(referencePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b.Bytes(), committed) {
+		t.Fatalf("%s is stale: run go generate ./cmd/dvms (or: go run ./cmd/dvms config reference --output doc/source/configuration/reference.rst)", referencePath)
+	}
+}
+
+// Every option of the table has its entry in the reference, with its
+// default and environment variable, and the help is reST-safe.
+func TestReferenceListsEveryOption(t *testing.T) {
+	var b bytes.Buffer
+	writeReference(&b)
+	text := b.String()
+	for i := range options {
+		o := &options[i]
+		entry := "\n``" + o.name + "``\n   :Type: "
+		idx := strings.Index(text, "\n["+o.section+"]\n")
+		if idx < 0 || !strings.Contains(text[idx:], entry) {
+			t.Errorf("[%s] %s: no entry in the reference", o.section, o.name)
+			continue
+		}
+		if !strings.Contains(text, ":Environment: ``"+o.envName()+"``") {
+			t.Errorf("[%s] %s: environment variable %s missing", o.section, o.name, o.envName())
+		}
+	}
+	for _, c := range []struct{ in, want string }{
+		{"see `dvms keygen` for keys_dir", "see ``dvms keygen`` for keys_dir"},
+		{"DVMS_ and a*b|c", "DVMS\\_ and a\\*b\\|c"},
+	} {
+		if got := rstText(c.in); got != c.want {
+			t.Errorf("rstText(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 // The defaults the sample documents (its commented-out options) are the
 // loader's: uncommented, they load to the configuration of an empty file.
 func TestSampleDefaultsAreTheLoadersDefaults(t *testing.T) {

@@ -8,13 +8,15 @@ import (
 
 // The agent's option table: every option of dvms.conf is one row below.
 // The loader (config.go), the validation of single values, the sample
-// file etc/dvms/dvms.conf.sample (`dvms config sample`, `go generate
-// ./cmd/dvms`) and the tests that keep them in step all read this table.
+// file etc/dvms/dvms.conf.sample (`dvms config sample`), the configuration
+// reference doc/source/configuration/reference.rst (`dvms config
+// reference`; both rewritten by `go generate ./cmd/dvms`) and the tests
+// that keep them in step all read this table.
 //
 // To add an option: add a row in its section (the sample lists rows in
 // table order), bind it to its field, give the default the package's
 // DefaultConfig gives (TestTableDefaultsArePackageDefaults checks it),
-// then run `go generate ./cmd/dvms` to rewrite the sample. A field of
+// then run `go generate ./cmd/dvms` to rewrite the sample and the reference. A field of
 // scheduler.Config or node.Config that is not an option goes in
 // notOptions (config_test.go) with the reason.
 
@@ -42,6 +44,7 @@ type option struct {
 }
 
 //go:generate go run . config sample --output ../../etc/dvms/dvms.conf.sample
+//go:generate go run . config reference --output ../../doc/source/configuration/reference.rst
 
 // sections in the order of the sample.
 var sections = []string{"DEFAULT", "nova", "nats", "scheduler", "monitor", "consensus", "scheduler_api"}
