@@ -185,7 +185,7 @@ func unknownOption(section, key string) error {
 	return fmt.Errorf("[%s] %s: unknown option", section, key)
 }
 
-// resolveCloud returns the cloud to use, as README says: the one named
+// resolveCloud returns the cloud to use, as doc/source/admin/configure.rst says: the one named
 // (by --os-cloud or [nova] os_cloud), else $OS_CLOUD.
 func resolveCloud(named string, env func(string) (string, bool)) (string, error) {
 	if named != "" {

@@ -321,7 +321,7 @@ func TestValuesAgainstTheirRows(t *testing.T) {
 	}
 }
 
-// The cloud, as README says: --os-cloud, else [nova] os_cloud (which
+// The cloud, as doc/source/admin/configure.rst says: --os-cloud, else [nova] os_cloud (which
 // DVMS_NOVA_OS_CLOUD overrides), else OS_CLOUD, else an error.
 func TestCloudPrecedence(t *testing.T) {
 	osCloud := lookupOption("nova", "os_cloud")

@@ -23,7 +23,7 @@ var version = "dev"
 // commands is filled by the init functions of this package's files.
 var commands []*cli.Command
 
-// Exit codes (README "Operating dvms"): 0 success, 1 the command failed,
+// Exit codes (doc/source/admin/index.rst, "Command line conventions"): 0 success, 1 the command failed,
 // 2 the command line is wrong (usage printed).
 const (
 	exitFailed = 1

@@ -2,6 +2,6 @@
 
 ``dvms_nova.weigher.DvmsWeigher`` asks ``dvms scheduler-api`` to order the
 candidate hosts by the demand the dvms agents measure, and falls back to
-neutral weights (Nova's own order) on any error. See README.rst, section
-"Nova's scheduler plugin".
+neutral weights (Nova's own order) on any error. See
+doc/source/admin/scheduler-api.rst.
 """

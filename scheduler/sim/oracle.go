@@ -177,7 +177,7 @@ func oraclePlan(cfg Config, ev scheduler.Event, all []scheduler.Host, busy map[s
 	// detected host only, as an agent's event does (K-of-N decides, not
 	// the solver). Relieving every overloaded host in one whole-cloud
 	// plan held a score of hosts busy through several steps and left
-	// more overload, not less (README, "The oracle").
+	// more overload, not less (doc/source/contributor/simulation.rst, --mode).
 	thr := cfg.Agent.Thresholds
 	free := make([]scheduler.Host, 0, len(all))
 	for i := range all {
