@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -67,29 +68,28 @@ func sameConfig(t *testing.T, what string, got, want fileConfig) {
 
 // The committed sample is what `dvms config sample` writes today.
 func TestSampleIsGenerated(t *testing.T) {
+	checkGenerated(t, samplePath, writeSample, "go run ./cmd/dvms config sample --output etc/dvms/dvms.conf.sample")
+}
+
+// checkGenerated fails when the committed file at path differs from what
+// gen writes from the option table, naming the commands that rewrite it.
+func checkGenerated(t *testing.T, path string, gen func(io.Writer), cmd string) {
+	t.Helper()
 	var b bytes.Buffer
-	writeSample(&b)
-	committed, err := os.ReadFile(samplePath)
+	gen(&b)
+	committed, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(b.Bytes(), committed) {
-		t.Fatalf("%s is stale: run go generate ./cmd/dvms", samplePath)
+		t.Fatalf("%s is stale: run go generate ./cmd/dvms (or: %s)", path, cmd)
 	}
 }
 
 // The committed configuration reference is what `dvms config reference`
 // writes today: the docs and the sample come from the one table.
 func TestReferenceIsGenerated(t *testing.T) {
-	var b bytes.Buffer
-	writeReference(&b)
-	committed, err := os.ReadFile(referencePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b.Bytes(), committed) {
-		t.Fatalf("%s is stale: run go generate ./cmd/dvms (or: go run ./cmd/dvms config reference --output doc/source/configuration/reference.rst)", referencePath)
-	}
+	checkGenerated(t, referencePath, writeReference, "go run ./cmd/dvms config reference --output doc/source/configuration/reference.rst")
 }
 
 // Every option of the table has its entry in the reference, with its
