@@ -65,6 +65,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dvms-project/dvms/nova"
@@ -149,6 +150,8 @@ type Coverage struct {
 type Source struct {
 	cfg Config
 	now func() time.Time
+
+	domainReads atomic.Int64 // directory listings of DomainDirs (tests)
 
 	mu      sync.Mutex
 	prev    map[string]sample // by guest (machine name and counter file)
@@ -699,6 +702,7 @@ func (s *Source) domains() (*domainIndex, string) {
 	d := &domainIndex{byID: map[string]string{}, byName: map[string]string{}}
 	var denied []string
 	for _, dir := range s.cfg.DomainDirs {
+		s.domainReads.Add(1)
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {

@@ -421,3 +421,33 @@ func TestValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestListingNeedsNoFiles: guests the listing names are mapped without
+// reading libvirt's domain XML (root-only where the agent runs as its
+// own user under its hardened unit); a guest it does not name is looked
+// up there.
+func TestListingNeedsNoFiles(t *testing.T) {
+	tr := newTree(t, layouts[0])
+	tr.write(filepath.Join(tr.run, "instance-00000001.xml"),
+		`<domstatus><domain id='1'><name>instance-00000001</name><uuid>`+uuid3+`</uuid></domain></domstatus>`)
+	tr.guest(1, "instance-00000001", 0, 1<<20, 0)
+	now := time.Unix(1000, 0)
+	src, _ := cgroup.NewWithClock(tr.config(), func() time.Time { return now })
+	src.ObserveServers("compute-1", []nova.Server{server(uuid1, "instance-00000001")})
+	for range 2 {
+		_, _ = src.Demand(context.Background(), "compute-1")
+		now = now.Add(time.Second)
+	}
+	d, err := src.Demand(context.Background(), "compute-1")
+	if _, ok := d[uuid1]; err != nil || !ok || len(d) != 1 {
+		t.Errorf("demand %v, %v; want %s (by its instance name)", d, err, uuid1)
+	}
+	if n := cgroup.DomainReads(src); n != 0 {
+		t.Errorf("read the domain XML directories %d times, want 0", n)
+	}
+	tr.guest(2, "instance-00000002", 0, 1<<20, 0) // not Nova's listing: the XML is asked
+	_, _ = src.Demand(context.Background(), "compute-1")
+	if n := cgroup.DomainReads(src); n == 0 {
+		t.Error("an unnamed guest did not consult the domain XML")
+	}
+}
