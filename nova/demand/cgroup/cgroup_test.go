@@ -140,6 +140,31 @@ var layouts = []layout{
 		},
 		write: writeByHierarchy, want: "cpu unified/machine.slice, memory memory/machine.slice",
 	},
+	{
+		// The test bed (devstack/hosts): systemd as PID 1 in a cgroup
+		// namespace of this hybrid machine, libvirt 9 with machined. The
+		// scope has QEMU's processes in unified and pids; memory holds
+		// them in scope/libvirt, cpu and cpuacct in scope/libvirt/{emulator,
+		// vcpuN}; every scope sums its children.
+		name:   "hybrid systemd, nested libvirt/ (the bed)",
+		mounts: []string{"unified/cgroup.controllers", "cpuacct/cpuacct.usage", "cpu/cpu.shares", "memory/memory.usage_in_bytes"},
+		guestDir: func(id int, d string) []string {
+			n := filepath.Join("machine.slice", scopeName(id, d))
+			return []string{"unified/" + n, "cpuacct/" + n, "cpu/" + n, "memory/" + n}
+		},
+		write: func(tr *tree, dir string, u, r, c uint64) {
+			writeByHierarchy(tr, dir, u, r, c)
+			rel, _ := filepath.Rel(tr.root, dir)
+			switch strings.SplitN(rel, string(filepath.Separator), 2)[0] {
+			case "memory":
+				writeByHierarchy(tr, filepath.Join(dir, "libvirt"), u, r, c)
+			case "cpuacct":
+				writeByHierarchy(tr, filepath.Join(dir, "libvirt", "emulator"), u/10, 0, 0)
+				writeByHierarchy(tr, filepath.Join(dir, "libvirt", "vcpu0"), u-u/10, 0, 0)
+			}
+		},
+		want: "cpu unified/machine.slice, memory memory/machine.slice",
+	},
 }
 
 func newTree(t *testing.T, l layout) *tree {
