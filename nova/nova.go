@@ -148,12 +148,17 @@ type ServerGroup struct {
 
 // Server is a Nova server as dvms needs it.
 type Server struct {
-	ID        string
-	Name      string
-	Host      string // compute host (OS-EXT-SRV-ATTR:host); "" when offloaded
-	Zone      string
-	Status    string
-	TaskState string // OS-EXT-STS:task_state, "" when none
+	ID   string
+	Name string
+	// InstanceName is OS-EXT-SRV-ATTR:instance_name (admin): the name
+	// of the server's libvirt domain on its host, from Nova's
+	// instance_name_template (instance-%08x by default). A demand source
+	// measuring the host's guests maps them to servers by it.
+	InstanceName string
+	Host         string // compute host (OS-EXT-SRV-ATTR:host); "" when offloaded
+	Zone         string
+	Status       string
+	TaskState    string // OS-EXT-STS:task_state, "" when none
 	// Locked: its owner or an operator locked it (`openstack server
 	// lock`): dvms never moves, shelves or unshelves it (Nova lets an
 	// admin context, which dvms' role is, act on a locked server).
@@ -248,6 +253,15 @@ type DemandSource interface {
 	// Demand returns the demand of each server on host, keyed by server ID.
 	// Servers missing from the map have unknown demand.
 	Demand(ctx context.Context, host string) (map[string]Demand, error)
+}
+
+// ServersObserver is an optional interface of a DemandSource that maps
+// what it measures to servers through Nova's listing of the host (the
+// cgroup source: libvirt domains by instance name). The agent's monitor
+// hands it every listing of its host's servers it reads anyway: no
+// extra Nova request.
+type ServersObserver interface {
+	ObserveServers(host string, servers []Server)
 }
 
 type requestIDKey struct{}

@@ -198,6 +198,7 @@ type agentProc struct {
 	journal  *journal
 	controls *controls // the operators' run-time controls
 	metrics  *agentMetrics
+	demand   nova.DemandSource
 	httpSrv  *metricsServer // /metrics and /healthz, nil when off
 	stopping atomic.Bool    // ctx ended: the runner is retiring
 	running  atomic.Bool    // the runner's Run has not returned
@@ -279,6 +280,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		nd = &novaDeps{client: cl, meter: cl.Meter(), demand: src}
 	}
 	nc, src := nd.client, nd.demand
+	p.demand = src
 	if _, err := nc.Host(ctx, host); err != nil {
 		return nil, fmt.Errorf("nova has no usable compute host %q (is --host the name `openstack compute service list` shows?): %w", host, err)
 	}
@@ -316,6 +318,7 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		watch:     watcher,
 		partition: func() *scheduler.Partition { return p.runner.Partition() },
 		arbiter:   func() *arbiterInfo { return arbiterStatus(arb) },
+		coverage:  p.coverage,
 	})
 	// Vivaldi coordinates (DESIGN §5.3): RTT probes over the signed bus,
 	// members' coordinates from their heartbeats.
@@ -498,8 +501,32 @@ func (p *agentProc) report(cfg fileConfig, req statusRequest) agentReport {
 		Advise: p.controls.Advise(host), Excluded: p.controls.Excluded(host), Control: p.controls.view(),
 		Watch:     len(ms) > 0 && ms[0].Host == host,
 		Partition: partInfo(part), Members: membersInfo(ms), Arbiter: arbiterStatus(p.arbiter),
+		Demand: p.demandInfo(cfg.MonitorSource),
 		Events: filterEvents(p.journal.snapshot(), req.Since, req.MaxEvents),
 	}
+}
+
+// coverage is the demand source's coverage, ok false when it does not say.
+func (p *agentProc) coverage() (cgroup.Coverage, bool) {
+	cs, ok := p.demand.(coverageSource)
+	if !ok {
+		return cgroup.Coverage{}, false
+	}
+	return cs.Coverage(), true
+}
+
+// coverageSource is a demand source that says what it sees of its host
+// (the cgroup source).
+type coverageSource interface{ Coverage() cgroup.Coverage }
+
+// demandInfo is the demand source's coverage for `dvms status` (nil when
+// the source does not say).
+func (p *agentProc) demandInfo(source string) *demandInfo {
+	cs, ok := p.demand.(coverageSource)
+	if !ok {
+		return nil
+	}
+	return &demandInfo{Source: source, Coverage: cs.Coverage()}
 }
 
 // embeddedConfig turns [nats] url into the address an embedded server

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
@@ -44,8 +45,11 @@ type metricsSources struct {
 	watch     func() bool  // this agent is the maintenance watch
 	partition func() *scheduler.Partition
 	arbiter   func() *arbiterInfo // nil result: unknown
-	host      string
-	meter     *nova.Meter
+	// coverage: what the demand source sees of the host (ok false: it
+	// does not say; the gauges read 0 then).
+	coverage func() (cgroup.Coverage, bool)
+	host     string
+	meter    *nova.Meter
 	// The operators' controls as they apply to this agent (nil: not
 	// registered).
 	advise, paused, excluded func() bool
@@ -62,6 +66,7 @@ var metricNames = []string{
 	"dvms_members", "dvms_maintenance_watch", "dvms_in_partition", "dvms_partition_leader",
 	"dvms_arbiter_voter", "dvms_arbiter_leader", "dvms_arbiter_term",
 	"dvms_nova_requests_total", "dvms_nova_request_errors_total", "dvms_nova_request_seconds",
+	"dvms_demand_blind", "dvms_demand_servers_listed", "dvms_demand_servers_measured",
 }
 
 // Event-level latencies span a second (a solve) to an hour (a drain).
@@ -151,6 +156,27 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 				}
 				return 0
 			}))
+	}
+	if src.coverage != nil {
+		cov := func(f func(c cgroup.Coverage) float64) func() float64 {
+			return func() float64 {
+				c, ok := src.coverage()
+				if !ok {
+					return 0
+				}
+				return f(c)
+			}
+		}
+		m.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_demand_blind",
+				Help: "1 while the demand source finds none of the servers Nova lists running on this host (source = cgroup: no guest cgroup, or none named after them): the host is not measured."},
+				cov(func(c cgroup.Coverage) float64 { return b2f(c.Blind) })),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_demand_servers_listed",
+				Help: "Servers Nova last listed running on this host, as the demand source counts them (source = cgroup)."},
+				cov(func(c cgroup.Coverage) float64 { return float64(max(c.Listed, 0)) })),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_demand_servers_measured",
+				Help: "Of the servers Nova lists running on this host, those the demand source found and measures (source = cgroup)."},
+				cov(func(c cgroup.Coverage) float64 { return float64(c.Measured) })))
 	}
 	if src.meter != nil {
 		m.reg.MustRegister(meterCollector{src.meter})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
@@ -35,17 +36,19 @@ func TestStatusTables(t *testing.T) {
 	members := []memberInfo{{Host: "c1"}, {Host: "c2"}, {Host: "c3", Version: "v9", LastHeard: now.Add(-3 * time.Second)}}
 	reps := []agentReport{
 		{Host: "c1", State: "member", Now: now, Partition: stale, Members: members, Arbiter: raft("c2", 7),
-			Control: controlView{Paused: true, Mode: "advise", HostModes: map[string]string{"c3": "enforce"}, Excluded: []string{"c2"}, Latest: now.Add(-time.Minute)}},
-		{Host: "c2", State: "leader", Now: now, Partition: fresh, Members: members, Arbiter: raft("c2", 8), Excluded: true},
+			Control: controlView{Paused: true, Mode: "advise", HostModes: map[string]string{"c3": "enforce"}, Excluded: []string{"c2"}, Latest: now.Add(-time.Minute)},
+			Demand:  &demandInfo{Source: "cgroup", Coverage: cgroup.Coverage{Listed: 4, Blind: true}}},
+		{Host: "c2", State: "leader", Now: now, Partition: fresh, Members: members, Arbiter: raft("c2", 8), Excluded: true,
+			Demand: &demandInfo{Source: "cgroup", Coverage: cgroup.Coverage{Listed: 3, Measured: 2}}},
 	}
 	ts := statusTables(reps, now)
 	var b bytes.Buffer
 	if err := writeTables(&b, "value", nil, ts...); err != nil {
 		t.Fatal(err)
 	}
-	want := "c1  member p1  0s ago false false false\n" +
-		"c2  leader p1  0s ago false false true\n" +
-		"c3  no answer  v9 3s ago false false false\n" +
+	want := "c1  member p1  0s ago false false false cgroup BLIND 0/4\n" +
+		"c2  leader p1  0s ago false false true cgroup 2/3\n" +
+		"c3  no answer  v9 3s ago false false false \n" +
 		"true advise c3=enforce c2 2026-01-01T11:59:00Z c1\n" +
 		"false advise_only of each agent    c2\n" +
 		"p1 c1 c2 c1 c2 blocked e1 maintenance 30s\n" +
@@ -63,7 +66,8 @@ func TestMetricNamesAreWhatTheAgentRegisters(t *testing.T) {
 	m := newAgentMetrics(metricsSources{host: "h1", meter: meter,
 		dropped: func() int64 { return 0 }, members: func() int { return 1 }, watch: func() bool { return true },
 		partition: func() *scheduler.Partition { return nil }, arbiter: func() *arbiterInfo { return nil },
-		advise: func() bool { return false }, paused: func() bool { return false }, excluded: func() bool { return false }})
+		advise: func() bool { return false }, paused: func() bool { return false }, excluded: func() bool { return false },
+		coverage: func() (cgroup.Coverage, bool) { return cgroup.Coverage{}, true }})
 	now := time.Now()
 	ev := scheduler.Event{ID: "e1", Kind: scheduler.Overload, Host: "h1", Detected: now.Add(-time.Second)}
 	h := observeHooks(m, nil, func() time.Time { return now })

@@ -256,7 +256,8 @@ var options = []option{
 			"and at once when it changes (from the cached view: no Nova request). 0 = never; scheduler-api then knows no host.",
 		field: func(c *fileConfig) any { return &c.Summary.Interval }},
 	{section: "monitor", name: "source", kind: kindEnum, def: "cgroup", choices: []string{"cgroup", "file", "prometheus", "nova-diagnostics"},
-		help: "Demand source. cgroup: the host's cgroup v2 tree (libvirt). file: a file the operator or a test writes. " +
+		help: "Demand source. cgroup: the libvirt guests' cgroup accounting on this host (cgroup v2, v1 or hybrid, with systemd or not: " +
+			"found with no other setting; guests named by their Nova instance name). file: a file the operator or a test writes. " +
 			"prometheus: instant queries. nova-diagnostics: Nova's server diagnostics, one listing plus one Nova request per server " +
 			"per sample (a sample at most once a minute, so demand is up to a minute old): for small clouds only.",
 		field: func(c *fileConfig) any { return &c.MonitorSource }},
@@ -268,7 +269,8 @@ var options = []option{
 			"re-read every sample (e.g. /var/lib/dvms/demand.json).",
 		field: func(c *fileConfig) any { return &c.FilePath }},
 	{section: "monitor", name: "cgroup_root", kind: kindPath, def: "/sys/fs/cgroup",
-		help:  "source = cgroup: the cgroup v2 root.",
+		help: "source = cgroup: where the cgroup hierarchies are mounted (v2 here, or v1 controllers and the hybrid unified mount " +
+			"under it). The agent only reads it.",
 		field: func(c *fileConfig) any { return &c.CgroupRoot }},
 	{section: "monitor", name: "prometheus_url", kind: kindHTTPURL,
 		help:  "source = prometheus: the server's URL (e.g. http://127.0.0.1:9090).",

@@ -25,6 +25,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
@@ -56,6 +57,7 @@ type agentReport struct {
 	Partition   *partitionInfo `json:"partition,omitempty"`
 	Arbiter     *arbiterInfo   `json:"arbiter,omitempty"`
 	Members     []memberInfo   `json:"members"`
+	Demand      *demandInfo    `json:"demand,omitempty"` // the demand source's view of its host
 	Events      []eventEntry   `json:"events"`
 	Truncated   int            `json:"truncated,omitempty"` // events left out to fit a NATS message
 }
@@ -69,6 +71,27 @@ type partitionInfo struct {
 	Event     string    `json:"event,omitempty"`
 	EventKind string    `json:"event_kind,omitempty"`
 	Detected  time.Time `json:"detected,omitzero"`
+}
+
+// demandInfo is what the agent's demand source says of its coverage
+// (sources that map guests to servers themselves: cgroup).
+type demandInfo struct {
+	Source string `json:"source"`
+	cgroup.Coverage
+}
+
+// String is the status column: "cgroup 3/4", "cgroup BLIND 0/4".
+func (d *demandInfo) String() string {
+	if d == nil {
+		return ""
+	}
+	if d.Listed < 0 {
+		return d.Source + " (no listing yet)"
+	}
+	if d.Blind {
+		return fmt.Sprintf("%s BLIND %d/%d", d.Source, d.Measured, d.Listed)
+	}
+	return fmt.Sprintf("%s %d/%d", d.Source, d.Measured, d.Listed)
 }
 
 // arbiterInfo is what an agent knows of its region's merge arbiter.

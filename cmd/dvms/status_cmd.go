@@ -117,7 +117,7 @@ func runStatus(c *cli.Context) error {
 // statusTables are the agents, the partitions in flight and the recent
 // events of the region, from the agents' reports.
 func statusTables(reps []agentReport, now time.Time) []table {
-	agents := table{Name: "agents", Columns: []string{"Host", "Site", "State", "Partition", "Version", "Last Heard", "Watch", "Advise", "Excluded"}}
+	agents := table{Name: "agents", Columns: []string{"Host", "Site", "State", "Partition", "Version", "Last Heard", "Watch", "Advise", "Excluded", "Demand"}}
 	answered := map[string]agentReport{}
 	for _, r := range reps {
 		answered[r.Host] = r
@@ -152,11 +152,11 @@ func statusTables(reps []agentReport, now time.Time) []table {
 			if r.Partition != nil {
 				part = r.Partition.ID
 			}
-			agents.Rows = append(agents.Rows, []any{r.Host, r.Site, r.State, part, r.Version, ago(now, r.Now), r.Watch, r.Advise, r.Excluded})
+			agents.Rows = append(agents.Rows, []any{r.Host, r.Site, r.State, part, r.Version, ago(now, r.Now), r.Watch, r.Advise, r.Excluded, r.Demand.String()})
 			continue
 		}
 		m := heard[h]
-		agents.Rows = append(agents.Rows, []any{m.Host, m.Site, "no answer", "", m.Version, ago(now, m.LastHeard), false, false, false})
+		agents.Rows = append(agents.Rows, []any{m.Host, m.Site, "no answer", "", m.Version, ago(now, m.LastHeard), false, false, false, ""})
 	}
 
 	parts := table{Name: "partitions", Columns: []string{"ID", "Initiator", "Leader", "Members", "State", "Event", "Kind", "Age"}}

@@ -4,8 +4,9 @@
 //
 //   - file: a JSON or CSV file, re-read on every call (tests, traces,
 //     operators feeding their own numbers);
-//   - cgroup: cgroup v2 accounting of libvirt machine scopes on the local
-//     host (the agent runs beside nova-compute);
+//   - cgroup: the cgroup accounting of the libvirt guests on the local
+//     host (the agent runs beside nova-compute), on any layout (v2, v1,
+//     hybrid; systemd or not), guests named by Nova's instance name;
 //   - diagnostics: Nova's admin server diagnostics API;
 //   - prometheus: two operator-written PromQL instant queries.
 //

@@ -157,6 +157,7 @@ type Cloud struct {
 	inflight  migHeap
 	actions   map[string][]Action
 	seq       uint64
+	instances uint64 // the last instance id (Nova's database id)
 
 	obs observer
 
@@ -251,7 +252,8 @@ func (c *Cloud) group(g nova.ServerGroup) *group {
 // empty ID, and a server that does not fit the host's allocatable
 // capacity. A server with Status SHELVED_OFFLOADED and Host "" is added
 // offloaded. s.Group, if set, joins the group with that ID (registered
-// on the fly if unknown). The server's demand starts at 0 CPU and its
+// on the fly if unknown). An empty s.InstanceName gets Nova's default,
+// instance-%08x of a counter. The server's demand starts at 0 CPU and its
 // full RAM; change it with SetDemand.
 func (c *Cloud) AddServer(s nova.Server) error {
 	c.mu.Lock()
@@ -284,6 +286,10 @@ func (c *Cloud) AddServer(s nova.Server) error {
 	}
 	s.TaskState = ""
 	s.Metadata = cloneMeta(s.Metadata)
+	c.instances++
+	if s.InstanceName == "" {
+		s.InstanceName = fmt.Sprintf("instance-%08x", c.instances) // Nova's default instance_name_template
+	}
 	sv := &server{Server: s, demand: nova.Demand{RAMMB: float64(s.RAMMB)}, created: c.clock.Now()}
 	if s.Group != nil {
 		sv.grp = c.group(*s.Group)

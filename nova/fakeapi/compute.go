@@ -293,6 +293,7 @@ func (s *Server) serverJSON(r *http.Request, sv nova.Server, show bool) map[stri
 		},
 		"OS-EXT-SRV-ATTR:host":                host,
 		"OS-EXT-SRV-ATTR:hypervisor_hostname": host,
+		"OS-EXT-SRV-ATTR:instance_name":       sv.InstanceName,
 		"OS-EXT-AZ:availability_zone":         sv.Zone,
 		"OS-EXT-STS:task_state":               task,
 		"OS-EXT-STS:vm_state":                 vmState(sv.Status),

@@ -3,12 +3,13 @@
 // real Nova (Debian's Zed, fake virt driver) in the functional tier, so
 // that the fake cannot drift from Nova.
 //
-// It imports nova and testing only; implementations bring a Fixture.
+// It imports nova, testing and the standard library only; implementations bring a Fixture.
 package novatest
 
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -122,6 +123,9 @@ func hostsHaveCapacityAndService(t *testing.T, e Env) {
 	}
 }
 
+// instanceName is a name of Nova's default instance_name_template.
+var instanceName = regexp.MustCompile(`^instance-[0-9a-f]{8}$`)
+
 func serversOnHostAndUsage(t *testing.T, e Env) {
 	ctx := context.Background()
 	h := twoHosts(t, e)[0]
@@ -144,6 +148,11 @@ func serversOnHostAndUsage(t *testing.T, e Env) {
 	one, err := e.Client.Server(ctx, id)
 	if err != nil || one.ID != id || one.Host != h {
 		t.Errorf("Server(%s) = %+v, %v", id, one, err)
+	}
+	// The libvirt domain's name (the cgroup demand source maps guests by
+	// it): Nova's default instance_name_template, the same both ways.
+	if in := ss[i].InstanceName; !instanceName.MatchString(in) || one.InstanceName != in {
+		t.Errorf("instance name listed %q, shown %q: want instance-%%08x, the same in both", in, one.InstanceName)
 	}
 	after, err := e.Client.Host(ctx, h)
 	if err != nil {

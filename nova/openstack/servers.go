@@ -25,6 +25,7 @@ type serverJSON struct {
 	Name      string  `json:"name"`
 	Status    string  `json:"status"`
 	Host      *string `json:"OS-EXT-SRV-ATTR:host"`
+	Instance  string  `json:"OS-EXT-SRV-ATTR:instance_name"`
 	Zone      string  `json:"OS-EXT-AZ:availability_zone"`
 	TaskState *string `json:"OS-EXT-STS:task_state"`
 	Locked    bool    `json:"locked"` // 2.9+
@@ -45,7 +46,7 @@ type serverJSON struct {
 // write, only when trustMetadata, and the flavor's still win.
 func (s serverJSON) server(trustMetadata bool) nova.Server {
 	out := nova.Server{
-		ID: s.ID, Name: s.Name, Status: s.Status, Zone: s.Zone, Locked: s.Locked,
+		ID: s.ID, Name: s.Name, InstanceName: s.Instance, Status: s.Status, Zone: s.Zone, Locked: s.Locked,
 		Flavor: s.Flavor.OriginalName, VCPUs: s.Flavor.VCPUs, RAMMB: s.Flavor.RAM,
 		Metadata: s.Metadata,
 	}

@@ -62,12 +62,17 @@ func (r *Runner) monitor(ctx context.Context) {
 	defer t.Stop()
 	var v hostView
 	have := false
+	obs, _ := r.d.Demand.(nova.ServersObserver)
+	failing := "" // the source's last failure, logged when it changes
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case nv := <-views:
+			if obs != nil && (!have || nv.serversAt != v.serversAt) {
+				obs.ObserveServers(r.agent.ID(), nv.servers) // the listing it read anyway: no request
+			}
 			v, have = nv, true
 			if !nv.urgent {
 				continue // the next tick samples: a refresh is not one more sample in the K-of-N window
@@ -80,10 +85,17 @@ func (r *Runner) monitor(ctx context.Context) {
 		if r.d.Demand != nil {
 			var err error
 			if demand, err = r.d.Demand.Demand(ctx, r.agent.ID()); err != nil {
-				if ctx.Err() == nil {
+				// Once per change, not every second: a blind source fails
+				// the same way until something changes.
+				if ctx.Err() == nil && err.Error() != failing {
+					failing = err.Error()
 					r.log.Warn().Err(err).Msg("monitor: demand source failed: no sample, no event from missing data")
 				}
 				continue
+			}
+			if failing != "" {
+				failing = ""
+				r.log.Info().Int("servers", len(demand)).Msg("monitor: demand source measures again")
 			}
 		}
 		h := ToHost(v.host, v.servers, demand, r.cfg.DrainReason)

@@ -307,8 +307,10 @@ type libvirtTree struct {
 
 func (l *libvirtTree) root(host string) string { return filepath.Join(l.dir, host) }
 
-func scopeName(n int) string {
-	return fmt.Sprintf(`machine-qemu\x2d%d\x2dinstance\x2d%08x.scope`, n, n)
+// scopeName is systemd's scope of guest n running instance (its
+// Nova instance name, libvirt's domain name).
+func scopeName(n int, instance string) string {
+	return fmt.Sprintf(`machine-qemu\x2d%d\x2d%s.scope`, n, strings.ReplaceAll(instance, "-", `\x2d`))
 }
 
 // write writes every server's scope under its current host, CPU usage
@@ -319,12 +321,13 @@ func (l *libvirtTree) write(t *testing.T, cloud *fake.Cloud, hosts []string, ids
 	for _, h := range hosts {
 		slice := filepath.Join(l.root(h), "machine.slice")
 		_ = os.MkdirAll(slice, 0o755)
+		writeAtomic(filepath.Join(l.root(h), "cgroup.controllers"), []byte("cpu memory\n")) // a cgroup v2 mount
 		on := map[string]bool{}
 		for _, s := range cloud.ServersOn(h) {
-			on[scopeName(ids[s.ID])] = true
+			on[scopeName(ids[s.ID], s.InstanceName)] = true
 			d, _ := cloud.Demand(context.Background(), h)
 			l.usage[s.ID] += d[s.ID].CPU * float64(dt.Microseconds())
-			dir := filepath.Join(slice, scopeName(ids[s.ID]))
+			dir := filepath.Join(slice, scopeName(ids[s.ID], s.InstanceName))
 			_ = os.MkdirAll(dir, 0o755)
 			// cgroupfs files change atomically: write aside, rename.
 			writeAtomic(filepath.Join(dir, "cpu.stat"), fmt.Appendf(nil, "usage_usec %d\nuser_usec 0\n", int64(l.usage[s.ID])))
@@ -357,7 +360,6 @@ func TestCgroupAgentsSolveOverload(t *testing.T) {
 	cloud := fake.New(fake.DefaultConfig(), clock)
 	hosts := []string{"compute-1", "compute-2", "compute-3", "compute-4"}
 	ids := map[string]int{}
-	mapping := map[string]string{}
 	for i, h := range hosts {
 		cloud.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 32768, CPUAllocRatio: 4, RAMAllocRatio: 1})
 		load := 2
@@ -371,7 +373,6 @@ func TestCgroupAgentsSolveOverload(t *testing.T) {
 			}
 			_ = cloud.SetDemand(id, nova.Demand{CPU: 2, RAMMB: 1024})
 			ids[id] = len(ids) + 1
-			mapping[fmt.Sprintf("instance-%08x", ids[id])] = id
 		}
 	}
 	tree := &libvirtTree{dir: t.TempDir(), usage: map[string]float64{}}
@@ -397,7 +398,8 @@ func TestCgroupAgentsSolveOverload(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, h := range hosts {
 		cc := cgroup.DefaultConfig()
-		cc.Root, cc.Host, cc.DomainDirs, cc.Mapping = tree.root(h), h, nil, mapping
+		// No mapping, no domain XML: guests are named by the listing.
+		cc.Root, cc.Host, cc.DomainDirs = tree.root(h), h, nil
 		src, err := cgroup.NewWithClock(cc, clock.Now)
 		if err != nil {
 			t.Fatal(err)
@@ -500,5 +502,60 @@ func TestSlowNovaDoesNotStopSampling(t *testing.T) {
 	<-done
 	if n := samples.Load(); n < 90 { // ~180 due in 3 minutes; a hung read stopped them all before
 		t.Errorf("%d samples in 3 minutes with Nova hanging: the per-second path waits on Nova", n)
+	}
+}
+
+// The cgroup source names its guests from the listing the monitor reads
+// anyway: measured from the first samples with no Nova request beyond
+// the view's own (one host read, one servers listing), and no mapping
+// nor domain XML configured.
+func TestCgroupNamesGuestsFromTheListing(t *testing.T) {
+	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 1)
+	cloud := fake.New(fake.DefaultConfig(), clock)
+	cloud.AddHost(nova.Host{Name: "h1", VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 4, RAMAllocRatio: 1})
+	ids := map[string]int{}
+	for i := range 4 {
+		id := fmt.Sprintf("s%d", i)
+		if err := cloud.AddServer(nova.Server{ID: id, Name: id, Host: "h1", VCPUs: 1, RAMMB: 1024}); err != nil {
+			t.Fatal(err)
+		}
+		_ = cloud.SetDemand(id, nova.Demand{CPU: 0.5, RAMMB: 300})
+		ids[id] = 10 + i // libvirt's domain ids are not Nova's
+	}
+	tree := &libvirtTree{dir: t.TempDir(), usage: map[string]float64{}}
+	tree.write(t, cloud, []string{"h1"}, ids, 0)
+	cc := cgroup.DefaultConfig()
+	cc.Root, cc.Host, cc.DomainDirs = tree.root("h1"), "h1", nil
+	src, err := cgroup.NewWithClock(cc, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn := newCounting(cloud)
+	r := newRunner(t, "h1", []string{"h1"}, clock, cn, src, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	measured := func() bool {
+		h, ok := r.LastSample()
+		if !ok || len(h.Servers) != 4 {
+			return false
+		}
+		for _, s := range h.Servers {
+			if s.RAM != 300 { // the flavor's 1024 MB: unknown demand
+				return false
+			}
+		}
+		return true
+	}
+	if !waitFor(t, 10*time.Second, measured) {
+		h, _ := r.LastSample()
+		t.Fatalf("last sample %+v (coverage %+v): want the 4 servers' RAM measured from their scopes", h, src.Coverage())
+	}
+	if c := src.Coverage(); c.Listed != 4 || c.Measured != 4 || c.Blind {
+		t.Errorf("coverage %+v, want 4 of 4", c)
+	}
+	if h, s, one := cn.get("Host"), cn.get("Servers"), cn.get("Server"); h != 1 || s != 1 || one != 0 {
+		t.Errorf("nova requests: Host %d, Servers %d, Server %d; want the view's 1, 1, 0", h, s, one)
 	}
 }
