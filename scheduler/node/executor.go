@@ -54,12 +54,15 @@ type ExecConfig struct {
 	// DryRun (advise mode) re-checks and records every action but sends
 	// nothing to Nova.
 	DryRun bool
+	// Completion is the policy for a live migration that does not
+	// converge (completion.go).
+	Completion CompletionConfig
 }
 
 // DefaultExecConfig returns 10 min per action, 2 s polls, 3 retries.
 func DefaultExecConfig() ExecConfig {
 	return ExecConfig{MigrationTimeout: 10 * time.Minute, Poll: time.Second, Retries: 3, Backoff: time.Second,
-		QueuePerHost: 1, RecheckTimeout: 20 * time.Second, Unresponsive: time.Minute}
+		QueuePerHost: 1, RecheckTimeout: 20 * time.Second, Unresponsive: time.Minute, Completion: DefaultCompletionConfig()}
 }
 
 // Validate lists every problem.
@@ -76,6 +79,9 @@ func (c ExecConfig) Validate() error {
 	}
 	if c.RecheckTimeout <= 0 || c.Unresponsive <= 0 {
 		errs = append(errs, errors.New("recheck_timeout and nova_unresponsive_after must be > 0"))
+	}
+	if err := c.Completion.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -133,6 +139,13 @@ const (
 	ReasonConflict            ReasonClass = "conflict"             // Nova refused with 409
 	ReasonTimeout             ReasonClass = "timeout"              // no end in time, or outcome unknown
 	ReasonFailed              ReasonClass = "failed"               // Nova refused or the action failed otherwise
+	// The completion policy (completion.go) acted on a live migration
+	// that did not converge: ReasonForceCompleted on an action done after
+	// dvms forced it to complete, ReasonMigrationAborted on an action
+	// failed because dvms aborted it (the server stays ACTIVE on its
+	// source, re-read and recorded in the reason).
+	ReasonForceCompleted   ReasonClass = "force_completed"
+	ReasonMigrationAborted ReasonClass = "migration_aborted"
 )
 
 // ActionResult is what happened to one action.

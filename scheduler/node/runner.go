@@ -17,6 +17,7 @@ import (
 	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/migest"
 )
 
 // Config configures the runtime around one agent.
@@ -49,6 +50,9 @@ type Config struct {
 	// executing (see Run).
 	StopGrace time.Duration
 	Exec      ExecConfig
+	// Estimate tunes the migration estimator the leader's solver reads
+	// (scheduler/migest), fed by this agent's executor.
+	Estimate migest.Config
 }
 
 // DefaultConfig returns DESIGN's defaults.
@@ -57,7 +61,7 @@ func DefaultConfig() Config {
 		Region: "RegionOne", Tick: 500 * time.Millisecond, Monitor: time.Second,
 		Refresh: time.Minute, PlacementRefresh: 10 * time.Minute, ServiceWatch: 2 * time.Second,
 		DrainReason: regexp.MustCompile(`^dvms:maintenance|^maintenance`), Inbox: 4096, StopGrace: 2 * time.Minute,
-		Exec: DefaultExecConfig(),
+		Exec: DefaultExecConfig(), Estimate: migest.DefaultConfig(),
 	}
 }
 
@@ -86,6 +90,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("stop_grace must be >= 0"))
 	}
 	if err := c.Exec.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Estimate.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
