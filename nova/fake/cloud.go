@@ -90,12 +90,12 @@ type migration struct {
 	forcedRemain float64 // MB left when forced
 	forcedDone   float64 // MB processed when forced
 	cancel       bool    // aborted: ends cancelled
-	claimed        bool          // passed scheduling: holds an allocation on Dest
-	fail           string        // why it ends in error, "" if it completes
-	srv            *server
-	seq            uint64
-	action         int // index of its instance action
-	index          int // in the heap
+	claimed      bool    // passed scheduling: holds an allocation on Dest
+	fail         string  // why it ends in error, "" if it completes
+	srv          *server
+	seq          uint64
+	action       int // index of its instance action
+	index        int // in the heap
 }
 
 // view returns the record as os-migrations would show it at now.
