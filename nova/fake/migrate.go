@@ -168,8 +168,8 @@ func (c *Cloud) doInProgress(serverID string) ([]nova.MigrationProgress, error) 
 	for i := len(ms) - 1; i >= 0; i-- {
 		m := ms[i]
 		v := m.view(now)
-		if v.Terminal() {
-			continue
+		if v.Terminal() || v.Status == nova.MigrationAccepted {
+			continue // Nova lists queued, preparing, running and post-migrating ones
 		}
 		p := nova.MigrationProgress{ID: v.ID, Status: v.Status, Source: v.Source, Dest: v.Dest, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt}
 		if done, left, ok := m.memory(now); ok {

@@ -69,15 +69,16 @@ type Observation struct {
 	From, To string
 	// Took is from the request to the migration's end.
 	Took time.Duration
-	// Copying is how long memory was being copied (from the first
-	// progress read showing memory processed to the last one); 0 when
-	// Nova reported no memory figures.
-	Copying time.Duration
-	// ProcessedMB is the memory copied (memory_processed_bytes), and
-	// TotalMB the guest's memory (memory_total_bytes); 0 when unknown.
-	ProcessedMB, TotalMB float64
-	// RemainingMB is what was left to copy at the last read.
-	RemainingMB float64
+	// Copying is the time between the first and the last progress read
+	// with memory figures (0 when Nova reported none); over it, CopiedMB
+	// is the growth of memory_processed_bytes and RemainingChangeMB that
+	// of memory_remaining_bytes (negative while it converges): what the
+	// guest dirtied meanwhile is their sum.
+	Copying           time.Duration
+	CopiedMB          float64
+	RemainingChangeMB float64
+	// TotalMB is the guest's memory (memory_total_bytes), 0 when unknown.
+	TotalMB float64
 	// RAMMB is the server's flavor RAM (used when TotalMB is 0).
 	RAMMB float64
 	// Completed: the migration completed (forced or not); false when it
@@ -137,14 +138,12 @@ func (e *Estimator) Observe(o Observation) {
 	var bw, dirty float64
 	haveDirty := false
 	switch {
-	case o.Copying > 0 && o.ProcessedMB > 0:
+	case o.Copying > 0 && o.CopiedMB > 0:
 		secs := o.Copying.Seconds()
-		bw = o.ProcessedMB / secs
-		// Everything copied beyond what was sent of the initial memory
-		// had been dirtied again meanwhile.
-		if total > 0 {
-			dirty, haveDirty = max(0, o.ProcessedMB-(total-o.RemainingMB))/secs, true
-		}
+		bw = o.CopiedMB / secs
+		// Remaining memory falls by what is copied and rises by what
+		// the guest dirties again.
+		dirty, haveDirty = max(0, o.CopiedMB+o.RemainingChangeMB)/secs, true
 	case o.Completed && total > 0:
 		bw = total / o.Took.Seconds()
 	default:
