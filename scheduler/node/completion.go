@@ -144,7 +144,9 @@ func (e *Executor) progress(ctx context.Context, a scheduler.Action, f *migFollo
 	if f.began.IsZero() && p.Status != nova.MigrationQueued && p.Status != nova.MigrationAccepted {
 		f.began = now
 	}
-	if p.HasMemory() {
+	if p.HasMemory() && !f.forced && !f.aborted {
+		// The figures of the pre-copy only: once forced (post-copy, or
+		// a paused guest) or aborted they say nothing of the guest.
 		if f.firstCopy.IsZero() {
 			f.firstCopy, f.first = now, p
 		}
