@@ -123,10 +123,14 @@ type migFollow struct {
 }
 
 // Completion results, the label values of the completion counter
-// (cmd/dvms metrics.go): Nova accepted the request; the migration had
-// ended meanwhile (409); Nova refused it for the migration's state
-// (400: not running yet, or post-migrating already; tried again at the
-// next read); any other failure (tried again at the next read).
+// (cmd/dvms metrics.go): Nova accepted the request; 409, the server is no
+// longer migrating: the migration ended meanwhile (Nova also answers 409
+// for a server locked meanwhile, or an abort of a queued migration on
+// computes older than 2.65: if the migration is still listed at the next
+// read, the policy tries again); Nova refused it for the migration's
+// state (400: not running yet, or post-migrating already; 404; tried
+// again at the next read); any other failure (tried again at the next
+// read).
 const (
 	CompletionAccepted = "accepted"
 	CompletionEnded    = "ended"
