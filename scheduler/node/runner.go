@@ -485,6 +485,14 @@ func (r *Runner) startSolve(ctx context.Context, req scheduler.SolveRequest) {
 		opt.Now, opt.Deadline = time.Now, start.Add(r.wallDur(req.Timeout))
 		opt.Migrations = r.est.Snapshot()
 		sol, plan, perr := scheduler.SolveAndPlan(req.Problem, req.Limits, opt)
+		if sol.OK && len(sol.Moves) > 0 {
+			ev := r.log.Info()
+			if sol.Unconverging > 0 {
+				ev = r.log.Warn() // no solution avoids them: the completion policy will decide
+			}
+			ev.Str("partition", req.PartID).Int("moves", len(sol.Moves)).Int("not_converging", sol.Unconverging).
+				Dur("estimated_migration_time", sol.MigrationTime).Msg("solved: migration time as the estimator predicts it")
+		}
 		if r.d.Hooks.OnSolve != nil {
 			r.d.Hooks.OnSolve(r.agent.ID(), req, sol, time.Since(start))
 		}
