@@ -486,7 +486,7 @@ func (r *Runner) startSolve(ctx context.Context, req scheduler.SolveRequest) {
 		opt.Migrations = r.est.Snapshot()
 		sol, plan, perr := scheduler.SolveAndPlan(req.Problem, req.Limits, opt)
 		if sol.OK && len(sol.Moves) > 0 {
-			ev := r.log.Info()
+			ev := r.log.Debug()
 			if sol.Unconverging > 0 {
 				ev = r.log.Warn() // no solution avoids them: the completion policy will decide
 			}
