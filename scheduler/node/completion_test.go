@@ -247,3 +247,26 @@ func TestCompletionConfigValidate(t *testing.T) {
 		t.Fatal()
 	}
 }
+
+// forbidden refuses the in-progress listing (a policy without
+// os_compute_api:servers:migrations:index).
+type forbidden struct{ nova.Client }
+
+func (forbidden) MigrationsInProgress(context.Context, string) ([]nova.MigrationProgress, error) {
+	return nil, fmt.Errorf("migrations in progress: HTTP 403: %w", nova.ErrBadRequest)
+}
+
+// Without the in-progress listing a migration is still followed to its
+// end (from os-migrations), without progress and without a policy act.
+func TestCompletionWithoutTheListingStillFollows(t *testing.T) {
+	w := completionWorld(t, 100, 0)
+	var sent completions
+	e := w.executor(completionExec(node.CompleteAbort), forbidden{w.cloud}, w.cloud, w.clock)
+	e.OnCompletion = sent.note
+	if r := runMove(t, w, e); r.Outcome != node.ActionDone || r.Class != node.ReasonNone {
+		t.Fatalf("%s[%s]: %s, want done[none]", r.Outcome, r.Class, r.Reason)
+	}
+	if got := sent.String(); got != "" {
+		t.Errorf("sent %s", got)
+	}
+}

@@ -892,11 +892,14 @@ func (e *Executor) poll(ctx context.Context, a scheduler.Action, baseline map[st
 	switch a.Kind {
 	case scheduler.LiveMigrate:
 		start := e.clock.Now()
+		// A listing that fails (a 5xx, or a policy without
+		// os_compute_api:servers:migrations:index) falls back to
+		// os-migrations at once: the migration is still followed, without
+		// its progress.
 		ps, err := e.nova.MigrationsInProgress(ctx, a.Server)
-		if err != nil {
-			return false, false, nil // transient: keep following
+		if err == nil {
+			e.ObserveLatency(e.clock.Now().Sub(start))
 		}
-		e.ObserveLatency(e.clock.Now().Sub(start))
 		for _, p := range ps {
 			if !baseline[p.ID] && (mf.mid == "" || p.ID == mf.mid) {
 				e.progress(ctx, a, mf, p, log)
