@@ -270,3 +270,34 @@ func TestCompletionWithoutTheListingStillFollows(t *testing.T) {
 		t.Errorf("sent %s", got)
 	}
 }
+
+// Following a migration costs Nova one request per poll_interval (the
+// in-progress listing, which carries its progress), plus os-migrations
+// reads only while the listing does not show it: before Nova lists it
+// and once it ended. Measured on the fake's meter, caller "agent".
+func TestCompletionFollowCostsOneRequestPerPoll(t *testing.T) {
+	w := completionWorld(t, 100, 0) // 1 s + 2048 MB / 100 MB/s: 21.5 s
+	cfg := completionExec(node.CompleteAbort)
+	cfg.Poll = time.Second
+	c := w.cloud.Client("agent")
+	start := w.clock.Now()
+	if r := runMove(t, w, w.executor(cfg, c, w.cloud, w.clock)); r.Outcome != node.ActionDone {
+		t.Fatalf("%+v", r)
+	}
+	polls := int64(w.clock.Now().Sub(start) / cfg.Poll)
+	counts := map[string]int64{}
+	for _, ts := range w.cloud.Meter().Snapshot().Templates {
+		counts[ts.Template.Method+" "+ts.Template.Path] += ts.Count
+	}
+	inProgress, osMigrations := counts["GET /servers/{id}/migrations"], counts["GET /os-migrations?instance_uuid"]
+	t.Logf("%d polls over %s: %d in-progress listings, %d os-migrations reads (1 by the re-check), all requests %v",
+		polls, w.clock.Now().Sub(start).Round(time.Second), inProgress, osMigrations, counts)
+	// At most one listing per poll interval (fewer on a busy machine:
+	// the scaled clock runs on while the executor's goroutine waits).
+	if inProgress < 1 || inProgress > polls+1 {
+		t.Errorf("%d in-progress listings for %d poll intervals, want at most one per interval", inProgress, polls)
+	}
+	if osMigrations > 3 {
+		t.Errorf("%d os-migrations reads, want the re-check's, one before the listing shows it and one at the end", osMigrations)
+	}
+}
