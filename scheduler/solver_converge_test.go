@@ -53,15 +53,7 @@ func feasible(hosts []Host, thr Thresholds, slow slowPairs, converging bool) boo
 		total *= len(hosts)
 	}
 	for code := range total {
-		type load struct{ cpu, ram, vcpus, rammb float64 }
-		loads := make([]load, len(hosts))
-		for i := range hosts {
-			for _, s := range hosts[i].Servers {
-				loads[i].cpu += s.CPU
-				loads[i].ram += s.RAM
-			}
-			loads[i].vcpus, loads[i].rammb = hosts[i].UsedVCPUs, hosts[i].UsedRAMMB
-		}
+		loads := oracleLoads(hosts)
 		ok := true
 		c := code
 		for _, s := range src {
@@ -74,19 +66,12 @@ func feasible(hosts []Host, thr Thresholds, slow slowPairs, converging bool) boo
 				ok = false
 				break
 			}
-			loads[0].cpu -= s.CPU
-			loads[0].ram -= s.RAM
-			loads[0].vcpus -= float64(s.VCPUs)
-			loads[0].rammb -= float64(s.RAMMB)
-			loads[to].cpu += s.CPU
-			loads[to].ram += s.RAM
-			loads[to].vcpus += float64(s.VCPUs)
-			loads[to].rammb += float64(s.RAMMB)
+			a := moveAction(&s, hosts[0].Name, hosts[to].Name)
+			loads[0].add(a, -1)
+			loads[to].add(a, 1)
 		}
 		for i := range hosts {
-			h := &hosts[i]
-			l := loads[i]
-			if l.cpu > h.CPUs*thr.CPUOverload+1e-9 || l.ram > h.RAMMB*thr.RAMOverload+1e-9 || l.vcpus > h.AllocVCPUs+1e-9 || l.rammb > h.AllocRAMMB+1e-9 {
+			if loads[i].over(&hosts[i], thr) {
 				ok = false
 			}
 		}

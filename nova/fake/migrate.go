@@ -208,12 +208,17 @@ func (c *Cloud) ForceCompleteMigration(ctx context.Context, serverID, migrationI
 }
 
 func (c *Cloud) forceComplete(ctx context.Context, v *View, serverID, migrationID string) error {
-	op := "force_complete"
-	b, err := c.begin(ctx, v, callAction, op+" migration "+migrationID+" of "+serverID, tForceComplete)
+	return c.migrationAction(ctx, v, "force_complete migration "+migrationID+" of "+serverID, tForceComplete,
+		func() error { return c.doForceComplete(serverID, migrationID) })
+}
+
+// migrationAction charges one force_complete or abort request around do.
+func (c *Cloud) migrationAction(ctx context.Context, v *View, op string, t nova.Template, do func() error) error {
+	b, err := c.begin(ctx, v, callAction, op, t)
 	if err != nil {
 		return err
 	}
-	err = c.doForceComplete(serverID, migrationID)
+	err = do()
 	b.answer(classOf(err))
 	return b.end(err)
 }
@@ -250,13 +255,8 @@ func (c *Cloud) AbortMigration(ctx context.Context, serverID, migrationID string
 }
 
 func (c *Cloud) abort(ctx context.Context, v *View, serverID, migrationID string) error {
-	b, err := c.begin(ctx, v, callAction, "abort migration "+migrationID+" of "+serverID, tAbort)
-	if err != nil {
-		return err
-	}
-	err = c.doAbort(serverID, migrationID)
-	b.answer(classOf(err))
-	return b.end(err)
+	return c.migrationAction(ctx, v, "abort migration "+migrationID+" of "+serverID, tAbort,
+		func() error { return c.doAbort(serverID, migrationID) })
 }
 
 func (c *Cloud) doAbort(serverID, migrationID string) error {
