@@ -218,8 +218,8 @@ var options = []option{
 		help: "A live migration whose remaining memory (Nova's memory_remaining_bytes) has not come down to a new low for this long does not converge. " +
 			"Its progress is read once per poll_interval, in place of the status read (no extra Nova request).",
 		field: func(c *fileConfig) any { return &c.Runtime.Exec.Completion.StallWindow }},
-	{section: "scheduler", name: "migration_completion_timeout", kind: kindSeconds, def: "100", bounds: "> 0", unit: "seconds per GiB of the server's RAM",
-		help: "A live migration running longer than this per GiB of the server's RAM (at least 2 GiB, as Nova's live_migration_completion_timeout) does not converge. " +
+	{section: "scheduler", name: "migration_completion_timeout", kind: kindSeconds, def: "100", bounds: "> 0",
+		help: "Per GiB of the server's RAM: a live migration running longer than this for each GiB of its RAM (at least 2 GiB, as Nova's live_migration_completion_timeout) does not converge. " +
 			"The limit is kept within half of migration_timeout.",
 		field: func(c *fileConfig) any { return &c.Runtime.Exec.Completion.TimeoutPerGiB }},
 	{section: "scheduler", name: "migration_abort_after", kind: kindSeconds, def: "60", bounds: "> 0",
