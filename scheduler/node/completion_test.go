@@ -301,3 +301,67 @@ func TestCompletionFollowCostsOneRequestPerPoll(t *testing.T) {
 		t.Errorf("%d os-migrations reads, want the re-check's, one before the listing shows it and one at the end", osMigrations)
 	}
 }
+
+// The loop: the solver picks the cheaper move (s1, 2 GiB), whose guest
+// dirties memory faster than the pairs copy it; the policy aborts it and
+// the estimator learns why; solving again, the solver moves s2 (4 GiB,
+// converging) instead, and the overload is relieved.
+func TestCompletionAbortTeachesTheSolver(t *testing.T) {
+	w := newExecWorld(t, 3)
+	for _, s := range []struct {
+		id    string
+		ramMB int
+		cpu   float64
+	}{{"s1", 2048, 3}, {"s2", 4096, 3}, {"f", 8192, 3}} {
+		if err := w.cloud.AddServer(nova.Server{ID: s.id, Name: s.id, Host: "h1", VCPUs: 2, RAMMB: s.ramMB}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.cloud.SetDemand(s.id, nova.Demand{CPU: s.cpu, RAMMB: 1024}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, to := range []string{"h2", "h3"} {
+		if err := w.cloud.SetBandwidth("h1", to, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.cloud.SetDirtyRate("s1", 200); err != nil {
+		t.Fatal(err)
+	}
+	e := w.executor(completionExec(node.CompleteAbort), w.cloud, w.cloud, w.clock)
+	e.Estimator = migest.New(migest.DefaultConfig())
+	problem := func() scheduler.Problem {
+		var hosts []scheduler.Host
+		for _, hs := range w.cloud.Snapshot() {
+			h := scheduler.Host{Name: hs.Host.Name, CPUs: float64(hs.Host.VCPUs), RAMMB: float64(hs.Host.RAMMB),
+				AllocVCPUs: hs.Host.AllocatableVCPUs(), AllocRAMMB: hs.Host.AllocatableRAMMB(),
+				UsedVCPUs: float64(hs.Host.VCPUsUsed), UsedRAMMB: float64(hs.Host.RAMMBUsed)}
+			d, _ := w.cloud.Demand(context.Background(), h.Name)
+			for _, s := range w.cloud.ServersOn(h.Name) {
+				h.Servers = append(h.Servers, scheduler.Server{ID: s.ID, VCPUs: s.VCPUs, RAMMB: s.RAMMB, CPU: d[s.ID].CPU, RAM: d[s.ID].RAMMB})
+			}
+			hosts = append(hosts, h)
+		}
+		return scheduler.Problem{Events: []scheduler.Event{{ID: "ev", Kind: scheduler.Overload, Host: "h1"}}, Hosts: hosts, Thresholds: scheduler.DefaultThresholds()}
+	}
+	solveAndRun := func(round int) (scheduler.Solution, node.ExecResult) {
+		opt := scheduler.DefaultSolveOptions()
+		opt.Migrations = e.Estimator.Snapshot()
+		sol, plan, err := scheduler.SolveAndPlan(problem(), scheduler.DefaultLimits(), opt)
+		if !sol.OK || err != nil {
+			t.Fatalf("round %d: %+v, %v", round, sol, err)
+		}
+		return sol, e.Execute(context.Background(), scheduler.Event{ID: fmt.Sprint("ev-", round), Kind: scheduler.Overload, Host: "h1"}, plan)
+	}
+	sol, res := solveAndRun(1)
+	if len(sol.Moves) != 1 || sol.Moves[0].Server != "s1" || res.Failed != 1 || res.Actions[0].Class != node.ReasonMigrationAborted {
+		t.Fatalf("round 1: moves %v, %+v; want s1 moved and aborted", sol.Moves, res.Actions)
+	}
+	sol, res = solveAndRun(2)
+	if len(sol.Moves) != 1 || sol.Moves[0].Server != "s2" || sol.Unconverging != 0 || res.Done != 1 {
+		t.Fatalf("round 2: moves %v (%d not converging), %+v; want s2 moved", sol.Moves, sol.Unconverging, res.Actions)
+	}
+	if w.cloud.Overloaded("h1") {
+		t.Error("h1 still overloaded")
+	}
+}
