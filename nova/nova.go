@@ -194,6 +194,28 @@ func (m Migration) Terminal() bool {
 // Succeeded reports whether the migration completed.
 func (m Migration) Succeeded() bool { return m.Status == MigrationCompleted }
 
+// MigrationProgress is one migration of a server in progress, as GET
+// /servers/{id}/migrations shows it (microversion 2.23+). The memory
+// figures are what the compute driver last reported (libvirt: its job
+// info); 0 when it reports none (the fake virt driver, the first
+// seconds of a migration).
+type MigrationProgress struct {
+	ID     string
+	Status string
+	Source string
+	Dest   string
+	// MemoryTotal, MemoryProcessed and MemoryRemaining are bytes:
+	// memory_total_bytes, memory_processed_bytes, memory_remaining_bytes.
+	MemoryTotal     int64
+	MemoryProcessed int64
+	MemoryRemaining int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// HasMemory reports whether the driver reported memory figures.
+func (p MigrationProgress) HasMemory() bool { return p.MemoryTotal > 0 }
+
 // Receipt identifies an action Nova accepted: the global request id dvms
 // sent (X-OpenStack-Request-ID, derived from the dvms event) and the local
 // request id Nova answered with. The local id is what
@@ -225,6 +247,26 @@ type Client interface {
 	LiveMigrate(ctx context.Context, serverID, dest string) (Receipt, error)
 	// Migrations lists the migrations of a server, newest first.
 	Migrations(ctx context.Context, serverID string) ([]Migration, error)
+	// MigrationsInProgress lists the live migrations of a server in
+	// progress with their memory progress (GET /servers/{id}/migrations);
+	// a migration that ended is no longer listed (follow its end with
+	// Migrations).
+	MigrationsInProgress(ctx context.Context, serverID string) ([]MigrationProgress, error)
+	// ForceCompleteMigration asks Nova to force a running live migration
+	// to complete (POST /servers/{id}/migrations/{mid}/action
+	// {"force_complete": null}, 2.22): post-copy where the operator
+	// permits it, else the guest is paused until the copy ends.
+	// ErrConflict: the server is no longer migrating (the migration
+	// ended meanwhile); ErrBadRequest: the migration is not running
+	// (not yet, or post-migrating already).
+	ForceCompleteMigration(ctx context.Context, serverID, migrationID string) error
+	// AbortMigration asks Nova to abort a live migration (DELETE
+	// /servers/{id}/migrations/{mid}, 2.24; queued and preparing ones
+	// too from 2.65): it ends cancelled and the server stays on its
+	// source. ErrConflict: the server is no longer migrating;
+	// ErrBadRequest: too late to abort (post-migrating); ErrNotFound: no
+	// such migration of the server.
+	AbortMigration(ctx context.Context, serverID, migrationID string) error
 	// Shelve shelves a server; ShelveOffload frees its host.
 	Shelve(ctx context.Context, serverID string) (Receipt, error)
 	ShelveOffload(ctx context.Context, serverID string) (Receipt, error)

@@ -49,6 +49,21 @@ type SolveOptions struct {
 	// ExactLimit: when an overloaded host has at most this many movable
 	// servers, every eviction subset is tried (default 12).
 	ExactLimit int
+	// Migrations, if set, predicts each live migration (scheduler/migest,
+	// learnt from the migrations the agent has seen): a move predicted
+	// not to converge is chosen only when no solution without one exists.
+	// nil: every move converges.
+	Migrations MigrationModel
+	// avoid: the pass of Solve that leaves out moves predicted not to
+	// converge.
+	avoid bool
+}
+
+// MigrationModel predicts a live migration: how long it takes, and
+// whether its pre-copy converges at all (a guest dirtying memory about
+// as fast as its host pair copies it never finishes unless forced).
+type MigrationModel interface {
+	Migration(a Action) (took time.Duration, converges bool)
 }
 
 // DefaultSolveOptions returns options with the defaults filled in.
@@ -80,6 +95,11 @@ type Solution struct {
 	// ReliefUnmet: the problem asked for ReliefHeadroom and no solution
 	// kept it; this one only fits (a partition that may grow looks on).
 	ReliefUnmet bool `json:",omitempty"`
+	// Unconverging counts the moves SolveOptions.Migrations predicts do
+	// not converge (chosen only when no solution avoids them), and
+	// MigrationTime sums its predicted durations (0 without a model).
+	Unconverging  int           `json:",omitempty"`
+	MigrationTime time.Duration `json:",omitempty"`
 }
 
 // model is the mutable capacity view of the partition during a search.
@@ -215,7 +235,18 @@ type evict struct {
 // headroom even before receiving anything: a partition growing for room
 // asks at every size, and a search that cannot succeed explores all it
 // can before saying so.
+//
+// With SolveOptions.Migrations, when a move of the partition may not
+// converge, it first looks for a solution whose every move converges;
+// when there is none, it solves with them, fewest first.
 func Solve(p Problem, opt SolveOptions) Solution {
+	if opt.Migrations != nil && !opt.avoid && mayNotConverge(&p, opt.Migrations) {
+		strict := opt
+		strict.avoid = true
+		if sol := Solve(p, strict); sol.OK {
+			return sol
+		}
+	}
 	if p.ReliefHeadroom <= 0 {
 		return solveTiers(p, opt)
 	}
@@ -234,6 +265,24 @@ func Solve(p Problem, opt SolveOptions) Solution {
 	sol := solveTiers(p, opt)
 	sol.ReliefUnmet = sol.OK
 	return sol
+}
+
+// mayNotConverge says whether some server of p, moved to some other host
+// of p, is predicted not to converge.
+func mayNotConverge(p *Problem, mm MigrationModel) bool {
+	for i := range p.Hosts {
+		for _, sv := range p.Hosts[i].Servers {
+			for j := range p.Hosts {
+				if j == i || p.Hosts[j].Disabled {
+					continue
+				}
+				if _, ok := mm.Migration(moveAction(&sv, p.Hosts[i].Name, p.Hosts[j].Name)); !ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // reliefCandidates reports whether a host of p is overloaded (servers
@@ -370,6 +419,7 @@ type search struct {
 	best      Solution
 	bestMB    int
 	bestCross int
+	bestUnc   int
 	found     bool
 	goal      map[int]bool      // hosts of the events' overloads (bestDest)
 	zone      map[string]string // host -> availability zone
@@ -431,6 +481,9 @@ func (s *search) bestDest(m *model, e evict) int {
 		if i == e.src || !m.fitsKeeping(i, e.s, keep) {
 			continue
 		}
+		if s.opt.avoid && !s.converges(moveAction(e.s, m.hosts[e.src].h.Name, m.hosts[i].h.Name)) {
+			continue
+		}
 		same := m.hosts[i].h.Zone == zone
 		if inZone && !same {
 			continue
@@ -456,21 +509,41 @@ func shelveAction(s *Server, from string) Action {
 	return Action{Kind: Shelve, Server: s.ID, From: from, Group: s.Group, Policy: s.Policy, VCPUs: s.VCPUs, RAMMB: s.RAMMB, CPU: s.CPU, RAM: s.RAM}
 }
 
+// converges says whether the model predicts a converges (no model: yes).
+func (s *search) converges(a Action) bool {
+	if s.opt.Migrations == nil {
+		return true
+	}
+	_, ok := s.opt.Migrations.Migration(a)
+	return ok
+}
+
+// offer keeps acts when they beat the best so far: fewer moves predicted
+// not to converge, then fewer across zones, then fewer bytes.
 func (s *search) offer(acts []Action) {
-	mb, cross := 0, 0
+	mb, cross, unc := 0, 0, 0
+	var took time.Duration
 	for _, a := range acts {
 		if a.Kind == LiveMigrate {
 			mb += a.RAMMB
 			if s.zone[a.From] != s.zone[a.To] {
 				cross++
 			}
+			if s.opt.Migrations != nil {
+				d, ok := s.opt.Migrations.Migration(a)
+				took += d
+				if !ok {
+					unc++
+				}
+			}
 		}
 	}
-	if s.found && (cross > s.bestCross || cross == s.bestCross && mb >= s.bestMB) {
+	if s.found && (unc > s.bestUnc || unc == s.bestUnc && (cross > s.bestCross || cross == s.bestCross && mb >= s.bestMB)) {
 		return
 	}
-	s.found, s.bestMB, s.bestCross = true, mb, cross
-	s.best = Solution{OK: true, Moves: acts, MovedMB: mb, CrossZone: cross, Reason: s.note, Unmovable: s.unmovable, TimedOut: s.best.TimedOut}
+	s.found, s.bestMB, s.bestCross, s.bestUnc = true, mb, cross, unc
+	s.best = Solution{OK: true, Moves: acts, MovedMB: mb, CrossZone: cross, Unconverging: unc, MigrationTime: took,
+		Reason: s.note, Unmovable: s.unmovable, TimedOut: s.best.TimedOut}
 }
 
 func (s *search) candidates() [][]*Server {
@@ -522,7 +595,7 @@ func (s *search) solve() {
 			}
 		}
 	}
-	if !s.found && s.p.Preempt {
+	if !s.found && s.p.Preempt && !s.opt.avoid { // shelving is no way to avoid a slow move
 		s.preempt(cands)
 	}
 }

@@ -38,14 +38,13 @@ func randomPartition(rng *rand.Rand, n, perHost int) []Host {
 	return hosts
 }
 
-// applyPlan replays a plan step by step, counting each moving server on
-// both ends, and fails the test on any property violation.
-func applyPlan(t *testing.T, hosts []Host, plan Plan, thr Thresholds, lim Limits) {
-	t.Helper()
-	// An oracle independent of the solver's model and of package fit:
-	// plain sums per host, compared with the thresholds by hand.
-	type load struct{ cpu, ram, vcpus, rammb float64 }
-	loads := make([]load, len(hosts))
+// oload is an oracle's view of a host, independent of the solver's model
+// and of package fit: plain sums, compared with the thresholds by hand.
+type oload struct{ cpu, ram, vcpus, rammb float64 }
+
+// oracleLoads sums each host's demand and placement usage.
+func oracleLoads(hosts []Host) []oload {
+	loads := make([]oload, len(hosts))
 	for i := range hosts {
 		for _, s := range hosts[i].Servers {
 			loads[i].cpu += s.CPU
@@ -53,6 +52,29 @@ func applyPlan(t *testing.T, hosts []Host, plan Plan, thr Thresholds, lim Limits
 		}
 		loads[i].vcpus, loads[i].rammb = hosts[i].UsedVCPUs, hosts[i].UsedRAMMB
 	}
+	return loads
+}
+
+// add counts a's server in (sign 1) or out (-1).
+func (l *oload) add(a Action, sign float64) {
+	l.cpu += sign * a.CPU
+	l.ram += sign * a.RAM
+	l.vcpus += sign * float64(a.VCPUs)
+	l.rammb += sign * float64(a.RAMMB)
+}
+
+// over: the host carries more than its thresholds or its placement.
+func (l oload) over(h *Host, thr Thresholds) bool {
+	const slack = 1e-6
+	return l.cpu > h.CPUs*thr.CPUOverload+slack || l.ram > h.RAMMB*thr.RAMOverload+slack ||
+		l.vcpus > h.AllocVCPUs+slack || l.rammb > h.AllocRAMMB+slack
+}
+
+// applyPlan replays a plan step by step, counting each moving server on
+// both ends, and fails the test on any property violation.
+func applyPlan(t *testing.T, hosts []Host, plan Plan, thr Thresholds, lim Limits) {
+	t.Helper()
+	loads := oracleLoads(hosts)
 	idx := map[string]int{}
 	where := map[string]string{}
 	for i := range hosts {
@@ -83,11 +105,9 @@ func applyPlan(t *testing.T, hosts []Host, plan Plan, thr Thresholds, lim Limits
 				t.Fatalf("step %d: %d outgoing from %s > %d", k, out[a.From], a.From, lim.PerHost)
 			}
 			d := idx[a.To]
-			l, h := &loads[d], &hosts[d]
-			l.cpu, l.ram, l.vcpus, l.rammb = l.cpu+a.CPU, l.ram+a.RAM, l.vcpus+float64(a.VCPUs), l.rammb+float64(a.RAMMB)
-			const slack = 1e-6
-			if l.cpu > h.CPUs*thr.CPUOverload+slack || l.ram > h.RAMMB*thr.RAMOverload+slack ||
-				l.vcpus > h.AllocVCPUs+slack || l.rammb > h.AllocRAMMB+slack {
+			h := &hosts[d]
+			loads[d].add(a, 1)
+			if loads[d].over(h, thr) {
 				t.Fatalf("step %d: %s overcommits %s mid-way", k, a, a.To)
 			}
 			if h.Disabled || h.Draining {
@@ -95,8 +115,7 @@ func applyPlan(t *testing.T, hosts []Host, plan Plan, thr Thresholds, lim Limits
 			}
 		}
 		for _, a := range step {
-			l := &loads[idx[a.From]]
-			l.cpu, l.ram, l.vcpus, l.rammb = l.cpu-a.CPU, l.ram-a.RAM, l.vcpus-float64(a.VCPUs), l.rammb-float64(a.RAMMB)
+			loads[idx[a.From]].add(a, -1)
 			where[a.Server] = a.To
 		}
 	}

@@ -31,6 +31,7 @@ type agentMetrics struct {
 	partSize    prometheus.Histogram
 	merges      *prometheus.CounterVec
 	actions     *prometheus.CounterVec
+	completion  *prometheus.CounterVec
 	sent        *prometheus.CounterVec
 	stale       prometheus.Counter
 	solverTime  prometheus.Histogram
@@ -61,7 +62,7 @@ var metricNames = []string{
 	"dvms_build_info", "dvms_advise_mode", "dvms_paused", "dvms_excluded",
 	"dvms_records_total", "dvms_events_raised_total", "dvms_events_ended_total",
 	"dvms_event_solve_seconds", "dvms_event_fix_seconds", "dvms_partition_size",
-	"dvms_merges_total", "dvms_actions_total", "dvms_messages_sent_total",
+	"dvms_merges_total", "dvms_actions_total", "dvms_migration_completion_total", "dvms_messages_sent_total",
 	"dvms_messages_stale_total", "dvms_messages_dropped_total", "dvms_solver_seconds",
 	"dvms_members", "dvms_maintenance_watch", "dvms_in_partition", "dvms_partition_leader",
 	"dvms_arbiter_voter", "dvms_arbiter_leader", "dvms_arbiter_term",
@@ -90,13 +91,16 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 		Help: "Partition merges this agent proposed, by arbiter decision (committed, refused)."}, []string{"result"})
 	m.actions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_actions_total",
 		Help: "Nova actions of the plans this agent executed, by kind, outcome (done, skipped, failed) and reason class."}, []string{"kind", "outcome", "reason"})
+	m.completion = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_migration_completion_total",
+		Help: "force_complete and abort requests the completion policy sent for live migrations that did not converge, " +
+			"by action and by what Nova said (accepted; ended: 409, it had ended meanwhile; refused: 400/404 for its state; failed)."}, []string{"action", "result"})
 	m.sent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_messages_sent_total",
 		Help: "Protocol messages sent, by type."}, []string{"type"})
 	m.stale = prometheus.NewCounter(prometheus.CounterOpts{Name: "dvms_messages_stale_total",
 		Help: "Protocol messages received and ignored by the state machine (stale version, ended partition, too many hops)."})
 	m.solverTime = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dvms_solver_seconds",
 		Help: "Wall time of one solve and plan on this agent.", Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}})
-	m.reg.MustRegister(m.records, m.raised, m.ended, m.solveTime, m.fixTime, m.partSize, m.merges, m.actions, m.sent, m.stale, m.solverTime)
+	m.reg.MustRegister(m.records, m.raised, m.ended, m.solveTime, m.fixTime, m.partSize, m.merges, m.actions, m.completion, m.sent, m.stale, m.solverTime)
 
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dvms_build_info", Help: "Always 1: the agent's build version and host."}, []string{"version", "host"})
 	info.WithLabelValues(version, src.host).Set(1)
@@ -218,6 +222,11 @@ func observeHooks(m *agentMetrics, j *journal, now func() time.Time) node.Hooks 
 		OnSolve: func(_ string, _ scheduler.SolveRequest, _ scheduler.Solution, took time.Duration) {
 			if m != nil {
 				m.solverTime.Observe(took.Seconds())
+			}
+		},
+		OnCompletion: func(_ string, what, result string) {
+			if m != nil {
+				m.completion.WithLabelValues(what, result).Inc()
 			}
 		},
 	}

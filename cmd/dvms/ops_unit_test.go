@@ -77,6 +77,7 @@ func TestMetricNamesAreWhatTheAgentRegisters(t *testing.T) {
 	h.OnSend("h1", scheduler.Message{Type: scheduler.MsgGrow})
 	h.OnExec("h1", ev, node.ExecResult{Actions: []node.ActionResult{{Action: scheduler.Action{Kind: scheduler.LiveMigrate}, Outcome: node.ActionDone}}})
 	h.OnSolve("h1", scheduler.SolveRequest{}, scheduler.Solution{}, time.Millisecond)
+	h.OnCompletion("h1", node.CompleteAbort, node.CompletionAccepted)
 	fams, err := m.reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -210,6 +210,32 @@ var options = []option{
 	{section: "scheduler", name: "poll_interval", kind: kindSeconds, def: "1", bounds: "> 0",
 		help:  "Read an action's status from Nova every this often while following it.",
 		field: func(c *fileConfig) any { return &c.Runtime.Exec.Poll }},
+	{section: "scheduler", name: "migration_completion_action", kind: kindEnum, def: "abort", choices: []string{"none", "abort", "force_complete", "force_complete_then_abort"},
+		help: "What to do with a live migration that does not converge (see migration_stall_window and migration_completion_timeout). " +
+			"abort: abort it (the server stays ACTIVE on its source; Nova's own live_migration_timeout_action default). " +
+			"force_complete: force it to complete (post-copy where [libvirt] live_migration_permit_post_copy is set, else Nova pauses the guest until the copy ends). " +
+			"force_complete_then_abort: force it, and abort it if it still runs migration_abort_after later. none: leave it to Nova. " +
+			"The action's and the event's reason say force_completed or migration_aborted.",
+		field: func(c *fileConfig) any { return &c.Runtime.Exec.Completion.Action }},
+	{section: "scheduler", name: "migration_stall_window", kind: kindSeconds, def: "90", bounds: "> 0",
+		help: "A live migration whose remaining memory (Nova's memory_remaining_bytes) has not come down to a new low for this long does not converge. " +
+			"Its progress is read once per poll_interval, in place of the status read (no extra Nova request).",
+		field: func(c *fileConfig) any { return &c.Runtime.Exec.Completion.StallWindow }},
+	{section: "scheduler", name: "migration_completion_timeout", kind: kindSeconds, def: "100", bounds: "> 0",
+		help: "Per GiB of the server's RAM: a live migration running longer than this for each GiB of its RAM (at least 2 GiB, as Nova's live_migration_completion_timeout) does not converge. " +
+			"The limit is kept within half of migration_timeout.",
+		field: func(c *fileConfig) any { return &c.Runtime.Exec.Completion.TimeoutPerGiB }},
+	{section: "scheduler", name: "migration_abort_after", kind: kindSeconds, def: "60", bounds: "> 0",
+		help:  "With force_complete_then_abort: abort a forced live migration still running this long after it was forced.",
+		field: func(c *fileConfig) any { return &c.Runtime.Exec.Completion.AbortAfter }},
+	{section: "scheduler", name: "migration_bandwidth", kind: kindFloat, def: "1000", bounds: "> 0", unit: "MB/s",
+		help: "Live-migration bandwidth the planner assumes before it has seen a migration. It then learns each host pair's " +
+			"(and the site-wide) bandwidth and each server's dirty rate from the migrations this agent followed, and avoids a " +
+			"move predicted not to converge when another solution exists.",
+		field: func(c *fileConfig) any { return &c.Runtime.Estimate.BandwidthMBps }},
+	{section: "scheduler", name: "migration_estimate_weight", kind: kindFloat, def: "0.3", bounds: "(0, 1]",
+		help:  "Weight of the latest migration in the planner's moving averages of bandwidth and dirty rate.",
+		field: func(c *fileConfig) any { return &c.Runtime.Estimate.Weight }},
 	{section: "scheduler", name: "recheck_timeout", kind: kindSeconds, def: "20", bounds: "> 0",
 		help:  "Bound on the re-check of one action before it is sent (all its reads of Nova).",
 		field: func(c *fileConfig) any { return &c.Runtime.Exec.RecheckTimeout }},

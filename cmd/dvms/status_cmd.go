@@ -379,7 +379,11 @@ func writeUpdate(w io.Writer, format string, u followUpdate) {
 		what += ": " + u.Reason
 	}
 	if a := u.Action; a != nil {
-		what = fmt.Sprintf("%s %s %s -> %s %s %s %s", a.Kind, a.Server, a.From, a.To, a.Outcome, a.RequestID, a.NovaReqID)
+		outcome := a.Outcome
+		if a.Class != "" && a.Class != string(node.ReasonNone) {
+			outcome += "[" + a.Class + "]" // failed[migration_aborted], done[force_completed]
+		}
+		what = fmt.Sprintf("%s %s %s -> %s %s %s %s", a.Kind, a.Server, a.From, a.To, outcome, a.RequestID, a.NovaReqID)
 		if a.Reason != "" {
 			what += ": " + a.Reason
 		}
@@ -484,7 +488,7 @@ func eventsTable(es []eventEntry, steps bool) table {
 		for _, a := range e.Actions {
 			acts = append(acts, orderedMap{
 				{"action", a.Kind}, {"server", a.Server}, {"from", a.From}, {"to", "-> " + a.To},
-				{"outcome", a.Outcome}, {"request_id", a.RequestID}, {"nova_request_id", a.NovaReqID}, {"reason", a.Reason},
+				{"outcome", a.Outcome}, {"class", a.Class}, {"request_id", a.RequestID}, {"nova_request_id", a.NovaReqID}, {"reason", a.Reason},
 			})
 		}
 		if acts == nil {

@@ -57,6 +57,11 @@ GRANTED = (
     "os_compute_api:server-metadata:update",
     "os_compute_api:server-metadata:delete",
     "os_compute_api:os-migrations:index",
+    # Following a live migration's memory progress, and the completion
+    # policy for one that does not converge (force-complete, abort).
+    "os_compute_api:servers:migrations:index",
+    "os_compute_api:servers:migrations:force_complete",
+    "os_compute_api:servers:migrations:delete",
     # Only with [monitor] source = nova-diagnostics.
     "os_compute_api:os-server-diagnostics",
 )

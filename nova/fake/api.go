@@ -234,15 +234,19 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 	now := c.clock.Now()
 	rc := c.receipt(ctx, s.ID, actionLiveMigration)
 	c.seq++
-	dur := c.cfg.MigrationOverhead + time.Duration(float64(s.RAMMB)/c.cfg.BandwidthMBps*float64(time.Second))
-	if dur <= 0 {
-		dur = time.Millisecond
-	}
 	m := &migration{
 		Migration: nova.Migration{ID: fmt.Sprint(c.seq), ServerID: s.ID, Source: src.Name, Type: "live-migration",
 			Status: nova.MigrationAccepted, CreatedAt: now, UpdatedAt: now},
-		start: now, dur: dur, srv: s, seq: c.seq, action: len(c.actions[s.ID]) - 1,
+		start: now, srv: s, seq: c.seq, action: len(c.actions[s.ID]) - 1,
 	}
+	if dst != nil {
+		m.bw = c.bandwidth(src.Name, dst.Name)
+	} else {
+		m.bw = c.cfg.BandwidthMBps
+	}
+	m.dirty = s.dirty
+	dur := m.nominal(c.cfg.MigrationOverhead, float64(s.RAMMB))
+	m.dur = dur
 	var why string
 	switch {
 	case src.Service.State == nova.ServiceDown:
@@ -262,6 +266,9 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 	}
 	if dst != nil {
 		m.Dest = dst.Name
+		m.bw = c.bandwidth(src.Name, dst.Name) // Nova's scheduler picked it
+		dur = m.nominal(c.cfg.MigrationOverhead, float64(s.RAMMB))
+		m.dur = dur
 	}
 	if why != "" {
 		// The conductor's scheduling fails fast: the migration ends in
@@ -278,6 +285,10 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 			m.start = src.laneFree
 		}
 		m.end = m.start.Add(dur)
+		m.stuck = m.dirty >= m.bw
+		if m.stuck {
+			m.end = m.start.Add(never) // until forced or aborted
+		}
 		if dest != "" {
 			c.checkPlan(s, src, dst, rc.GlobalRequestID)
 		}
@@ -286,6 +297,7 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 		if c.migrationFault() {
 			// Fails while running, somewhere in the running phase.
 			m.fail = "injected fault: live migration failed"
+			m.stuck = false
 			f := 0.2 + 0.7*c.faultRand.Float64()
 			m.end = m.start.Add(time.Duration(f * float64(dur)))
 		}

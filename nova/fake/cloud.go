@@ -51,6 +51,7 @@ type host struct {
 type server struct {
 	nova.Server
 	demand nova.Demand
+	dirty  float64    // MB/s of memory the guest dirties (SetDirtyRate)
 	grp    *group     // its server group, nil when none
 	mig    *migration // the migration in flight, nil when none
 	// created is when it was added (Nova's "created"): the group index
@@ -79,12 +80,22 @@ type migration struct {
 	nova.Migration // Status is set once the migration ended
 	start, end     time.Time
 	dur            time.Duration // nominal duration, for the phases
-	claimed        bool          // passed scheduling: holds an allocation on Dest
-	fail           string        // why it ends in error, "" if it completes
-	srv            *server
-	seq            uint64
-	action         int // index of its instance action
-	index          int // in the heap
+	// The memory model (migrate.go): the pair's bandwidth and the
+	// guest's dirty rate (MB/s); stuck: dirty >= bw, the copy never
+	// converges and the migration runs until forced or aborted.
+	bw, dirty    float64
+	stuck        bool
+	forced       bool
+	forcedAt     time.Time
+	forcedRemain float64 // MB left when forced
+	forcedDone   float64 // MB processed when forced
+	cancel       bool    // aborted: ends cancelled
+	claimed      bool    // passed scheduling: holds an allocation on Dest
+	fail         string  // why it ends in error, "" if it completes
+	srv          *server
+	seq          uint64
+	action       int // index of its instance action
+	index        int // in the heap
 }
 
 // view returns the record as os-migrations would show it at now.
@@ -101,6 +112,12 @@ func (m *migration) view(now time.Time) nova.Migration {
 		return v
 	}
 	el := now.Sub(m.start)
+	if (m.stuck || m.forced || m.cancel) && el >= m.runFrom() {
+		// Copying until forced to the end, or aborted.
+		v.Status = nova.MigrationRunning
+		v.UpdatedAt = m.start.Add(m.runFrom())
+		return v
+	}
 	prev := 0.0
 	for _, p := range phases {
 		if float64(el) < p.until*float64(m.dur) {
@@ -154,6 +171,7 @@ type Cloud struct {
 	servers   map[string]*server
 	groups    map[string]*group
 	migs      map[string][]*migration // by server, oldest first
+	pairBW    map[[2]string]float64   // live-migration bandwidth by (from, to), MB/s (SetBandwidth)
 	inflight  migHeap
 	actions   map[string][]Action
 	seq       uint64
@@ -535,6 +553,16 @@ func (c *Cloud) finish(m *migration) {
 	m.UpdatedAt = m.end
 	if m.claimed {
 		delete(dst.incoming, s.ID)
+	}
+	if m.cancel {
+		m.Status = nova.MigrationCancelled
+		c.obs.stats.Cancelled++
+		if m.claimed {
+			c.release(dst, s)
+		}
+		c.note(s.ID, m.action, "Migration aborted by the operator (cancelled)")
+		c.checkHosts(src, dst)
+		return
 	}
 	if m.fail != "" {
 		m.Status = nova.MigrationError

@@ -40,6 +40,15 @@ func (f *fixture) WaitFor(timeout time.Duration, cond func() bool) bool {
 	return false
 }
 
+// NonConverging implements novatest.Dirtier: the guest dirties memory
+// twice as fast as the pair copies it.
+func (f *fixture) NonConverging(_ context.Context, id, src, dst string) error {
+	if err := f.c.SetBandwidth(src, dst, 100); err != nil {
+		return err
+	}
+	return f.c.SetDirtyRate(id, 200)
+}
+
 func TestContract(t *testing.T) {
 	novatest.RunContract(t, func(t *testing.T) novatest.Env {
 		c, clock := newCloud(t)

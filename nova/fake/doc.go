@@ -2,7 +2,10 @@
 // `dvms simulate`: compute hosts with placement accounting and service
 // state, servers with measured demand, live migrations that go accepted
 // -> queued -> preparing -> running -> post-migrating -> completed (or
-// error, as NoValidHost does) over overhead + RAM / bandwidth, shelve /
+// error, as NoValidHost does) over overhead + RAM / (bandwidth - dirty
+// rate), with the memory progress Nova's in-progress listing shows, a
+// guest dirtying faster than its host pair copies never converging until
+// force-completed or aborted (migrate.go), shelve /
 // offload / unshelve, instance actions with global and local request
 // ids, injected faults, and an observer that checks the safety
 // properties of DESIGN §8 after every change.
@@ -26,7 +29,7 @@
 // calls wait, on the clock, for their turn (APIStats).
 //
 // Setup: New, AddHost, AddGroup, AddServer, DeleteServer, SetDemand,
-// SetServiceForcedDown. Reads for simulators: Snapshot, ServersOn,
+// SetServiceForcedDown, SetDirtyRate, SetBandwidth. Reads for simulators: Snapshot, ServersOn,
 // HostDemand, Overloaded, Actions. Observer: Violations, Drift, Audit,
 // ServersLost, Stats, FaultsInjected.
 //

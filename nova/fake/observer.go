@@ -51,6 +51,8 @@ type Stats struct {
 	Refused   int // ... of which refused by scheduling (NoValidHost)
 	InFlight  int // ... not ended yet
 	Faults    int // faults injected (API calls and migrations)
+	Forced    int // live migrations forced to complete (ForceCompleteMigration)
+	Cancelled int // live migrations aborted (AbortMigration), ended cancelled
 }
 
 // observer holds the safety bookkeeping (guarded by Cloud.mu).

@@ -714,6 +714,72 @@ func (s *Server) listMigrations(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// serverMigrations answers GET /servers/{id}/migrations (2.23+ memory
+// figures, 2.59 uuid; disk figures 0, as for a migration sharing its
+// instances path): the server's migrations in progress.
+func (s *Server) serverMigrations(w http.ResponseWriter, r *http.Request) error {
+	if err := allowQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	ps, err := s.api.MigrationsInProgress(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	out := make([]any, 0, len(ps))
+	for _, p := range ps {
+		n, err := strconv.ParseInt(p.ID, 10, 64)
+		if err != nil {
+			return fmt.Errorf("migration %q of %s: the id is not an integer", p.ID, id)
+		}
+		var total, done, left any // null until the driver reported any
+		if p.HasMemory() {
+			total, done, left = p.MemoryTotal, p.MemoryProcessed, p.MemoryRemaining
+		}
+		out = append(out, map[string]any{
+			"id": n, "uuid": nameUUID("migration", id+"/"+p.ID), "server_uuid": id,
+			"source_compute": p.Source, "source_node": p.Source, "dest_compute": p.Dest, "dest_node": p.Dest, "dest_host": nil,
+			"status": p.Status, "memory_total_bytes": total, "memory_processed_bytes": done, "memory_remaining_bytes": left,
+			"disk_total_bytes": 0, "disk_processed_bytes": 0, "disk_remaining_bytes": 0,
+			"created_at": p.CreatedAt.UTC().Format(recordTime), "updated_at": p.UpdatedAt.UTC().Format(recordTime),
+			"project_id": s.projectID, "user_id": s.userID,
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"migrations": out})
+	return nil
+}
+
+// migrationAction answers POST /servers/{id}/migrations/{mid}/action
+// {"force_complete": null} (2.22): 202 without a body.
+func (s *Server) migrationAction(w http.ResponseWriter, r *http.Request) error {
+	var body map[string]json.RawMessage
+	if err := decodeBody(r, &body, false); err != nil {
+		return err
+	}
+	raw, ok := body["force_complete"]
+	if len(body) != 1 || !ok {
+		return httpError(http.StatusBadRequest, "Malformed request body: want {\"force_complete\": null}")
+	}
+	if err := nullOrEmpty("force_complete", raw); err != nil {
+		return err
+	}
+	if err := s.api.ForceCompleteMigration(r.Context(), r.PathValue("id"), r.PathValue("mid")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
+// abortMigration answers DELETE /servers/{id}/migrations/{mid} (2.24,
+// 2.65 for queued and preparing ones): 202 without a body.
+func (s *Server) abortMigration(w http.ResponseWriter, r *http.Request) error {
+	if err := s.api.AbortMigration(r.Context(), r.PathValue("id"), r.PathValue("mid")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
 // ---- server groups ----
 
 type groupView struct {

@@ -101,6 +101,14 @@ func (f *fixture) CreateServer(_ context.Context, name string, vcpus, ramMB int,
 
 func (f *fixture) DeleteServer(_ context.Context, id string) error { return f.b.cloud.DeleteServer(id) }
 
+// NonConverging implements novatest.Dirtier (the fake behind the API).
+func (f *fixture) NonConverging(_ context.Context, id, src, dst string) error {
+	if err := f.b.cloud.SetBandwidth(src, dst, 100); err != nil {
+		return err
+	}
+	return f.b.cloud.SetDirtyRate(id, 200)
+}
+
 func (f *fixture) WaitFor(timeout time.Duration, cond func() bool) bool {
 	const step = 250 * time.Millisecond
 	for waited := time.Duration(0); waited <= timeout; waited += step {

@@ -31,6 +31,9 @@
 //   - POST /servers/{id}/action: os-migrateLive, shelve, shelveOffload,
 //     unshelve (null or with host), 202 with X-Openstack-Request-Id;
 //   - GET /os-migrations?instance_uuid&status&migration_type&source_compute;
+//   - GET /servers/{id}/migrations (in progress, 2.23 memory figures),
+//     POST /servers/{id}/migrations/{mid}/action {"force_complete": null},
+//     DELETE /servers/{id}/migrations/{mid} (abort);
 //   - GET /os-server-groups?all_projects&limit&offset, GET
 //     /os-server-groups/{id} (groups are seen through their members);
 //   - PUT and DELETE /servers/{id}/metadata/{key};

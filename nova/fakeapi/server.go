@@ -128,18 +128,21 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET "+computePrefix+"/{$}", s.computeVersion)
 	s.mux.HandleFunc("GET "+computePrefix, s.computeVersion)
 	for pattern, h := range map[string]handler{
-		"GET /os-services":                      s.listServices,
-		"PUT /os-services/{id}":                 s.updateService,
-		"GET /servers/detail":                   s.listServers,
-		"GET /servers/{id}":                     s.showServer,
-		"POST /servers/{id}/action":             s.serverAction,
-		"GET /servers/{id}/diagnostics":         s.diagnostics,
-		"GET /servers/{id}/os-instance-actions": s.instanceActions,
-		"PUT /servers/{id}/metadata/{key}":      s.setMetadata,
-		"DELETE /servers/{id}/metadata/{key}":   s.deleteMetadata,
-		"GET /os-migrations":                    s.listMigrations,
-		"GET /os-server-groups":                 s.listGroups,
-		"GET /os-server-groups/{id}":            s.showGroup,
+		"GET /os-services":                           s.listServices,
+		"PUT /os-services/{id}":                      s.updateService,
+		"GET /servers/detail":                        s.listServers,
+		"GET /servers/{id}":                          s.showServer,
+		"POST /servers/{id}/action":                  s.serverAction,
+		"GET /servers/{id}/diagnostics":              s.diagnostics,
+		"GET /servers/{id}/os-instance-actions":      s.instanceActions,
+		"PUT /servers/{id}/metadata/{key}":           s.setMetadata,
+		"DELETE /servers/{id}/metadata/{key}":        s.deleteMetadata,
+		"GET /os-migrations":                         s.listMigrations,
+		"GET /servers/{id}/migrations":               s.serverMigrations,
+		"POST /servers/{id}/migrations/{mid}/action": s.migrationAction,
+		"DELETE /servers/{id}/migrations/{mid}":      s.abortMigration,
+		"GET /os-server-groups":                      s.listGroups,
+		"GET /os-server-groups/{id}":                 s.showGroup,
 	} {
 		method, path, _ := strings.Cut(pattern, " ")
 		s.mux.Handle(method+" "+computePrefix+path, s.compute(h))

@@ -423,3 +423,76 @@ func (c *Client) ShelvedServers(ctx context.Context) ([]nova.Server, error) {
 	}
 	return out, nil
 }
+
+// ---- migrations in progress (server-migrations API) ----
+
+type progressJSON struct {
+	ID              int64  `json:"id"`
+	Status          string `json:"status"`
+	Source          string `json:"source_compute"`
+	Dest            string `json:"dest_compute"`
+	MemoryTotal     *int64 `json:"memory_total_bytes"`
+	MemoryProcessed *int64 `json:"memory_processed_bytes"`
+	MemoryRemaining *int64 `json:"memory_remaining_bytes"`
+	CreatedAt       string `json:"created_at"`
+	UpdatedAt       string `json:"updated_at"`
+}
+
+func orZero(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// MigrationsInProgress implements nova.Client: GET
+// /servers/{id}/migrations (2.23+; Nova lists the live migrations of the
+// server not ended, with the memory figures the driver reported, null
+// until it reported any).
+func (c *Client) MigrationsInProgress(ctx context.Context, serverID string) ([]nova.MigrationProgress, error) {
+	var out struct {
+		Migrations []progressJSON `json:"migrations"`
+	}
+	if _, err := c.get(ctx, c.compute, c.compute.ServiceURL("servers", url.PathEscape(serverID), "migrations"), &out); err != nil {
+		return nil, fmt.Errorf("migrations in progress of %s: %w", serverID, err)
+	}
+	ps := make([]nova.MigrationProgress, 0, len(out.Migrations))
+	for _, m := range out.Migrations {
+		ps = append(ps, nova.MigrationProgress{
+			ID: strconv.FormatInt(m.ID, 10), Status: m.Status, Source: m.Source, Dest: m.Dest,
+			MemoryTotal: orZero(m.MemoryTotal), MemoryProcessed: orZero(m.MemoryProcessed), MemoryRemaining: orZero(m.MemoryRemaining),
+			CreatedAt: parseTime(m.CreatedAt), UpdatedAt: parseTime(m.UpdatedAt),
+		})
+	}
+	return ps, nil
+}
+
+// ForceCompleteMigration implements nova.Client: POST
+// /servers/{id}/migrations/{mid}/action {"force_complete": null} (2.22),
+// 202. Not retried: the caller re-reads the migration.
+func (c *Client) ForceCompleteMigration(ctx context.Context, serverID, migrationID string) error {
+	_, err := c.do(ctx, request{
+		sc: c.compute, method: http.MethodPost,
+		url:  c.compute.ServiceURL("servers", url.PathEscape(serverID), "migrations", url.PathEscape(migrationID), "action"),
+		body: map[string]any{"force_complete": nil}, ok: []int{http.StatusAccepted},
+	})
+	if err != nil {
+		return fmt.Errorf("force-complete migration %s of %s: %w", migrationID, serverID, err)
+	}
+	return nil
+}
+
+// AbortMigration implements nova.Client: DELETE
+// /servers/{id}/migrations/{mid} (2.24), 202. Not retried: the caller
+// re-reads the migration.
+func (c *Client) AbortMigration(ctx context.Context, serverID, migrationID string) error {
+	_, err := c.do(ctx, request{
+		sc: c.compute, method: http.MethodDelete,
+		url: c.compute.ServiceURL("servers", url.PathEscape(serverID), "migrations", url.PathEscape(migrationID)),
+		ok:  []int{http.StatusAccepted},
+	})
+	if err != nil {
+		return fmt.Errorf("abort migration %s of %s: %w", migrationID, serverID, err)
+	}
+	return nil
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/fit"
+	"github.com/dvms-project/dvms/scheduler/migest"
 )
 
 // ExecConfig tunes the executor.
@@ -54,12 +55,15 @@ type ExecConfig struct {
 	// DryRun (advise mode) re-checks and records every action but sends
 	// nothing to Nova.
 	DryRun bool
+	// Completion is the policy for a live migration that does not
+	// converge (completion.go).
+	Completion CompletionConfig
 }
 
 // DefaultExecConfig returns 10 min per action, 2 s polls, 3 retries.
 func DefaultExecConfig() ExecConfig {
 	return ExecConfig{MigrationTimeout: 10 * time.Minute, Poll: time.Second, Retries: 3, Backoff: time.Second,
-		QueuePerHost: 1, RecheckTimeout: 20 * time.Second, Unresponsive: time.Minute}
+		QueuePerHost: 1, RecheckTimeout: 20 * time.Second, Unresponsive: time.Minute, Completion: DefaultCompletionConfig()}
 }
 
 // Validate lists every problem.
@@ -76,6 +80,9 @@ func (c ExecConfig) Validate() error {
 	}
 	if c.RecheckTimeout <= 0 || c.Unresponsive <= 0 {
 		errs = append(errs, errors.New("recheck_timeout and nova_unresponsive_after must be > 0"))
+	}
+	if err := c.Completion.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -133,6 +140,13 @@ const (
 	ReasonConflict            ReasonClass = "conflict"             // Nova refused with 409
 	ReasonTimeout             ReasonClass = "timeout"              // no end in time, or outcome unknown
 	ReasonFailed              ReasonClass = "failed"               // Nova refused or the action failed otherwise
+	// The completion policy (completion.go) acted on a live migration
+	// that did not converge: ReasonForceCompleted on an action done after
+	// dvms forced it to complete, ReasonMigrationAborted on an action
+	// failed because dvms aborted it (the server stays ACTIVE on its
+	// source, re-read and recorded in the reason).
+	ReasonForceCompleted   ReasonClass = "force_completed"
+	ReasonMigrationAborted ReasonClass = "migration_aborted"
 )
 
 // ActionResult is what happened to one action.
@@ -196,6 +210,12 @@ type Executor struct {
 	log    zerolog.Logger
 	// OnAction, if set, is called after every action (metrics).
 	OnAction func(ActionResult)
+	// OnCompletion, if set, is called after every force_complete or
+	// abort the completion policy sent (what, and Completion* result).
+	OnCompletion func(what, result string)
+	// Estimator, if set, learns from every live migration followed to
+	// its end (the leader's solver reads it, scheduler/migest).
+	Estimator *migest.Estimator
 	// Ask, if set, asks a host's agent for its latest local measurement
 	// (hosts the executor's own source does not measure).
 	Ask func(ctx context.Context, host string) (map[string]nova.Demand, error)
@@ -448,16 +468,29 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 	f.accept(held)
 	accepted()
 	log.Info().Str("request_id", rc.GlobalRequestID).Str("nova_request_id", rc.LocalRequestID).Msg("action accepted by nova")
-	if err := e.follow(ctx, a, baseline); err != nil {
+	mf := &migFollow{requested: start}
+	err = e.follow(ctx, a, baseline, mf, log)
+	e.learn(a, mf, err)
+	if err != nil {
 		r.Outcome, r.Class, r.Reason = ActionFailed, ReasonFailed, err.Error()
-		if errors.Is(err, nova.ErrTimeout) || errors.Is(err, nova.ErrUnavailable) {
+		switch {
+		case mf.aborted && !errors.Is(err, nova.ErrTimeout) && !errors.Is(err, nova.ErrUnavailable):
+			r.Class = ReasonMigrationAborted
+			r.Reason = fmt.Sprintf("%s by dvms (%s): %s; %s", CompleteAbort, mf.verdict, err, e.afterAbort(ctx, a, log))
+		case errors.Is(err, nova.ErrTimeout) || errors.Is(err, nova.ErrUnavailable):
 			r.Class = ReasonTimeout // no end in time, or outcome unknown
 		}
-		log.Warn().Err(err).Msg("action failed")
+		if mf.forced {
+			r.Reason += " (forced to complete: " + mf.verdict + ")"
+		}
+		log.Warn().Err(err).Str("class", string(r.Class)).Msg("action failed")
 		return r
 	}
 	r.Outcome, r.Class = ActionDone, ReasonNone
-	log.Info().Dur("took", e.clock.Now().Sub(start)).Msg("action done")
+	if mf.forced {
+		r.Class, r.Reason = ReasonForceCompleted, "force_complete by dvms: "+mf.verdict
+	}
+	log.Info().Dur("took", e.clock.Now().Sub(start)).Str("class", string(r.Class)).Msg("action done")
 	if a.Kind == scheduler.Shelve && e.OnShelved != nil {
 		e.OnShelved(a.Server)
 	}
@@ -817,8 +850,12 @@ func (e *Executor) call(ctx context.Context, a scheduler.Action) (nova.Receipt, 
 }
 
 // follow waits for the action to end: MigrationTimeout in all, and at
-// most Unresponsive without one successful status read.
-func (e *Executor) follow(ctx context.Context, a scheduler.Action, baseline map[string]bool) error {
+// most Unresponsive without one successful status read. A live
+// migration is followed from Nova's in-progress listing (its memory
+// progress, for the completion policy, mf), one request per Poll; when
+// the listing no longer (or does not yet) shows it, os-migrations says
+// how it ended: one more request at its start and at its end.
+func (e *Executor) follow(ctx context.Context, a scheduler.Action, baseline map[string]bool, mf *migFollow, log zerolog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, e.wall(e.cfg.MigrationTimeout))
 	defer cancel()
 	readTimeout := e.cfg.ReadTimeout
@@ -834,7 +871,7 @@ func (e *Executor) follow(ctx context.Context, a scheduler.Action, baseline map[
 			return fmt.Errorf("%s %s: %w", a.Kind, a.Server, nova.ErrTimeout)
 		case <-e.clock.After(e.cfg.Poll):
 		}
-		done, ok, err := e.poll(ctx, a, baseline, readTimeout, &offloaded)
+		done, ok, err := e.poll(ctx, a, baseline, readTimeout, &offloaded, mf, log)
 		if done {
 			return err
 		}
@@ -849,17 +886,30 @@ func (e *Executor) follow(ctx context.Context, a scheduler.Action, baseline map[
 // poll reads the state of a followed action once, within readTimeout;
 // done reports that the action ended (err says how), ok that the read
 // succeeded.
-func (e *Executor) poll(ctx context.Context, a scheduler.Action, baseline map[string]bool, readTimeout time.Duration, offloaded *bool) (done, ok bool, err error) {
+func (e *Executor) poll(ctx context.Context, a scheduler.Action, baseline map[string]bool, readTimeout time.Duration, offloaded *bool, mf *migFollow, log zerolog.Logger) (done, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, e.wall(readTimeout))
 	defer cancel()
 	switch a.Kind {
 	case scheduler.LiveMigrate:
 		start := e.clock.Now()
+		// A listing that fails (a 5xx, or a policy without
+		// os_compute_api:servers:migrations:index) falls back to
+		// os-migrations at once: the migration is still followed, without
+		// its progress.
+		ps, err := e.nova.MigrationsInProgress(ctx, a.Server)
+		if err == nil {
+			e.ObserveLatency(e.clock.Now().Sub(start))
+		}
+		for _, p := range ps {
+			if !baseline[p.ID] && (mf.mid == "" || p.ID == mf.mid) {
+				e.progress(ctx, a, mf, p, log)
+				return false, true, nil
+			}
+		}
 		ms, err := e.nova.Migrations(ctx, a.Server)
 		if err != nil {
-			return false, false, nil // transient: keep following
+			return false, false, nil
 		}
-		e.ObserveLatency(e.clock.Now().Sub(start))
 		// The migration this action created: the newest one not known
 		// before it (Migrations lists newest first).
 		for _, m := range ms {
@@ -893,6 +943,32 @@ func (e *Executor) poll(ctx context.Context, a scheduler.Action, baseline map[st
 		return false, true, nil
 	}
 	return true, true, fmt.Errorf("unsupported action %s", a.Kind)
+}
+
+// learn feeds the estimator what a's migration showed (mf; err: how it
+// ended).
+func (e *Executor) learn(a scheduler.Action, mf *migFollow, err error) {
+	if e.Estimator == nil || a.Kind != scheduler.LiveMigrate || errors.Is(err, nova.ErrTimeout) || errors.Is(err, nova.ErrUnavailable) {
+		return
+	}
+	e.Estimator.Observe(mf.observation(a, e.clock.Now(), err == nil))
+}
+
+// afterAbort re-reads the server after dvms aborted its migration and
+// says where it is: ACTIVE on its source, or what else (logged loudly:
+// an operator looks at it).
+func (e *Executor) afterAbort(ctx context.Context, a scheduler.Action, log zerolog.Logger) string {
+	s, err := retry(ctx, e, func() (nova.Server, error) { return e.nova.Server(ctx, a.Server) })
+	switch {
+	case err != nil:
+		log.Error().Err(err).Msg("aborted live migration: server re-read failed, its state is unknown")
+		return "server re-read failed: " + err.Error()
+	case s.Host == a.From && s.Status == nova.StatusActive:
+		log.Info().Msg("aborted live migration: server ACTIVE on its source")
+		return fmt.Sprintf("server %s on %s (its source)", s.Status, s.Host)
+	}
+	log.Error().Str("status", s.Status).Str("host", s.Host).Str("task_state", s.TaskState).Msg("aborted live migration: server not ACTIVE on its source")
+	return fmt.Sprintf("server %s on %q (task %q), not ACTIVE on its source %s", s.Status, s.Host, s.TaskState, a.From)
 }
 
 // wall converts a duration of the executor's clock to wall time.

@@ -235,6 +235,10 @@ func (b *blind) Migrations(context.Context, string) ([]nova.Migration, error) {
 	return nil, fmt.Errorf("status: %w", nova.ErrUnavailable)
 }
 
+func (b *blind) MigrationsInProgress(context.Context, string) ([]nova.MigrationProgress, error) {
+	return nil, fmt.Errorf("progress: %w", nova.ErrUnavailable)
+}
+
 // A Nova that stops answering ends the action after Unresponsive, not
 // after the whole MigrationTimeout, and says the outcome is unknown.
 func TestExecutorGivesUpOnSilentNova(t *testing.T) {

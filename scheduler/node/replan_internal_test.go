@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/dvms-project/dvms/scheduler"
@@ -88,5 +89,23 @@ func TestPlanOutcome(t *testing.T) {
 	o, _, replan := planOutcome(ExecResult{Actions: []ActionResult{skipped(ReasonOverload)}, Skipped: 1}, false, false, func() bool { return false })
 	if replan || o != scheduler.Aborted {
 		t.Fatalf("stopping: %v, re-plan %v; want aborted", o, replan)
+	}
+}
+
+// The event's end reason says what the completion policy did: a plan
+// whose migration was aborted fails with migration_aborted and the
+// server's reason; one whose migration was forced is solved with
+// force_completed.
+func TestPlanOutcomeSaysForcedAndAborted(t *testing.T) {
+	forced := ActionResult{Action: scheduler.Action{Server: "s1"}, Outcome: ActionDone, Class: ReasonForceCompleted, Reason: "force_complete by dvms: not converging"}
+	aborted := ActionResult{Action: scheduler.Action{Server: "s2"}, Outcome: ActionFailed, Class: ReasonMigrationAborted, Reason: "abort by dvms (...): server ACTIVE on h1 (its source)"}
+	o, reason, _ := planOutcome(ExecResult{Actions: []ActionResult{forced}, Done: 1}, false, true, func() bool { return false })
+	if o != scheduler.Solved || reason != "1 done, 0 skipped, 0 failed; force_completed 1" {
+		t.Errorf("forced: %s %q", o, reason)
+	}
+	o, reason, _ = planOutcome(ExecResult{Actions: []ActionResult{forced, aborted}, Done: 1, Failed: 1}, false, true, func() bool { return false })
+	if o != scheduler.Failed || !strings.HasPrefix(reason, "1 done, 0 skipped, 1 failed; force_completed 1; migration_aborted 1 (s2: abort by dvms") ||
+		!strings.Contains(reason, "ACTIVE on h1") {
+		t.Errorf("aborted: %s %q", o, reason)
 	}
 }

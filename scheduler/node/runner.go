@@ -17,6 +17,7 @@ import (
 	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/migest"
 )
 
 // Config configures the runtime around one agent.
@@ -49,6 +50,9 @@ type Config struct {
 	// executing (see Run).
 	StopGrace time.Duration
 	Exec      ExecConfig
+	// Estimate tunes the migration estimator the leader's solver reads
+	// (scheduler/migest), fed by this agent's executor.
+	Estimate migest.Config
 }
 
 // DefaultConfig returns DESIGN's defaults.
@@ -57,7 +61,7 @@ func DefaultConfig() Config {
 		Region: "RegionOne", Tick: 500 * time.Millisecond, Monitor: time.Second,
 		Refresh: time.Minute, PlacementRefresh: 10 * time.Minute, ServiceWatch: 2 * time.Second,
 		DrainReason: regexp.MustCompile(`^dvms:maintenance|^maintenance`), Inbox: 4096, StopGrace: 2 * time.Minute,
-		Exec: DefaultExecConfig(),
+		Exec: DefaultExecConfig(), Estimate: migest.DefaultConfig(),
 	}
 }
 
@@ -88,6 +92,9 @@ func (c Config) Validate() error {
 	if err := c.Exec.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Estimate.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -98,6 +105,10 @@ type Hooks struct {
 	OnSend   func(host string, m scheduler.Message)
 	OnExec   func(host string, ev scheduler.Event, r ExecResult)
 	OnSolve  func(host string, req scheduler.SolveRequest, sol scheduler.Solution, took time.Duration)
+	// OnCompletion: the executor's completion policy sent force_complete
+	// or abort for a migration that did not converge (what), with what
+	// Nova said (result: node.Completion*).
+	OnCompletion func(host, what, result string)
 }
 
 // Deps are the runtime's collaborators.
@@ -130,6 +141,7 @@ type Runner struct {
 	agent *scheduler.Agent
 	d     Deps
 	exec  *Executor
+	est   *migest.Estimator // fed by exec, read by the solver
 	log   zerolog.Logger
 	rng   *rand.Rand
 
@@ -196,6 +208,11 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 	r.exec.Ask, r.exec.Capacity = r.askDemand, r.capacityOf
 	r.exec.DrainReason = cfg.DrainReason
 	r.exec.Controls = d.Controls
+	r.est = migest.New(cfg.Estimate)
+	r.exec.Estimator = r.est
+	if h := d.Hooks.OnCompletion; h != nil {
+		r.exec.OnCompletion = func(what, result string) { h(ac.ID, what, result) }
+	}
 	r.exec.OnShelved = func(string) {
 		// Best effort: revivers also look on their own, only later.
 		_ = d.Bus.Publish(context.Background(), bus.ShelvedSubject(cfg.Region), []byte(ac.ID))
@@ -466,7 +483,16 @@ func (r *Runner) startSolve(ctx context.Context, req scheduler.SolveRequest) {
 		opt := scheduler.DefaultSolveOptions()
 		opt.Rand = rand.New(rand.NewSource(seed))
 		opt.Now, opt.Deadline = time.Now, start.Add(r.wallDur(req.Timeout))
+		opt.Migrations = r.est.Snapshot()
 		sol, plan, perr := scheduler.SolveAndPlan(req.Problem, req.Limits, opt)
+		if sol.OK && len(sol.Moves) > 0 {
+			ev := r.log.Debug()
+			if sol.Unconverging > 0 {
+				ev = r.log.Warn() // no solution avoids them: the completion policy will decide
+			}
+			ev.Str("partition", req.PartID).Int("moves", len(sol.Moves)).Int("not_converging", sol.Unconverging).
+				Dur("estimated_migration_time", sol.MigrationTime).Msg("solved: migration time as the estimator predicts it")
+		}
 		if r.d.Hooks.OnSolve != nil {
 			r.d.Hooks.OnSolve(r.agent.ID(), req, sol, time.Since(start))
 		}
@@ -514,7 +540,7 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 // first skip that is not replannable's. relieved asks the
 // event's host's own measurement (no Nova request), only when needed.
 func planOutcome(res ExecResult, earlier, live bool, relieved func() bool) (o scheduler.Outcome, reason string, replan bool) {
-	reason = fmt.Sprintf("%d done, %d skipped, %d failed", res.Done, res.Skipped, res.Failed)
+	reason = fmt.Sprintf("%d done, %d skipped, %d failed", res.Done, res.Skipped, res.Failed) + completionNote(res)
 	switch {
 	case res.Failed > 0:
 		return scheduler.Failed, reason, false
@@ -537,6 +563,32 @@ func planOutcome(res ExecResult, earlier, live bool, relieved func() bool) (o sc
 		reason += "; skipped for " + string(c)
 	}
 	return scheduler.Aborted, reason, false
+}
+
+// completionNote says which live migrations of res the completion policy
+// ended: "; force_completed N" and "; migration_aborted N: <first reason>"
+// ("" when none), so the event's end reason says it.
+func completionNote(res ExecResult) string {
+	var forced, aborted int
+	first := ""
+	for _, ar := range res.Actions {
+		switch ar.Class {
+		case ReasonForceCompleted:
+			forced++
+		case ReasonMigrationAborted:
+			if aborted++; first == "" {
+				first = ar.Action.Server + ": " + ar.Reason
+			}
+		}
+	}
+	note := ""
+	if forced > 0 {
+		note += fmt.Sprintf("; %s %d", ReasonForceCompleted, forced)
+	}
+	if aborted > 0 {
+		note += fmt.Sprintf("; %s %d (%s)", ReasonMigrationAborted, aborted, first)
+	}
+	return note
 }
 
 // replannable: every action the re-checks skipped was skipped because

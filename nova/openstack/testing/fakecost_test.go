@@ -74,6 +74,12 @@ func twoHosts(t *testing.T) *cloud {
 	for _, id := range []string{server1, server2} {
 		c.handle("POST "+computePrefix+"/servers/"+id+"/action", 202, "")
 	}
+	c.handle("GET "+computePrefix+"/servers/"+server1+"/migrations", 200, `{"migrations": [{"id": 1, "status": "running", "source_compute": "compute-1", `+
+		`"dest_compute": "compute-2", "memory_total_bytes": null, "memory_processed_bytes": null, "memory_remaining_bytes": null}]}`)
+	c.handle("POST "+computePrefix+"/servers/"+server1+"/migrations/999/action", 400,
+		`{"badRequest": {"code": 400, "message": "Migration 999 not found for instance"}}`)
+	c.handle("DELETE "+computePrefix+"/servers/"+server1+"/migrations/999", 404,
+		`{"itemNotFound": {"code": 404, "message": "Migration 999 not found for instance"}}`)
 	c.handle("PUT "+computePrefix+"/servers/"+server2+"/metadata/dvms:priority", 200, `{"meta": {"dvms:priority": "5"}}`)
 	c.handle("DELETE "+computePrefix+"/servers/"+server2+"/metadata/dvms:pin", 204, "")
 	c.handle("DELETE "+computePrefix+"/servers/"+server2+"/metadata/dvms:shelved", 404, `{"itemNotFound": {"code": 404, "message": "Metadata item was not found"}}`)
@@ -118,7 +124,10 @@ func sequence(ctx context.Context, c nova.Client) []error {
 	try2(c.Server(ctx, server2))
 	try2(c.LiveMigrate(ctx, server1, "compute-2"))
 	try2(c.Migrations(ctx, server1))
-	try2(c.Migrations(ctx, server2)) // none: the server is read
+	try2(c.MigrationsInProgress(ctx, server1))
+	try(c.ForceCompleteMigration(ctx, server1, "999")) // not its migration: 400
+	try(c.AbortMigration(ctx, server1, "999"))         // ... 404
+	try2(c.Migrations(ctx, server2))                   // none: the server is read
 	try2(c.Shelve(ctx, server2))
 	try2(c.ShelveOffload(ctx, server2))
 	try2(c.Unshelve(ctx, server2, "compute-2"))
