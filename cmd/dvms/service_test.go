@@ -159,7 +159,7 @@ func TestSDServiceNotifications(t *testing.T) {
 
 	svc.setStatus("waiting for NATS at nats://x:4222")
 	svc.setStatus("waiting for NATS at nats://x:4222") // unchanged: not sent
-	i := sock.waitFor(t, 0, "WATCHDOG=1")             // fed while starting
+	i := sock.waitFor(t, 0, "WATCHDOG=1")              // fed while starting
 	if n := strings.Count(strings.Join(sock.all(), "\n"), "STATUS=waiting for NATS"); n != 1 {
 		t.Errorf("status sent %d times, want once", n)
 	}
