@@ -132,7 +132,12 @@ func TestStartWaitBacksOff(t *testing.T) {
 
 	waits, calls = nil, 0
 	denied := errors.New("nova: HTTP 401: The request you have made requires authentication.")
-	err = sw.until(context.Background(), "Keystone", func(context.Context) error { calls++; return denied }, unavailable)
+	err = sw.until(context.Background(), "Keystone", func(context.Context) error {
+		if calls++; calls > 3 {
+			return nil // bounds a wrong retry
+		}
+		return denied
+	}, unavailable)
 	if !errors.Is(err, denied) || calls != 1 || len(waits) != 0 {
 		t.Errorf("permanent error: err %v, %d calls, waits %v; want it at once", err, calls, waits)
 	}
@@ -361,7 +366,18 @@ func TestAgentServiceStartsThroughOutages(t *testing.T) {
 	code := runServiceAgent(t, ctx, b, sock)
 
 	i := sock.waitFor(t, 0, "STATUS=waiting for NATS at nats://127.0.0.1:"+strconv.Itoa(b.natsPort))
-	sock.waitFor(t, i, "WATCHDOG=1") // healthy while it waits
+	// Healthy while it waits, and waiting for NATS only: three watchdog
+	// periods on, it has not gone on to Keystone (which would fail at
+	// once, the gate dropping connections) nor said it is ready.
+	w := i
+	for range 3 {
+		w = sock.waitFor(t, w+1, "WATCHDOG=1")
+	}
+	for _, m := range sock.all()[i:] {
+		if strings.Contains(m, "Keystone") || strings.Contains(m, "READY=1") {
+			t.Fatalf("NATS down, yet %q", m)
+		}
+	}
 	b.startNATS(t)
 	i = sock.waitFor(t, i, "STATUS=waiting for Keystone (cloud bed)")
 	sock.waitFor(t, i, "WATCHDOG=1")
