@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/dvms-project/dvms/internal/backoff"
 )
 
 // Config connects to a NATS server or cluster.
@@ -27,6 +30,15 @@ type Config struct {
 	// ReconnectWait between reconnection attempts; MaxReconnects -1 is forever.
 	ReconnectWait time.Duration
 	MaxReconnects int
+	// ReconnectWaitMax, when above ReconnectWait, makes the wait grow:
+	// it doubles from ReconnectWait after each failed round of the
+	// servers, up to ReconnectWaitMax, with jitter (internal/backoff).
+	ReconnectWaitMax time.Duration
+	// RetryOnFailedConnect: ConnectNATS does not fail when no server
+	// answers; the connection keeps trying in the background as it does
+	// after a disconnection (see WaitConnected). Errors of the
+	// configuration (an unreadable nkey seed) still fail at once.
+	RetryOnFailedConnect bool
 	// OnStateChange, if set, is told of disconnections and reconnections
 	// (the package does not log).
 	OnStateChange func(event string, err error)
@@ -59,9 +71,13 @@ func (c Config) Validate() error {
 // agents of one process (the simulator shares one).
 type NATS struct {
 	nc *nats.Conn
+	// up is closed once the connection is first established (at once
+	// unless Config.RetryOnFailedConnect and no server answered).
+	up chan struct{}
 }
 
-// ConnectNATS connects; it fails if the first connection fails.
+// ConnectNATS connects; it fails if the first connection fails, unless
+// c.RetryOnFailedConnect.
 func ConnectNATS(ctx context.Context, c Config) (*NATS, error) {
 	if c.ReconnectWait == 0 && c.MaxReconnects == 0 {
 		d := DefaultConfig()
@@ -70,14 +86,22 @@ func ConnectNATS(ctx context.Context, c Config) (*NATS, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	n := &NATS{up: make(chan struct{})}
+	var upOnce sync.Once
+	markUp := func(*nats.Conn) { upOnce.Do(func() { close(n.up) }) }
 	opts := []nats.Option{
 		nats.Name(c.Name),
 		nats.ReconnectWait(c.ReconnectWait),
 		nats.MaxReconnects(c.MaxReconnects),
+		nats.RetryOnFailedConnect(c.RetryOnFailedConnect),
 		nats.ReconnectBufSize(16 << 20),
 		// Slow consumers drop messages (the protocol tolerates loss)
 		// rather than stall the connection.
 		nats.SyncQueueLen(65536),
+	}
+	if c.ReconnectWaitMax > c.ReconnectWait {
+		p := backoff.Policy{Base: c.ReconnectWait, Max: c.ReconnectWaitMax}
+		opts = append(opts, nats.CustomReconnectDelay(p.Delay))
 	}
 	if c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
@@ -104,7 +128,9 @@ func ConnectNATS(ctx context.Context, c Config) (*NATS, error) {
 	}
 	opts = append(opts,
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { cb("disconnected", err) }),
-		nats.ReconnectHandler(func(*nats.Conn) { cb("reconnected", nil) }),
+		nats.ConnectHandler(markUp),
+		nats.ReconnectHandler(func(c *nats.Conn) { markUp(c); cb("reconnected", nil) }),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { cb("connect failed", err) }),
 		nats.ClosedHandler(func(*nats.Conn) { cb("closed", nil) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { cb("error", err) }),
 	)
@@ -115,7 +141,22 @@ func ConnectNATS(ctx context.Context, c Config) (*NATS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nats connect %s: %w", RedactURLs(c.URL), err)
 	}
-	return &NATS{nc: nc}, nil
+	n.nc = nc
+	if nc.IsConnected() {
+		markUp(nc)
+	}
+	return n, nil
+}
+
+// WaitConnected returns once the connection has been established (at
+// once if it has), or with ctx's error.
+func (n *NATS) WaitConnected(ctx context.Context) error {
+	select {
+	case <-n.up:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("nats: not connected: %w", ctx.Err())
+	}
 }
 
 // Publish implements Transport. While reconnecting, messages are buffered

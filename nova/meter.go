@@ -155,6 +155,7 @@ type Meter struct {
 	latency histogram
 	tmpl    map[Template]*tmplStats
 	callers map[string]*callerStats
+	last    string // class of the last request recorded
 }
 
 type tmplStats struct {
@@ -178,6 +179,7 @@ func (m *Meter) Record(r Request) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.total++
+	m.last = r.Class
 	m.latency.add(b, r.Latency)
 	ts := m.tmpl[r.Template]
 	if ts == nil {
@@ -199,11 +201,20 @@ func (m *Meter) Record(r Request) {
 	cs.by[r.Template]++
 }
 
+// LastClass is the class of the last request recorded ("" before the
+// first): whether the services answered at last contact (an agent's
+// readiness reads it; ClassTransport and ClassServerError are outages).
+func (m *Meter) LastClass() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last
+}
+
 // Reset forgets everything recorded.
 func (m *Meter) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.total, m.errors, m.latency = 0, 0, histogram{}
+	m.total, m.errors, m.latency, m.last = 0, 0, histogram{}, ""
 	m.tmpl = map[Template]*tmplStats{}
 	m.callers = map[string]*callerStats{}
 }

@@ -97,39 +97,84 @@ func agentConfig(c *cli.Context) (fileConfig, error) {
 func runAgent(c *cli.Context) error {
 	cfg, err := agentConfig(c)
 	if err != nil {
-		return fmt.Errorf("agent configuration:\n%w", err)
+		return configError(fmt.Errorf("agent configuration:\n%w", err))
 	}
-	log := newLogger(cfg.LogLevel, cfg.LogFormat).With().Str("agent", cfg.Agent.ID).Logger()
+	// The level is the process's global one, so that a reload (SIGHUP)
+	// changes it for every logger derived from this one.
+	lvl, _ := parseLevel(cfg.LogLevel)
+	zerolog.SetGlobalLevel(lvl)
+	log := newLogger("debug", cfg.LogFormat).With().Str("agent", cfg.Agent.ID).Logger()
 	warnReadable(log, c.String("config"), "the configuration file")
 	warnReadable(log, cloudsFile(cfg.CloudsYAML), "clouds.yaml")
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	a, err := startAgent(ctx, cfg, c.Bool("embedded-nats"), nil, log)
+	// SIGHUP reloads, also one that comes while the agent starts (handled
+	// once it runs): it must never kill the agent.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	// systemd (Type=notify): the watchdog is fed from now on, while the
+	// agent waits for NATS, Keystone or Nova (the start timeout extended
+	// meanwhile), then while its runner runs; READY=1 once it runs.
+	svc := newSDService(newNotifier(os.LookupEnv, os.Getpid()), log)
+	sdCtx, stopSD := context.WithCancel(context.WithoutCancel(ctx))
+	var sdWG sync.WaitGroup
+	defer func() { stopSD(); sdWG.Wait() }()
+	sdWG.Add(1)
+	go func() {
+		defer sdWG.Done()
+		svc.sd.watch(sdCtx, svc.alive)
+	}()
+	sdWG.Add(1)
+	go func() {
+		defer sdWG.Done()
+		const every = 10 * time.Second
+		t := time.NewTicker(every)
+		defer t.Stop()
+		svc.extendStart(sdCtx, every, t.C)
+	}()
+	svc.setStatus("starting")
+	a, err := startAgent(ctx, cfg, c.Bool("embedded-nats"), nil, log, defaultStartWait(log, svc.setStatus))
 	if err != nil {
+		if ctx.Err() != nil { // SIGTERM while starting
+			log.Info().Err(err).Msg("agent stopped while starting")
+			return nil
+		}
 		return err
 	}
-	// systemd (Type=notify): ready now, alive while the runner runs.
-	sd := newNotifier(os.LookupEnv, os.Getpid())
-	if err := sd.send("READY=1\nSTATUS=agent of " + cfg.Agent.ID + " running"); err != nil {
-		log.Warn().Err(err).Msg("systemd not told the agent is ready")
-	}
-	sdCtx, stopSD := context.WithCancel(context.WithoutCancel(ctx))
-	sdDone := make(chan struct{})
+	svc.ready(a, cfg.Agent.ID)
+	sdWG.Add(2)
 	go func() {
-		defer close(sdDone)
-		sd.watch(sdCtx, a.running.Load)
+		defer sdWG.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		svc.follow(sdCtx, a, cfg.Agent.ID, t.C)
 	}()
 	go func() {
+		defer sdWG.Done()
 		select {
 		case <-ctx.Done():
-			_ = sd.send("STOPPING=1\nSTATUS=stopping: finishing the plan being executed")
+			svc.send("STOPPING=1\nSTATUS=stopping: finishing the plan being executed")
 		case <-sdCtx.Done():
 		}
 	}()
-	err = a.wait()
-	stopSD()
-	<-sdDone
-	return err
+	rl := &reloader{
+		load:    func() (fileConfig, error) { return agentConfig(c) },
+		running: cfg, setLevel: zerolog.SetGlobalLevel, log: log, notify: svc.send,
+		status: func() string { _, text := readiness(cfg.Agent.ID, a.tr.Connected(), a.meter); return text },
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.wait() }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-hup:
+			log.Info().Msg("SIGHUP: reloading the configuration")
+			rl.reload()
+		}
+	}
 }
 
 // members is what an agent needs of its membership: heartbeats over NATS
@@ -196,7 +241,8 @@ type agentProc struct {
 	signed   *auth.Transport // nil when unsigned
 	embedded *bus.Embedded
 	journal  *journal
-	controls *controls // the operators' run-time controls
+	meter    *nova.Meter // requests to Nova, placement, Keystone (nil in some tests)
+	controls *controls   // the operators' run-time controls
 	metrics  *agentMetrics
 	demand   nova.DemandSource
 	httpSrv  *metricsServer // /metrics and /healthz, nil when off
@@ -225,7 +271,13 @@ type novaDeps struct {
 }
 
 // startAgent wires and starts every part; the runner stops when ctx ends.
-func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps, log zerolog.Logger) (*agentProc, error) {
+// It waits (sw, nil for defaultStartWait) for NATS, Keystone and Nova
+// while they do not answer; errors of the configuration, keys or
+// credentials are errConfig.
+func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps, log zerolog.Logger, sw *startWait) (*agentProc, error) {
+	if sw == nil {
+		sw = defaultStartWait(log, nil)
+	}
 	p := &agentProc{log: log, runDone: make(chan error, 1), started: time.Now()}
 	host := cfg.Agent.ID
 	cfg.Agent.Incarnation = newIncarnation()
@@ -249,41 +301,68 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		log.Info().Str("url", natsURL).Msg("embedded NATS server started")
 	}
 	bc := cfg.busConfig(natsURL)
+	// No server at start-up is an outage like a later one: the
+	// connection keeps trying in the background (capped backoff).
+	bc.RetryOnFailedConnect = true
 	bc.OnStateChange = func(event string, err error) {
 		log.Warn().Err(err).Str("nats", event).Msg("NATS connection state changed")
 	}
 	tr, err := bus.ConnectNATS(ctx, bc)
 	if err != nil {
-		return nil, fmt.Errorf("connect NATS: %w", err)
+		return nil, configError(fmt.Errorf("connect NATS: %w", err))
 	}
 	p.tr = tr
 	// bt signs and verifies (keys_dir); the status service stays on the
 	// plain connection: `dvms status` has no key.
 	bt, signed, err := signedBus(cfg, tr, log)
 	if err != nil {
-		return nil, err
+		return nil, configError(err)
 	}
 	p.signed = signed
+	if !tr.Connected() {
+		where := bus.RedactURLs(natsURL)
+		sw.report("waiting for NATS at " + where)
+		log.Warn().Str("url", where).Msg("start-up: waiting for NATS (retrying with backoff)")
+		if err := tr.WaitConnected(ctx); err != nil {
+			return nil, fmt.Errorf("stopped while waiting for NATS at %s: %w", where, err)
+		}
+		log.Info().Str("url", where).Msg("start-up: NATS connected")
+	}
 
 	if nd == nil {
 		oc := openstack.DefaultConfig(cfg.OSCloud)
 		oc.CloudsFile, oc.RequestTimeout = cfg.CloudsYAML, cfg.RequestTimeout
 		oc.ServerMetadataControls = cfg.ServerMetadataControls
-		cl, err := openstack.New(ctx, oc)
+		var cl *openstack.Client
+		err := sw.until(ctx, fmt.Sprintf("Keystone (cloud %s)", cfg.OSCloud), func(ctx context.Context) (err error) {
+			cl, err = openstack.New(ctx, oc)
+			return err
+		}, unavailable)
 		if err != nil {
-			return nil, fmt.Errorf("nova: %w", err)
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			// clouds.yaml, the cloud's name, the credentials (401): the
+			// operator's to mend.
+			return nil, configError(fmt.Errorf("nova: %w", err))
 		}
 		src, err := demandSource(cfg, cl)
 		if err != nil {
-			return nil, err
+			return nil, configError(err)
 		}
 		nd = &novaDeps{client: cl, meter: cl.Meter(), demand: src}
 	}
 	nc, src := nd.client, nd.demand
 	p.demand = src
-	if _, err := nc.Host(ctx, host); err != nil {
+	p.meter = nd.meter
+	err = sw.until(ctx, "Nova", func(ctx context.Context) error { _, err := nc.Host(ctx, host); return err }, unavailable)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("nova has no usable compute host %q (is --host the name `openstack compute service list` shows?): %w", host, err)
 	}
+	sw.report("starting: NATS connected, Nova answered")
 
 	arb, err := newArbiter(cfg, bt, natsURL, log)
 	if err != nil {

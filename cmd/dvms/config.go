@@ -265,6 +265,9 @@ func (c fileConfig) swimSeeds() ([]string, error) {
 func (c fileConfig) busConfig(url string) bus.Config {
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name, bc.CredsFile = url, "dvms-agent-"+c.Agent.ID, c.NATSCreds
+	// While NATS is down (at start-up too), retry after 0.5 s, doubling
+	// up to 10 s, with jitter: back within 10 s of its return.
+	bc.ReconnectWaitMax = 10 * time.Second
 	// An agent (it has a host) speaks as its own key; a service without
 	// a host (scheduler-api) with nkey_seed. One file serves both.
 	switch {

@@ -24,7 +24,8 @@ var version = "dev"
 var commands []*cli.Command
 
 // Exit codes (doc/source/admin/index.rst, "Command line conventions"): 0 success, 1 the command failed,
-// 2 the command line is wrong (usage printed).
+// 2 the command line is wrong (usage printed), 78 (exitConfig, service.go)
+// the agent's configuration, keys or credentials are wrong.
 const (
 	exitFailed = 1
 	exitUsage  = 2
@@ -57,6 +58,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fmt.Fprintln(stderr, "dvms:", err)
 	if errors.As(err, new(errUsage)) {
 		return exitUsage
+	}
+	if errors.As(err, new(errConfig)) {
+		return exitConfig
 	}
 	return exitFailed
 }

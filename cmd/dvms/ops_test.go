@@ -79,7 +79,7 @@ func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, ho
 	for _, o := range opts {
 		o(&cfg)
 	}
-	p, err := startAgent(ctx, cfg, false, &novaDeps{client: cloud, meter: cloud.Meter(), demand: cloud}, zerolog.New(violationSink{}).Level(zerolog.WarnLevel))
+	p, err := startAgent(ctx, cfg, false, &novaDeps{client: cloud, meter: cloud.Meter(), demand: cloud}, zerolog.New(violationSink{}).Level(zerolog.WarnLevel), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,10 @@ type option struct {
 	required bool
 	// flag of `dvms agent` that overrides the option ("" = none).
 	flag string
+	// live: a reload of the running agent (SIGHUP, systemctl reload)
+	// applies a new value (service.go, option.apply); the other options
+	// need a restart.
+	live bool
 	// field is the value's destination, a pointer whose type the kind
 	// decides (see kind.parse).
 	field func(c *fileConfig) any
@@ -53,8 +57,9 @@ var options = []option{
 	{section: "DEFAULT", name: "region", kind: kindName, def: "RegionOne", required: true,
 		help:  "Region name: one ring (and one merge arbiter group) per region. It is part of NATS subjects.",
 		field: func(c *fileConfig) any { return &c.Runtime.Region }},
-	{section: "DEFAULT", name: "log_level", kind: kindEnum, def: "info", flag: "log-level", choices: []string{"debug", "info", "warn", "error"},
-		help:  "Log level.",
+	{section: "DEFAULT", name: "log_level", kind: kindEnum, def: "info", flag: "log-level", choices: []string{"debug", "info", "warn", "error"}, live: true,
+		help: "Log level. The only option a running agent re-reads on SIGHUP (systemctl reload dvms-agent@HOST); " +
+			"every other option needs a restart (the reload names those that changed).",
 		field: func(c *fileConfig) any { return &c.LogLevel }},
 	{section: "DEFAULT", name: "log_format", kind: kindEnum, def: "json", choices: []string{"json", "console"},
 		help:  "Log format: json (for journald and log shippers) or console.",

@@ -25,6 +25,11 @@ func TestSystemdUnitHardened(t *testing.T) {
 		"User=dvms", "NoNewPrivileges=true", "ProtectSystem=strict", "ProtectHome=true", "PrivateTmp=true",
 		"PrivateDevices=true", "CapabilityBoundingSet=\n", "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX\n",
 		"SystemCallFilter=@system-service", "UMask=0077", "ReadOnlyPaths=/etc/dvms",
+		// The service contract (service.go): notify with a watchdog,
+		// reload by SIGHUP, restart on failure but not on a configuration
+		// error.
+		"Type=notify\n", "WatchdogSec=", "ExecReload=/bin/kill -HUP $MAINPID\n", "Restart=on-failure\n",
+		"RestartPreventExitStatus=" + strconv.Itoa(exitConfig) + "\n",
 	} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("unit lacks %q", strings.TrimSpace(want))

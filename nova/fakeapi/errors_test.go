@@ -209,3 +209,44 @@ func TestBaseURLNamesTheCatalog(t *testing.T) {
 		t.Errorf("Hosts sent nothing to the BaseURL server")
 	}
 }
+
+// TestKeystoneDownIsUnavailable: a token expired while Keystone does not
+// answer makes a read fail as nova.ErrUnavailable (gophercloud's
+// re-authentication error does not unwrap), so callers retry and wait
+// the outage out; once Keystone answers again the same client goes on.
+func TestKeystoneDownIsUnavailable(t *testing.T) {
+	b := newBed(t, fakeapi.Options{})
+	var down atomic.Bool
+	h := fakeapi.New(b.cloud, fakeapi.Options{BaseURL: b.srv.URL, TokenTTL: 200 * time.Millisecond})
+	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close() // no answer
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ks.Close)
+	// Compute checks tokens against h's table: serve compute from h too.
+	b.srv.Config.Handler = h
+	c, err := b.connect(t, ks.URL+"/identity/v3", "admin", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err = c.Hosts(context.Background())
+		if err != nil || time.Now().After(deadline) {
+			break // the token expired: a 401, and re-authentication failed
+		}
+	}
+	if !errors.Is(err, nova.ErrUnavailable) {
+		t.Fatalf("Keystone down, token expired: err = %v, want nova.ErrUnavailable", err)
+	}
+	down.Store(false)
+	if _, err := c.Hosts(context.Background()); err != nil {
+		t.Fatalf("Keystone back: %v", err)
+	}
+}

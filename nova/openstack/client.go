@@ -291,6 +291,16 @@ func classify(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
+	// A 401 whose re-authentication failed: gophercloud's error does not
+	// unwrap, so classify the re-authentication's own failure. Keystone
+	// down (no answer, 5xx) is an outage like Nova's: ErrUnavailable, so
+	// that reads are retried and followed actions wait it out.
+	var rae *gophercloud.ErrUnableToReauthenticate
+	if errors.As(err, &rae) && rae.ErrReauth != nil {
+		if re := classify(ctx, rae.ErrReauth); errors.Is(re, nova.ErrUnavailable) {
+			return fmt.Errorf("%w: keystone re-authentication: %w", nova.ErrUnavailable, rae.ErrReauth)
+		}
+	}
 	var ue gophercloud.ErrUnexpectedResponseCode
 	var pue *gophercloud.ErrUnexpectedResponseCode
 	code, body := 0, []byte(nil)
