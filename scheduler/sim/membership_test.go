@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 )
@@ -17,10 +16,9 @@ import (
 // dead 4 x log10(16) probe intervals of 2 s after the suspicion, 9.6 s,
 // up to 6 x that without confirmations; p99 13.8 s measured beside
 // another test run; 50 s left 15 s and missed 12 pairs there). And the
-// harness says when the process was starved of CPU (the run is then
-// not valid, see swimLagLimit): what SWIM detected or missed in such a
-// run is the machine's doing, so it is judged only on a valid run
-// (runKeptUp).
+// harness says when the process was starved of CPU (swimLagLimit): what
+// SWIM detected or missed in such a run is the machine's doing, so it is
+// judged only on a run that was not (runKeptUp).
 func TestSimulateSwimMembership(t *testing.T) {
 	t.Parallel() // wall-clock bound, little CPU: overlaps the package's other long runs
 	if _, err := Run(context.Background(), Config{Membership: "gossip-by-pigeon"}); err == nil {
@@ -30,7 +28,10 @@ func TestSimulateSwimMembership(t *testing.T) {
 	c.Hosts, c.Servers = 16, 160
 	c.Duration, c.TimeScale = 60*time.Second, 1 // memberlist runs in wall time
 	c.KillAgents, c.Membership, c.MembershipDrop = 0.25, MembershipSwim, 0.10
-	r := runKeptUp(t, c, func(_ Config, r *Report) string { return strings.Join(r.InvalidBecause, "; ") })
+	// Starved for SWIM: a goroutine woke over half the probe timeout
+	// late. (The agents' own samples falling under 90 % makes the run
+	// not valid for DVMS's events, not for memberlist's probes.)
+	r := runKeptUp(t, c, func(_ Config, r *Report) string { return r.Runtime.starved() })
 	m := r.Membership
 	if m == nil {
 		t.Fatal("no membership report")
