@@ -144,7 +144,7 @@ func TestResolveClock(t *testing.T) {
 // ones against the union of the Blocked partitions' views.
 func TestVirtualClockChecksAbortedEvents(t *testing.T) {
 	cfg := virtualConfig(1)
-	cfg.Hosts, cfg.Servers, cfg.Duration, cfg.Workload = 100, 1300, 25*time.Second, "saturated"
+	cfg.Hosts, cfg.Servers, cfg.Duration, cfg.Workload = 100, 1300, 45*time.Second, "saturated"
 	r, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
