@@ -14,6 +14,8 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/internal/testwait"
+	"github.com/dvms-project/dvms/scheduler"
 )
 
 func cmdAt(op, host, mode string, at time.Time, id string) controlRecord {
@@ -159,9 +161,20 @@ func TestOperatorControls(t *testing.T) {
 	waitUntil(t, 10*time.Second, "compute-3 learns the controls", func() bool {
 		return a3.controls.Paused() && a3.controls.Excluded("compute-2")
 	})
-	// Paused: no event raised for several monitor intervals, nothing moved.
+	// Paused: no event raised while compute-1's monitor takes more than
+	// a debounce window of samples of its overloaded host (K of N, 3 of
+	// 5: unpaused, the window would have raised one), nothing moved. An
+	// absence is watched for a number of samples, not for a guess of
+	// wall time a loaded machine may spend on one.
 	raised := sum(scrape(t, a1), "dvms_events_raised_total")
-	time.Sleep(4 * time.Second) // an absence: it can only be watched for a while
+	window := scheduler.DefaultConfig("compute-1").N + 1
+	seen := map[time.Time]bool{}
+	testwait.Until(t, time.Minute, "compute-1 samples its host while paused", func() (bool, string) {
+		if sm, ok := a1.runner.Summary(""); ok {
+			seen[sm.SampledAt] = true
+		}
+		return len(seen) > window, fmt.Sprintf("%d distinct samples of %d", len(seen), window+1)
+	})
 	if now := sum(scrape(t, a1), "dvms_events_raised_total"); now != raised {
 		t.Errorf("paused, compute-1 raised %v events", now-raised)
 	}

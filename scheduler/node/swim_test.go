@@ -3,7 +3,9 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 	"github.com/rs/zerolog"
 
+	"github.com/dvms-project/dvms/internal/testwait"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -233,12 +236,18 @@ func TestSwimKeyKeepsStrangersOut(t *testing.T) {
 	cfgs[2].Key = other
 	cfgs[1].Seeds = []string{sn.Addr(cfgs[0].Transport)}
 	cfgs[2].Seeds = []string{sn.Addr(cfgs[0].Transport)}
+	stranger := &dialCounter{NodeAwareTransport: cfgs[2].Transport}
+	cfgs[2].Transport = stranger
 	sw := startSwims(t, cfgs)
 	if !waitFor(t, 20*time.Second, func() bool { return len(sw[0].Members()) == 2 && len(sw[1].Members()) == 2 }) {
 		t.Fatalf("key holders did not see each other: %d, %d members", len(sw[0].Members()), len(sw[1].Members()))
 	}
-	// Several join attempts of the stranger (one a second).
-	time.Sleep(3 * time.Second)
+	// Several join attempts of the stranger (one a second, each a
+	// stream to its seed): counted, not guessed from the wall clock.
+	testwait.Until(t, time.Minute, "the stranger tries to join three times", func() (bool, string) {
+		n := stranger.dials.Load()
+		return n >= 3, fmt.Sprintf("%d attempts", n)
+	})
 	for i, s := range sw {
 		for _, m := range s.Members() {
 			if (i == 2) != (m.Host == "stranger") {
@@ -249,6 +258,21 @@ func TestSwimKeyKeepsStrangersOut(t *testing.T) {
 	if _, err := node.NewSwim(node.SwimConfig{Self: node.Heartbeat{Host: "x", Incarnation: "1"}, Key: []byte("short")}, zerolog.Nop()); err == nil {
 		t.Error("a 5-byte key accepted")
 	}
+}
+
+// dialCounter counts the streams (joins, push-pulls) its transport opens.
+type dialCounter struct {
+	memberlist.NodeAwareTransport
+	dials atomic.Int64
+}
+
+func (d *dialCounter) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	d.dials.Add(1)
+	return d.NodeAwareTransport.DialAddressTimeout(a, timeout)
+}
+
+func (d *dialCounter) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	return d.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
 }
 
 // A killed agent restarted on the same address (a new Swim, a new

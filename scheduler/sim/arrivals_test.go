@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -61,11 +60,7 @@ func TestSimulateArrivals(t *testing.T) {
 		c.Hosts, c.Servers, c.Seed = 10, 60, 3
 		c.Duration, c.TimeScale = 20*time.Second, 20
 		c.Arrivals, c.ArrivalWeights = 2, w
-		r, err := Run(context.Background(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkSafe(t, r)
+		r := runKeptUp(t, c, protocolStarved)
 		// One boot per simulated second tick at 2/s: 2 per tick, ±1 tick.
 		if n := r.Arrivals.Booted + r.Arrivals.Unplaced; n < 36 || n > 44 || r.Arrivals.Weights != w {
 			t.Errorf("%s: %d booted, %d unplaced, want about 40 (2/s for 20 s): %+v", w, r.Arrivals.Booted, r.Arrivals.Unplaced, r.Arrivals)

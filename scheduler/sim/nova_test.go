@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"math"
 	"sync"
 	"testing"
@@ -70,11 +69,7 @@ func TestNovaUseSplitsRestAndEvents(t *testing.T) {
 func TestSimulateReportsNovaCost(t *testing.T) {
 	c := small(1)
 	c.NovaAPIRate = 100
-	r, err := Run(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkSafe(t, r)
+	r := runKeptUp(t, c, protocolStarved)
 	n := r.Nova
 	if n.Requests.Total == 0 || len(n.Requests.ByTemplate) == 0 || n.Requests.ByTemplate[0].Count == 0 {
 		t.Fatalf("no requests reported: %+v", n.Requests)

@@ -32,11 +32,7 @@ func checkSafe(t *testing.T, r *Report) {
 // the whole cloud had a solution.
 func TestSimulateSeeds(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
-		r, err := Run(context.Background(), small(seed))
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkSafe(t, r)
+		r := runKeptUp(t, small(seed), protocolStarved)
 		if r.Events.Total == 0 || r.Events.Solved == 0 || r.Migrations.Total == 0 {
 			t.Fatalf("seed %d: nothing happened: %+v", seed, r.Events)
 		}
@@ -54,6 +50,7 @@ func TestSimulateSeeds(t *testing.T) {
 
 // Agents killed and restarted, Nova faults injected: still safe.
 func TestSimulateWithFaults(t *testing.T) {
+	t.Parallel() // wall-clock bound, little CPU: overlaps the package's other long runs
 	// The random workload raises about ten events in 40 simulated
 	// seconds and a 10% fault rate fails many plans, so a single short
 	// run on a loaded CI machine could solve none (it did): twice the
@@ -64,11 +61,7 @@ func TestSimulateWithFaults(t *testing.T) {
 		c := small(seed)
 		c.Duration, c.TimeScale = 80*time.Second, 10
 		c.KillAgents, c.NovaFaults = 0.1, 0.1
-		r, err := Run(context.Background(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkSafe(t, r)
+		r := runKeptUp(t, c, protocolStarved)
 		if r.Agents.Killed != 4 || r.Faults.Injected == 0 {
 			t.Fatalf("seed %d: faults not exercised: killed %d, injected %d", seed, r.Agents.Killed, r.Faults.Injected)
 		}
@@ -90,6 +83,7 @@ func TestSimulateWithFaults(t *testing.T) {
 // server merges depend on timing, so two seeds share the requirement;
 // detsim's TestMergeNeededToSolve proves merges deterministically.
 func TestSimulateSaturatedMerges(t *testing.T) {
+	t.Parallel() // wall-clock bound, little CPU: overlaps the package's other long runs
 	merges := 0
 	for _, seed := range []int64{3, 5, 6} {
 		c := small(seed)
@@ -98,11 +92,7 @@ func TestSimulateSaturatedMerges(t *testing.T) {
 		// Half speed: under -race on a busy 2-core machine, 20x starves
 		// the protocol's timeouts (partitions time out before they block).
 		c.TimeScale = 10
-		r, err := Run(context.Background(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkSafe(t, r)
+		r := runKeptUp(t, c, protocolStarved)
 		merges += r.Merges.Committed
 		checkAborted(t, r)
 	}
@@ -254,11 +244,7 @@ func TestReasonKind(t *testing.T) {
 func TestSimulateOracle(t *testing.T) {
 	c := small(2)
 	c.Mode = "oracle"
-	r, err := Run(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkSafe(t, r)
+	r := runKeptUp(t, c, protocolStarved)
 	checkAborted(t, r)
 	if r.Events.Solved == 0 || r.Migrations.Total == 0 || r.SolveMS.Count == 0 {
 		t.Fatalf("the oracle solved nothing: %+v, %d migrations", r.Events, r.Migrations.Total)
