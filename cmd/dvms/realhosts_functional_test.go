@@ -467,7 +467,7 @@ func TestRealHostsOverload(t *testing.T) {
 	b := openBed(t, ctx)
 	b.requireCgroupSource()
 	src := b.hosts[0]
-	const overloadCores, steady, push = 0.8, 0.45, 0.6
+	const overloadCores, steady, push = 0.8, 0.5, 0.7
 	hs, err := b.fc.cl.Hosts(ctx)
 	if err != nil {
 		t.Fatal(err)
