@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dvms-project/dvms/devstack/hosts/guest/wire"
 	"github.com/dvms-project/dvms/nova"
 )
 
@@ -175,15 +176,11 @@ func (b *realBed) inHost(h string, args ...string) (string, error) {
 
 // ---- the burner guests ----
 
-// guestStatus is a burner's answer (devstack/hosts/guest/ctl.sh).
+// guestStatus is a burner's answer (devstack/hosts/guest/ctl.sh) and
+// when it came.
 type guestStatus struct {
-	Version   string  `json:"version"`
-	UptimeS   float64 `json:"uptime_s"`
-	Cores     float64 `json:"cores"`
-	MemMB     int     `json:"mem_mb"`
-	MemMBPS   float64 `json:"mem_mbps"`
-	DirtiedMB float64 `json:"dirtied_mb"`
-	at        time.Time
+	wire.Status
+	at time.Time
 }
 
 // ctl tells server's burner what to do (ctl.sh SERVER cpu N | mem MB MBPS
