@@ -129,6 +129,18 @@ type world struct {
 	demand string
 	ids    []string // the test's servers
 	logs   apiLogs  // nova-api's and placement's request logs
+	boot   bootSpec // what bootServers boots; the zero value is the functional tier's
+	ops    *opsEnv  // where `dvms status/events` ask; nil: the functional cloud's agents
+}
+
+// bootSpec is the flavor, image and name prefix of the test's servers.
+type bootSpec struct{ flavor, image, prefix string }
+
+func (b bootSpec) orDefault() bootSpec {
+	if b.flavor == "" {
+		return bootSpec{flavor: "dvms.tiny", image: "dvms-tiny", prefix: "dvmsft-"}
+	}
+	return b
 }
 
 func funcHosts(t *testing.T, ctx context.Context, fc funcCloud) []string {
@@ -194,7 +206,7 @@ func (w *world) placement() map[string][]nova.Server {
 	return out
 }
 
-func (w *world) deleteServers() { w.deleteNamed("^dvmsft-") }
+func (w *world) deleteServers() { w.deleteNamed("^" + w.boot.orDefault().prefix) }
 
 // deleteNamed deletes the servers whose name matches nameRE and waits
 // until Nova lists none.
@@ -231,11 +243,12 @@ func (w *world) deleteNamed(nameRE string) {
 	}
 }
 
-// bootServers boots per[host] dvms.tiny servers on every host (pinned
-// with the admin availability-zone syntax) and waits until all are
-// ACTIVE.
+// bootServers boots per[host] servers (w.boot: dvms.tiny by default) on
+// every host (pinned with the admin availability-zone syntax) and waits
+// until all are ACTIVE.
 func (w *world) bootServers(per map[string]int) {
 	w.t.Helper()
+	spec := w.boot.orDefault()
 	start := time.Now()
 	want := 0
 	// One CLI call per host, side by side: each spends seconds starting
@@ -249,8 +262,8 @@ func (w *world) bootServers(per map[string]int) {
 				errs <- nil
 				return
 			}
-			_, err := w.fc.osc(w.t, w.ctx, "server", "create", "--flavor", "dvms.tiny", "--image", "dvms-tiny", "--nic", "none",
-				"--availability-zone", "nova:"+h, "--min", fmt.Sprint(n), "--max", fmt.Sprint(n), "dvmsft-"+h)
+			_, err := w.fc.osc(w.t, w.ctx, "server", "create", "--flavor", spec.flavor, "--image", spec.image, "--nic", "none",
+				"--availability-zone", "nova:"+h, "--min", fmt.Sprint(n), "--max", fmt.Sprint(n), spec.prefix+h)
 			errs <- err
 		}()
 	}
@@ -260,7 +273,7 @@ func (w *world) bootServers(per map[string]int) {
 		}
 	}
 	ok := w.eventually(fmt.Sprintf("%d servers ACTIVE", want), 5*time.Minute, func() bool {
-		out, err := w.fc.osc(w.t, w.ctx, "server", "list", "--all-projects", "--name", "^dvmsft-", "-f", "json", "-c", "ID", "-c", "Status")
+		out, err := w.fc.osc(w.t, w.ctx, "server", "list", "--all-projects", "--name", "^"+spec.prefix, "-f", "json", "-c", "ID", "-c", "Status")
 		if err != nil {
 			return false
 		}
@@ -340,8 +353,8 @@ func (w *world) migrationList(args ...string) []migrationRow {
 }
 
 // drain disables host (want servers on it) as an operator would and
-// times the drain against Nova's own records.
-func (w *world) drain(f *fleet, host string, want int) {
+// times the drain against Nova's own records, which it returns.
+func (w *world) drain(f *fleet, host string, want int) drainFigures {
 	t := w.t
 	before := w.placement()[host]
 	if len(before) != want {
@@ -452,6 +465,7 @@ func (w *world) drain(f *fleet, host string, want int) {
 	}
 	// Disabled hosts are never destinations: compute-1 stays empty while
 	// the next phases run (it is the capacity that returns later).
+	return d
 }
 
 // ---- overload ----
@@ -656,11 +670,12 @@ func (w *world) fault(f *fleet, bin, host, dead string) {
 // ---- the agents ----
 
 type fleet struct {
-	logDir string
-	procs  map[string]*exec.Cmd
-	waits  map[string]chan error
-	logs   map[string]string
-	done   bool
+	logDir  string
+	procs   map[string]*exec.Cmd
+	waits   map[string]chan error
+	logs    map[string]string
+	done    bool
+	refresh func() // brings the files in logs up to date before they are read; nil: the agents write them
 }
 
 // startFleet starts one agent per host with the environment env (on top
@@ -741,11 +756,16 @@ type logLine struct {
 	RequestID     string `json:"request_id"`
 	NovaRequestID string `json:"nova_request_id"`
 	Member        string `json:"member"`
+	Class         string `json:"class"`  // of a skipped or ended action
+	Reason        string `json:"reason"` // of a skipped action
 }
 
 type agentAction = logLine
 
 func (f *fleet) records() []logLine {
+	if f.refresh != nil {
+		f.refresh()
+	}
 	var out []logLine
 	for _, p := range f.logs {
 		fh, err := os.Open(p)

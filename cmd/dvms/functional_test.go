@@ -50,9 +50,16 @@ func functionalCloud(t *testing.T, ctx context.Context) funcCloud {
 // skipped, or failed when DVMS_FUNCTIONAL_REQUIRED is set (CI).
 func notRun(t *testing.T, why string) {
 	t.Helper()
-	msg := "FUNCTIONAL TEST NOT RUN: " + why
-	if os.Getenv("DVMS_FUNCTIONAL_REQUIRED") != "" {
-		t.Fatal(msg + " (DVMS_FUNCTIONAL_REQUIRED is set)")
+	notRunUnless(t, "FUNCTIONAL TEST NOT RUN: ", "DVMS_FUNCTIONAL_REQUIRED", why)
+}
+
+// notRunUnless skips t loudly with label+why, or fails it when the
+// environment variable required is set (CI).
+func notRunUnless(t *testing.T, label, required, why string) {
+	t.Helper()
+	msg := label + why
+	if os.Getenv(required) != "" {
+		t.Fatal(msg + " (" + required + " is set)")
 	}
 	fmt.Fprintln(os.Stderr, "*** "+msg)
 	t.Skip(msg)

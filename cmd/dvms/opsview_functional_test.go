@@ -161,10 +161,14 @@ func (w *world) agentConfig() fileConfig {
 // environment (the observer key, the server's certificate), and returns
 // its standard output; the error says the command and its standard error.
 func (w *world) dvms(bin string, args ...string) ([]byte, error) {
-	cfg := w.agentConfig()
-	args = append([]string{args[0], "--nats-url", cfg.NATSURL, "--region", cfg.Runtime.Region, "--timeout", "5s", "-f", "json"}, args[1:]...)
+	ops := w.ops
+	if ops == nil {
+		cfg := w.agentConfig()
+		ops = &opsEnv{natsURL: cfg.NATSURL, region: cfg.Runtime.Region, env: w.fc.env()}
+	}
+	args = append([]string{args[0], "--nats-url", ops.natsURL, "--region", ops.region, "--timeout", "5s", "-f", "json"}, args[1:]...)
 	cmd := exec.CommandContext(w.ctx, bin, args...)
-	cmd.Env = w.fc.env()
+	cmd.Env = ops.env
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr []byte
@@ -174,6 +178,13 @@ func (w *world) dvms(bin string, args ...string) ([]byte, error) {
 		return out, fmt.Errorf("dvms %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr)
 	}
 	return out, nil
+}
+
+// opsEnv is where and how an operator's `dvms status/events` reach a
+// fleet's agents: NATS URL, region, environment (observer key, CA).
+type opsEnv struct {
+	natsURL, region string
+	env             []string
 }
 
 // metricsAddr is the address host's agent serves /metrics on, from its

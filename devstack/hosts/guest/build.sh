@@ -9,7 +9,7 @@
 # Needs root only to apt-get install the two packages when they are missing.
 # Files are world-readable: QEMU runs as libvirt-qemu.
 set -euo pipefail
-# shellcheck source=../../functional/lib.sh
+# shellcheck source=devstack/functional/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../functional/lib.sh"
 GUEST_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$GUEST_DIR/../../.." && pwd)"

@@ -12,7 +12,7 @@
 # server's kernel_id must stay valid while it lives). Uses the functional
 # cloud's admin credentials ($DVMS_FUNC_DIR/clouds.yaml).
 set -euo pipefail
-# shellcheck source=../../functional/lib.sh
+# shellcheck source=devstack/functional/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../functional/lib.sh"
 GUEST_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 DVMS_HOSTS_DIR="${DVMS_HOSTS_DIR:-/tmp/dvms-hosts}"

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/dvms-project/dvms/devstack/hosts/guest/wire"
 )
 
 // version is reported by guest-info and dvms-status.
@@ -21,14 +23,7 @@ const (
 )
 
 // status is the answer of every dvms-* command.
-type status struct {
-	Version   string  `json:"version"`
-	UptimeS   float64 `json:"uptime_s"`
-	Cores     float64 `json:"cores"`
-	MemMB     int     `json:"mem_mb"`
-	MemMBPS   float64 `json:"mem_mbps"`
-	DirtiedMB float64 `json:"dirtied_mb"`
-}
+type status = wire.Status
 
 // guest executes the commands on this guest's burners.
 type guest struct {

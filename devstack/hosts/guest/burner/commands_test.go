@@ -26,6 +26,7 @@ func TestCommandArguments(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g := fixedGuest(3)
+			defer g.handle("dvms-idle", nil) // a mutant that accepts a bad request must not leave a burner running
 			_, _, err := g.handle(c.execute, json.RawMessage(c.args))
 			switch {
 			case c.wantErr == "" && err != nil:
