@@ -25,7 +25,10 @@ case "${1:-}" in
   --rebuild) rebuild=1 ;;
   *) die "usage: root.sh [--rebuild]" ;;
 esac
-command -v debootstrap >/dev/null || die "debootstrap not found: apt-get install debootstrap"
+if ! command -v debootstrap >/dev/null; then
+  run_logged "apt-get install debootstrap" "$HOSTS_LOG_DIR/root-apt.log" \
+    env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap
+fi
 
 # What each host runs. nova-compute-kvm pulls libvirt-daemon-system,
 # qemu-system-x86 and python3-libvirt.
