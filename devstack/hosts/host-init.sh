@@ -51,8 +51,9 @@ ln -s /proc/self/fd "$dev/fd"
 ln -s /proc/self/fd/0 "$dev/stdin"
 ln -s /proc/self/fd/1 "$dev/stdout"
 ln -s /proc/self/fd/2 "$dev/stderr"
+# systemd's console messages go to this script's output (the host's log).
 touch "$dev/console"
-mount --bind "$dev/null" "$dev/console"
+mount --bind /proc/self/fd/1 "$dev/console"
 
 mount -t tmpfs -o nosuid,nodev,mode=755 tmpfs "$root/run"
 mkdir -p "$root/run/lock"

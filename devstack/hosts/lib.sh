@@ -58,13 +58,20 @@ host_pid() {
   echo "$pid"
 }
 
-# hexec NAME CMD...: run CMD inside the host: all of its namespaces, its root.
+# hexec NAME CMD...: run CMD inside the host: all of its namespaces, its
+# root, and its cgroup (what it uses counts as the host's).
 hexec() {
   local name=$1 pid
   shift
   pid=$(host_pid "$name") || die "host $name is not running (no systemd pid in $HOSTS_RUN_DIR)"
-  nsenter -t "$pid" -m -u -i -n -p -C -r -w \
-    env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM="${TERM:-dumb}" "$@"
+  (
+    local mp _fs _opts
+    while read -r mp _fs _opts; do
+      echo "$BASHPID" > "$mp/$BED_CGROUP_DIR/$name/cgroup.procs" 2>/dev/null || true
+    done < <(cgroup_hierarchies)
+    exec nsenter -t "$pid" -m -u -i -n -p -C -r -w \
+      env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM="${TERM:-dumb}" "$@"
+  )
 }
 
 # cgroup_hierarchies: "MOUNTPOINT FSTYPE OPTIONS" of every cgroup hierarchy
