@@ -62,6 +62,12 @@ mkdir -p "$root/var/lib/nova/instances"
 mount --bind "$shared" "$root/var/lib/nova/instances"
 
 hostname "$name"
-say "exec systemd"
+# pivot_root, not chroot: in a chroot the kernel refuses new user
+# namespaces (EPERM), so systemd could not run units with PrivateUsers=
+# (the dvms agent's unit has it: it failed with 217/USER).
+mkdir -p "$root/.oldroot"
+cd "$root"
+pivot_root . .oldroot
+say "pivot_root done; exec systemd"
 exec env -i container=other TERM=dumb LANG=C.UTF-8 PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-  chroot "$root" /lib/systemd/systemd --system --log-target=console --show-status=no
+  /bin/sh -c 'umount -l /.oldroot && exec /lib/systemd/systemd --system --log-target=console --show-status=no'
