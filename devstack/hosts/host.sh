@@ -45,12 +45,18 @@ service_down_time = ${DVMS_FUNC_SERVICE_DOWN_TIME:-60}
 heal_instance_info_cache_interval = -1
 shelved_offload_time = 0
 [libvirt]
-virt_type = kvm
+virt_type = $(bed_virt_type)
+$(if [ "$(bed_virt_type)" = kvm ]; then cat <<EOC
 # Every host is the same machine: the guest sees the real CPU, and
 # migration needs no CPU model comparison. In nested KVM, QEMU cannot set
 # IA32_ARCH_CAPABILITIES (MSR 0x10a) for host-passthrough or host-model.
 cpu_mode = host-passthrough
 cpu_model_extra_flags = -arch-capabilities
+EOC
+else
+  echo "# TCG: QEMU's default CPU model (host-passthrough needs KVM)."
+  echo "cpu_mode = none"
+fi)
 # Migration over the hosts' own addresses: qemu+tcp://kvm-K/system to the
 # destination's libvirtd, QEMU's memory stream to its live_migration_inbound_addr.
 live_migration_scheme = tcp

@@ -38,7 +38,12 @@ for cmd in nsenter unshare ip nats-server openssl; do
   command -v "$cmd" >/dev/null || die "$cmd not found (util-linux, iproute2, nats-server: devstack/functional/install.sh)"
 done
 admin_env
-log "bringing up the test bed: $N hosts under $DVMS_HOSTS_DIR"
+virt=$(bed_virt_type)
+case "$virt" in kvm | qemu) ;; *) die "DVMS_HOSTS_VIRT_TYPE=$virt: kvm or qemu" ;; esac
+log "bringing up the test bed: $N hosts under $DVMS_HOSTS_DIR, Nova [libvirt] virt_type = $virt"
+if [ "$virt" = qemu ] && [ -z "${DVMS_HOSTS_VIRT_TYPE:-}" ]; then
+  log "NOTE: /dev/kvm here is nested PVM (module kvm_pvm): stock guest kernels do not boot under it, so the guests run on QEMU's TCG (DVMS_HOSTS_VIRT_TYPE=kvm forces KVM)"
+fi
 
 bash "$BED_DIR/root.sh"
 
