@@ -60,7 +60,7 @@ func TestAgentSaysWhenItIsBlind(t *testing.T) {
 	var logs lockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p, err := startAgent(ctx, cfg, false, &novaDeps{client: cloud, meter: cloud.Meter(), demand: src}, zerolog.New(&logs).Level(zerolog.InfoLevel))
+	p, err := startAgent(ctx, cfg, false, &novaDeps{client: cloud, meter: cloud.Meter(), demand: src}, zerolog.New(&logs).Level(zerolog.InfoLevel), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
