@@ -115,8 +115,8 @@ func runAgent(c *cli.Context) error {
 	defer signal.Stop(hup)
 
 	// systemd (Type=notify): the watchdog is fed from now on, while the
-	// agent waits for NATS, Keystone or Nova, then while its runner runs;
-	// READY=1 once it runs.
+	// agent waits for NATS, Keystone or Nova (the start timeout extended
+	// meanwhile), then while its runner runs; READY=1 once it runs.
 	svc := newSDService(newNotifier(os.LookupEnv, os.Getpid()), log)
 	sdCtx, stopSD := context.WithCancel(context.WithoutCancel(ctx))
 	var sdWG sync.WaitGroup
@@ -125,6 +125,14 @@ func runAgent(c *cli.Context) error {
 	go func() {
 		defer sdWG.Done()
 		svc.sd.watch(sdCtx, svc.alive)
+	}()
+	sdWG.Add(1)
+	go func() {
+		defer sdWG.Done()
+		const every = 10 * time.Second
+		t := time.NewTicker(every)
+		defer t.Stop()
+		svc.extendStart(sdCtx, every, t.C)
 	}()
 	svc.setStatus("starting")
 	a, err := startAgent(ctx, cfg, c.Bool("embedded-nats"), nil, log, defaultStartWait(log, svc.setStatus))

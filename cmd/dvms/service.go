@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,6 +134,25 @@ func (s *sdService) alive() bool {
 		return p.running.Load()
 	}
 	return true
+}
+
+// extendStart keeps systemd's start timeout (TimeoutStartSec, 90 s by
+// default) from killing an agent that waits for NATS, Keystone or Nova:
+// while it starts, every tick it asks for 3 more ticks
+// (EXTEND_TIMEOUT_USEC), until it is ready or ctx ends. A process that
+// stops (hangs) sends nothing and is killed at the end of the last
+// extension, or by the watchdog.
+func (s *sdService) extendStart(ctx context.Context, every time.Duration, tick <-chan time.Time) {
+	for s.agent.Load() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			if s.agent.Load() == nil {
+				s.send("EXTEND_TIMEOUT_USEC=" + strconv.FormatInt((3*every).Microseconds(), 10))
+			}
+		}
+	}
 }
 
 // ready sends READY=1 with the status line of p.

@@ -179,6 +179,28 @@ func TestSDServiceNotifications(t *testing.T) {
 		t.Error("alive with its runner stopped: the watchdog would be fed")
 	}
 
+	// The start timeout is extended while starting, not once ready.
+	svc.agent.Store(nil)
+	tick := make(chan time.Time)
+	extDone := make(chan struct{})
+	go func() { defer close(extDone); svc.extendStart(ctx, 10*time.Second, tick) }()
+	n := len(sock.all())
+	tick <- time.Time{}
+	sock.waitFor(t, n, "EXTEND_TIMEOUT_USEC=30000000")
+	svc.agent.Store(p)
+	select {
+	case tick <- time.Time{}: // taken, then it sees the agent ready and returns
+	case <-extDone:
+	}
+	<-extDone
+	// Datagrams arrive in order: a marker after the last tick shows
+	// whether the tick taken once ready sent an extension.
+	svc.send("STATUS=marker")
+	m := sock.waitFor(t, n, "STATUS=marker")
+	if ext := strings.Count(strings.Join(sock.all()[n:m], "\n"), "EXTEND_TIMEOUT_USEC"); ext != 1 {
+		t.Errorf("%d start timeout extensions, want 1 (none once ready): %q", ext, sock.all()[n:m])
+	}
+
 	ok, text := readiness("h1", true, nil)
 	if !ok || !strings.HasPrefix(text, "ready: agent of h1") {
 		t.Errorf("readiness(up) = %v %q", ok, text)
