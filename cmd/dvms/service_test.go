@@ -196,9 +196,9 @@ func TestSDServiceNotifications(t *testing.T) {
 	// Datagrams arrive in order: a marker after the last tick shows
 	// whether the tick taken once ready sent an extension.
 	svc.send("STATUS=marker")
-	m := sock.waitFor(t, n, "STATUS=marker")
-	if ext := strings.Count(strings.Join(sock.all()[n:m], "\n"), "EXTEND_TIMEOUT_USEC"); ext != 1 {
-		t.Errorf("%d start timeout extensions, want 1 (none once ready): %q", ext, sock.all()[n:m])
+	mk := sock.waitFor(t, n, "STATUS=marker")
+	if ext := strings.Count(strings.Join(sock.all()[n:mk], "\n"), "EXTEND_TIMEOUT_USEC"); ext != 1 {
+		t.Errorf("%d start timeout extensions, want 1 (none once ready): %q", ext, sock.all()[n:mk])
 	}
 
 	ok, text := readiness("h1", true, nil)
