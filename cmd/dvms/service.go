@@ -246,7 +246,9 @@ func (r *reloader) reload() reloadResult {
 		copyOption(o, &r.running, &next)
 	}
 	if len(res.applied) > 0 {
-		r.log.Info().Strs("applied", res.applied).Msg("reload: configuration applied")
+		// Logged whatever the new level (warn would hide an info line):
+		// an operator's reload is always acknowledged.
+		r.log.WithLevel(zerolog.NoLevel).Str(zerolog.LevelFieldName, "info").Strs("applied", res.applied).Msg("reload: configuration applied")
 	}
 	if len(res.restart) > 0 {
 		r.log.Warn().Strs("options", res.restart).Msg("reload: these options changed in the configuration but need a restart to apply (systemctl restart); they keep their running values")

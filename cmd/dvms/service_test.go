@@ -229,9 +229,11 @@ func TestReloadClassifiesChanges(t *testing.T) {
 	var level []zerolog.Level
 	var next fileConfig
 	var loadErr error
+	var logged strings.Builder
 	r := &reloader{
 		load: func() (fileConfig, error) { return next, loadErr }, running: base,
-		setLevel: func(l zerolog.Level) { level = append(level, l) }, log: zerolog.Nop(),
+		setLevel: func(l zerolog.Level) { level = append(level, l) },
+		log:      zerolog.New(&logged).Level(zerolog.WarnLevel), // the level a reload may have just set
 		notify: func(s string) { notes = append(notes, s) }, status: func() string { return "ready: x" },
 	}
 
@@ -249,6 +251,9 @@ func TestReloadClassifiesChanges(t *testing.T) {
 	}
 	if len(notes) != 2 || !strings.HasPrefix(notes[0], "RELOADING=1") || !strings.HasPrefix(notes[1], "READY=1\nSTATUS=ready: x") {
 		t.Errorf("notifications %q", notes)
+	}
+	if !strings.Contains(logged.String(), `"level":"info","applied":["[DEFAULT] log_level"]`) {
+		t.Errorf("the applied reload is not acknowledged at level warn: %s", logged.String())
 	}
 
 	// The same file again: the live option is already applied, the
