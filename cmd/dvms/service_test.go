@@ -234,7 +234,7 @@ func TestReloadClassifiesChanges(t *testing.T) {
 		load: func() (fileConfig, error) { return next, loadErr }, running: base,
 		setLevel: func(l zerolog.Level) { level = append(level, l) },
 		log:      zerolog.New(&logged).Level(zerolog.WarnLevel), // the level a reload may have just set
-		notify: func(s string) { notes = append(notes, s) }, status: func() string { return "ready: x" },
+		notify:   func(s string) { notes = append(notes, s) }, status: func() string { return "ready: x" },
 	}
 
 	next = base
