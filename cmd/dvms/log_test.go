@@ -56,6 +56,10 @@ func TestGlobalLogLevelReachesTheAgent(t *testing.T) {
 		app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
 		for _, c := range app.Commands {
 			if c.Name == "agent" {
+				// The commands are the package's: put the real action back
+				// for the tests that run the agent after this one.
+				action := c.Action
+				t.Cleanup(func() { c.Action = action })
 				c.Action = func(c *cli.Context) error {
 					cfg, _ := agentConfig(c)
 					got = cfg.LogLevel
