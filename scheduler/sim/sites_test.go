@@ -41,9 +41,10 @@ func TestSimulateSites(t *testing.T) {
 		// often as the ring (62 inter-site messages against 74, beside
 		// another test run).
 		c.Duration, c.TimeScale, c.Sites.Warmup = 20*time.Second, 2, 30*time.Second
-		c.Sites.Inter = 200 * time.Millisecond
+		c.Sites.Intra, c.Sites.Inter = 10*time.Millisecond, 200*time.Millisecond
 		c.Sites.N, c.Agent.NextNode = 4, policy
 		r := runKeptUp(t, c, coordsStarved)
+		t.Logf("%s: coordinates %+v, runtime %+v", policy, r.Coordinates, *r.Runtime)
 		if r.Coordinates.Pairs == 0 || r.Coordinates.Converged < 0.75 || r.Coordinates.MedianRelError > 0.5 {
 			t.Fatalf("%s: coordinates %+v", policy, r.Coordinates)
 		}
