@@ -470,7 +470,8 @@ func (c *Cluster) progress() {
 		e.moves = nil
 		e.step++
 		if e.step >= len(e.req.Plan.Steps) && e.then != nil {
-			e.then(c.outcome(e))
+			o, _, reason := c.outcome(e)
+			e.then(o, reason)
 			continue
 		}
 		if e.step >= len(e.req.Plan.Steps) || c.Crashed[e.host] {
@@ -508,22 +509,22 @@ func (c *Cluster) progress() {
 // outcome is the end of a plan as the runtime reports it
 // (node.Runner): failed moves make it Failed; skipped ones Aborted,
 // unless the event's host is no longer overloaded: solved when the
-// partition's plans moved something, vanished (scheduler.Vanished) when
-// not.
-func (c *Cluster) outcome(e *exec) (scheduler.Outcome, string) {
+// partition's plans moved something, vanished (scheduler.EndVanished)
+// when not.
+func (c *Cluster) outcome(e *exec) (scheduler.Outcome, scheduler.EndClass, string) {
 	reason := fmt.Sprintf("%d done, %d skipped, %d failed", e.done, e.skipped, e.fail)
 	switch {
 	case e.fail > 0:
-		return scheduler.Failed, reason
+		return scheduler.Failed, scheduler.EndActionFailed, reason
 	case e.skipped > 0 && e.req.Event.Kind == scheduler.Overload && !c.thresholds().Overloaded(c.Hosts[e.req.Event.Host]):
 		if e.done > 0 || e.req.Moved > 0 {
-			return scheduler.Solved, reason + "; the event's host is no longer overloaded by its own measurement"
+			return scheduler.Solved, scheduler.EndRelieved, reason + "; the event's host is no longer overloaded by its own measurement"
 		}
-		return scheduler.Aborted, reason + "; " + scheduler.Vanished + " (its host's own measurement)"
+		return scheduler.Aborted, scheduler.EndVanished, reason + "; " + scheduler.Vanished + " (its host's own measurement)"
 	case e.skipped > 0:
-		return scheduler.Aborted, reason
+		return scheduler.Aborted, scheduler.EndSkipped, reason
 	}
-	return scheduler.Solved, reason
+	return scheduler.Solved, scheduler.EndExecuted, reason
 }
 
 // planDone reports the end of an agent's plan as the runtime does
@@ -534,14 +535,14 @@ func (c *Cluster) outcome(e *exec) (scheduler.Outcome, string) {
 // and whose overload vanished by itself ends Aborted, not solved.
 func (c *Cluster) planDone(e *exec) {
 	a := c.Agents[e.host]
-	o, reason := c.outcome(e)
+	o, class, reason := c.outcome(e)
 	ev := e.req.Event
 	still := ev.Kind != scheduler.Overload || c.thresholds().Overloaded(c.Hosts[ev.Host])
 	if o == scheduler.Aborted && e.skipped > 0 && still {
-		a.PlanSkipped(e.req.PartID, e.req.Version, e.did, reason)
+		a.PlanSkipped(e.req.PartID, e.req.Version, e.did, class, reason)
 		return
 	}
-	a.PlanDone(e.req.PartID, e.req.Version, o, reason)
+	a.PlanDone(e.req.PartID, e.req.Version, o, class, reason)
 }
 
 // movedOnce records that partition part moved server, a violation if
