@@ -85,7 +85,7 @@ const (
 // endClasses maps each class to its outcome; EndUnknown has none.
 var endClasses = map[EndClass]Outcome{
 	EndExecuted: Solved, EndForceCompleted: Solved, EndNothingToDo: Solved, EndRelieved: Solved,
-	EndNoSolution: Unsolvable,
+	EndNoSolution:   Unsolvable,
 	EndActionFailed: Failed, EndMigrationAborted: Failed,
 	EndVanished: Aborted, EndSkipped: Aborted, EndUnverified: Aborted, EndAdvise: Aborted,
 	EndPaused: Aborted, EndExcluded: Aborted, EndStopping: Aborted, EndSolvedOthers: Aborted,
