@@ -13,7 +13,7 @@ import (
 // Vanished ends the reason of an event Aborted because its condition went
 // away by itself: nothing was moved for it, and its host no longer needs
 // help by its own measurement (or Nova, for a drain). Reports count such
-// events apart (IsVanished): not solved, and not a failure either.
+// events apart (EndVanished): not solved, and not a failure either.
 const Vanished = "nothing moved: the event no longer holds"
 
 // PlanDone reports the execution of a plan: Solved when every action was
