@@ -91,7 +91,7 @@ func TestReplanAfterSkippedActions(t *testing.T) {
 	rd = h2.Ready()
 	h1.Step(only(t, rd, MsgDissolve).Msg)
 	e := eventEnd(t, h1.Ready())
-	if e.Outcome != Solved || e.Event.ID != ev.ID || !strings.Contains(e.Reason, "1 re-plan") {
+	if e.Outcome != Solved || e.Class != EndExecuted || e.Event.ID != ev.ID || !strings.Contains(e.Reason, "1 re-plan") {
 		t.Fatalf("event ended %+v, want solved after 1 re-plan", e)
 	}
 	// The member's sample is stale: the plans moved servers.
@@ -117,7 +117,7 @@ func TestReplanBounded(t *testing.T) {
 		h2.PlanSkipped(req.PartID, req.Version, nil, EndSkipped, "0 done, 1 skipped, 0 failed")
 		rd := h2.Ready()
 		h1.Step(only(t, rd, MsgDissolve).Msg)
-		if e := eventEnd(t, h1.Ready()); e.Outcome != Aborted || !strings.Contains(e.Reason, "2 re-plan") {
+		if e := eventEnd(t, h1.Ready()); e.Outcome != Aborted || e.Class != EndSkipped || !strings.Contains(e.Reason, "2 re-plan") {
 			t.Fatalf("event ended %+v, want aborted after 2 re-plans", e)
 		}
 	})

@@ -417,6 +417,15 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "              %8d  %s\n", r.Events.AbortedBy[k], k)
 		}
 	}
+	if len(r.Events.EndedBy) > 0 {
+		classes := slices.Sorted(maps.Keys(r.Events.EndedBy))
+		slices.SortStableFunc(classes, func(a, b string) int { return r.Events.EndedBy[b] - r.Events.EndedBy[a] })
+		parts := make([]string, len(classes))
+		for i, k := range classes {
+			parts[i] = fmt.Sprintf("%s %d", k, r.Events.EndedBy[k])
+		}
+		fmt.Fprintf(w, "  ended by    %s\n", strings.Join(parts, ", "))
+	}
 	fmt.Fprintf(w, "  solve time  p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms (%d plans)\n",
 		r.SolveMS.P50, r.SolveMS.P95, r.SolveMS.P99, r.SolveMS.Max, r.SolveMS.Count)
 	fmt.Fprintf(w, "              simulated p50 %.1f ms  p99 %.1f ms; the solver's own time p50 %.1f ms  p99 %.1f ms (%d solves)\n",

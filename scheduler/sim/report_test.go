@@ -65,7 +65,8 @@ func TestReportGroupsByClass(t *testing.T) {
 	}
 	var b bytes.Buffer
 	rep.WriteText(&b)
-	if !strings.Contains(b.String(), "by class:") || !strings.Contains(b.String(), "       2  partition_timeout\n") {
+	if !strings.Contains(b.String(), "by class:") || !strings.Contains(b.String(), "       2  partition_timeout\n") ||
+		!strings.Contains(b.String(), "ended by    aborted/partition_timeout 2, aborted/fork 1,") {
 		t.Fatalf("the text report does not list the classes:\n%s", b.String())
 	}
 }
