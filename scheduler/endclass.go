@@ -100,10 +100,13 @@ func (c EndClass) Outcome() Outcome { return endClasses[c] }
 // Known says whether c is a class of this version.
 func (c EndClass) Known() bool { _, ok := endClasses[c]; return ok }
 
-// Of is c, or the class derived from o and reason when c is empty (a
-// record or message of an older agent, which sent no class).
+// Of is c when it is a class of this version under outcome o, else the
+// class derived from o and reason: a record or message of an older agent
+// (no class), or one whose class this version does not know or that
+// belongs to another outcome (a newer or forged sender). So a class read
+// from the bus or another agent stays in the bounded set.
 func (c EndClass) Of(o Outcome, reason string) EndClass {
-	if c != "" {
+	if c.Known() && c.Outcome() == o {
 		return c
 	}
 	return DeriveEndClass(o, reason)

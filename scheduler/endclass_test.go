@@ -50,8 +50,15 @@ func TestEndClass(t *testing.T) {
 		if got != EndUnknown && got.Outcome() != tc.o {
 			t.Errorf("%q belongs to %v, derived under %v", got, got.Outcome(), tc.o)
 		}
-		if EndClass("").Of(tc.o, tc.reason) != got || EndExecuted.Of(tc.o, tc.reason) != EndExecuted {
-			t.Errorf("Of: a class carried is kept, a missing one derived")
+		if EndClass("").Of(tc.o, tc.reason) != got || EndClass("from_a_newer_agent").Of(tc.o, tc.reason) != got {
+			t.Errorf("Of(%v, %q): a missing or unknown class is derived (%q)", tc.o, tc.reason, got)
+		}
+		if tc.o != 0 {
+			for c, o := range endClasses {
+				if want := map[bool]EndClass{true: c, false: got}[o == tc.o]; c.Of(tc.o, tc.reason) != want {
+					t.Errorf("%q.Of(%v, %q) = %q, want %q (a class is kept under its own outcome only)", c, tc.o, tc.reason, c.Of(tc.o, tc.reason), want)
+				}
+			}
 		}
 	}
 	if EndUnknown.Known() || EndUnknown.Outcome() != 0 {
