@@ -468,6 +468,9 @@ func (r *Runner) logRecord(rec scheduler.Record) {
 	if rec.Outcome != 0 {
 		e = e.Str("outcome", rec.Outcome.String())
 	}
+	if rec.Class != "" {
+		e = e.Str("class", string(rec.Class))
+	}
 	if rec.Moves > 0 {
 		e = e.Int("moves", rec.Moves)
 	}
