@@ -97,7 +97,7 @@ type exec struct {
 	done, skipped int
 	did           []scheduler.Action
 	// then, for a plan from outside (Execute), is told its end.
-	then func(scheduler.Outcome, string)
+	then func(scheduler.Outcome, scheduler.EndClass, string)
 }
 
 // deliveries is a min-heap of deliveries by (time, seq).
@@ -195,7 +195,7 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 
 // Execute runs a plan from a planner outside the agents (Options.NoAgents:
 // the oracle) with the agents' executor model; then is told its end.
-func (c *Cluster) Execute(req scheduler.ExecRequest, then func(scheduler.Outcome, string)) {
+func (c *Cluster) Execute(req scheduler.ExecRequest, then func(scheduler.Outcome, scheduler.EndClass, string)) {
 	c.execs = append(c.execs, &exec{req: req, step: -1, then: then})
 }
 
@@ -470,8 +470,7 @@ func (c *Cluster) progress() {
 		e.moves = nil
 		e.step++
 		if e.step >= len(e.req.Plan.Steps) && e.then != nil {
-			o, _, reason := c.outcome(e)
-			e.then(o, reason)
+			e.then(c.outcome(e))
 			continue
 		}
 		if e.step >= len(e.req.Plan.Steps) || c.Crashed[e.host] {
