@@ -246,10 +246,10 @@ func (a *Agent) Tick(now time.Time) {
 				a.part.Version++
 				a.reliefDone()
 			case a.phase == phWaiting && !a.merging && now.Sub(a.progress) > a.requestTimeout():
-				a.dissolve(Aborted, "request lost: no progress")
+				a.dissolve(Aborted, EndRequestLost, "request lost: no progress")
 			}
 		} else if now.Sub(a.fromLeader) > a.memberTimeout() {
-			a.dissolve(Aborted, "partition timeout: no word from leader "+p.Leader)
+			a.dissolve(Aborted, EndTimeout, "partition timeout: no word from leader "+p.Leader)
 		}
 	}
 	a.maybeStart()

@@ -267,7 +267,7 @@ func TestInitiatorCrashDissolves(t *testing.T) {
 	if h2.Partition() != nil {
 		t.Fatal("partition survived its initiator")
 	}
-	if d := records(rd, RecDissolved); len(d) != 1 || !strings.Contains(d[0].Reason, "initiator") {
+	if d := records(rd, RecDissolved); len(d) != 1 || d[0].Class != EndMemberLost || !strings.Contains(d[0].Reason, "initiator") {
 		t.Fatalf("records %+v", rd.Records)
 	}
 }
@@ -431,7 +431,7 @@ func TestRetire(t *testing.T) {
 	if h3.Partition() != nil || len(sent(rd, MsgDissolve)) == 0 {
 		t.Fatalf("retiring leader did not dissolve: %+v", rd.Messages)
 	}
-	if d := records(rd, RecDissolved); len(d) != 1 || !strings.Contains(d[0].Reason, "stopping") {
+	if d := records(rd, RecDissolved); len(d) != 1 || d[0].Class != EndStopping {
 		t.Fatalf("dissolved records %+v", d)
 	}
 }

@@ -199,7 +199,7 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		// Nothing was moved and nothing is left to do: the event
 		// vanished by itself, which is not solving it.
 		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
-		a.dissolve(Aborted, fmt.Sprintf("nothing to do on fresh snapshots after %d re-plan(s), %s", p.Replans, Vanished))
+		a.dissolve(Aborted, EndVanished, fmt.Sprintf("nothing to do on fresh snapshots after %d re-plan(s), %s", p.Replans, Vanished))
 	case sol.OK && planErr == nil && plan.Len() == 0:
 		a.solved = sol.Solved
 		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
@@ -207,7 +207,7 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		if p.Replans > 0 {
 			reason = fmt.Sprintf("nothing left to do after %d re-plan(s)", p.Replans)
 		}
-		a.dissolve(Solved, reason)
+		a.dissolve(Solved, EndNothingToDo, reason)
 	case sol.OK && planErr == nil:
 		a.solved = sol.Solved
 		released := a.releaseUnused(plan)
@@ -228,7 +228,7 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		}
 		a.record(Record{Kind: RecNoSolution, Event: p.Events[0], Reason: reason})
 		if a.lastLook {
-			a.dissolve(Unsolvable, fmt.Sprintf("no solution after %d full tours and a last look", p.Tours))
+			a.dissolve(Unsolvable, EndNoSolution, fmt.Sprintf("no solution after %d full tours and a last look", p.Tours))
 			return
 		}
 		a.forward()

@@ -7,30 +7,27 @@ package scheduler
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
 // Vanished ends the reason of an event Aborted because its condition went
 // away by itself: nothing was moved for it, and its host no longer needs
 // help by its own measurement (or Nova, for a drain). Reports count such
-// events apart (IsVanished): not solved, and not a failure either.
+// events apart (EndVanished): not solved, and not a failure either.
 const Vanished = "nothing moved: the event no longer holds"
-
-// IsVanished says whether an Aborted event's reason is Vanished's.
-func IsVanished(reason string) bool { return strings.Contains(reason, Vanished) }
 
 // PlanDone reports the execution of a plan: Solved when every action was
 // done, Failed when one failed, Aborted when re-checks skipped actions
 // (the world changed: the event is raised again if it still holds).
-func (a *Agent) PlanDone(partID string, version uint64, o Outcome, reason string) {
+// c sorts reason (EndClass).
+func (a *Agent) PlanDone(partID string, version uint64, o Outcome, c EndClass, reason string) {
 	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phExecuting {
 		return
 	}
 	if o == Solved && a.part.Replans > 0 {
 		reason = fmt.Sprintf("%s (after %d re-plan(s))", reason, a.part.Replans)
 	}
-	a.dissolve(o, reason)
+	a.dissolve(o, c, reason)
 }
 
 func (a *Agent) onDissolve(m Message) {
@@ -56,29 +53,29 @@ func (a *Agent) onDissolve(m Message) {
 		a.drop(m, "dissolution while executing")
 		return
 	}
-	a.end(m.Outcome, m.Reason, m.Solved)
+	a.end(m.Outcome, m.Class.Of(m.Outcome, m.Reason), m.Reason, m.Solved)
 }
 
 // dissolve ends the partition for every member.
-func (a *Agent) dissolve(o Outcome, reason string) {
+func (a *Agent) dissolve(o Outcome, c EndClass, reason string) {
 	p := a.part
 	var solved []string
 	if o == Solved {
 		solved = a.solved
 	}
-	a.broadcast(Message{Type: MsgDissolve, PartID: p.ID, Version: p.Version, Outcome: o, Reason: reason, Solved: solved})
+	a.broadcast(Message{Type: MsgDissolve, PartID: p.ID, Version: p.Version, Outcome: o, Reason: reason, Class: c, Solved: solved})
 	if a.leader() && (p.State == Blocked || p.Tours > 0) {
 		a.rd.Arbiter = append(a.rd.Arbiter, ArbiterRequest{Op: ArbDissolve, Part: *p.clone()})
 	}
-	a.end(o, reason, solved)
+	a.end(o, c, reason, solved)
 }
 
 // end frees this agent and settles its own event if the partition
 // carried it. A Solved partition solved only the events in solved (a
 // merged partition may solve its initiator's event but not all).
-func (a *Agent) end(o Outcome, reason string, solved []string) {
+func (a *Agent) end(o Outcome, c EndClass, reason string, solved []string) {
 	p := a.part
-	a.record(Record{Kind: RecDissolved, Outcome: o, Reason: reason})
+	a.record(Record{Kind: RecDissolved, Outcome: o, Reason: reason, Class: c})
 	a.ended[p.ID] = ended{at: a.now, version: p.Version}
 	if p.State == Finishing || a.planRan {
 		a.stale = true // the plan may have moved servers of this host
@@ -101,11 +98,11 @@ func (a *Agent) end(o Outcome, reason string, solved []string) {
 		// first (the solver's tiers): nothing says this one has no
 		// solution. It ends Aborted and is raised again at once, against
 		// the cloud as the plan left it.
-		o, reason, retryNow = Aborted, "the merged partition's plan solved other events: raised again", true
+		o, c, reason, retryNow = Aborted, EndSolvedOthers, "the merged partition's plan solved other events: raised again", true
 	}
 	a.active = nil
 	a.window = a.window[:0] // fresh samples before the next event
-	a.record(Record{Kind: RecEventEnded, Event: ev, Partition: p.ID, Version: p.Version, Size: p.size(), Outcome: o, Reason: reason, Nodes: slices.Clone(p.Nodes)})
+	a.record(Record{Kind: RecEventEnded, Event: ev, Partition: p.ID, Version: p.Version, Size: p.size(), Outcome: o, Reason: reason, Class: c, Nodes: slices.Clone(p.Nodes)})
 	if o == Solved {
 		a.backoff, a.retryAt = a.cfg.RetryBackoff, time.Time{}
 		return
@@ -134,7 +131,7 @@ func (a *Agent) Retire(now time.Time) (busy bool) {
 	case !a.leader() || a.phase == phExecuting:
 		return true
 	}
-	a.dissolve(Aborted, "leader "+a.cfg.ID+" is stopping")
+	a.dissolve(Aborted, EndStopping, "leader "+a.cfg.ID+" is stopping")
 	return false
 }
 
@@ -153,4 +150,4 @@ func (a *Agent) Control(paused, excluded bool) {
 func (a *Agent) Retired() bool { return a.retired }
 
 // leave frees this agent without telling anyone (it was removed).
-func (a *Agent) leave() { a.end(Aborted, "removed from the partition", nil) }
+func (a *Agent) leave() { a.end(Aborted, EndMemberLost, "removed from the partition", nil) }

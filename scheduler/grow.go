@@ -79,7 +79,7 @@ func (a *Agent) onGrow(m Message) {
 			// This agent leads the fork: it lets it go and takes the
 			// partition's real request as a free node would, else the
 			// request would end here and its leader call it lost.
-			a.end(Aborted, fmt.Sprintf("fork of %s at version %d: the partition goes on at %d", mine.ID, mine.Version, p.Version), nil)
+			a.end(Aborted, EndFork, fmt.Sprintf("fork of %s at version %d: the partition goes on at %d", mine.ID, mine.Version, p.Version), nil)
 			a.onGrow(m)
 			return
 		}

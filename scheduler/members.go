@@ -22,9 +22,9 @@ func (a *Agent) MemberDown(id string) {
 	}
 	switch {
 	case id == p.Initiator && a.leader():
-		a.dissolve(Aborted, "initiator "+id+" crashed")
+		a.dissolve(Aborted, EndMemberLost, "initiator "+id+" crashed")
 	case id == p.Leader:
-		a.dissolve(Aborted, "leader "+id+" crashed")
+		a.dissolve(Aborted, EndMemberLost, "leader "+id+" crashed")
 	case a.leader():
 		a.removeMember(id, "crashed")
 	}
@@ -97,7 +97,7 @@ func (a *Agent) memberTimeout() time.Duration {
 func (a *Agent) removeMember(id, why string) {
 	p := a.part
 	if id == p.Initiator {
-		a.dissolve(Aborted, "initiator "+id+" "+why)
+		a.dissolve(Aborted, EndMemberLost, "initiator "+id+" "+why)
 		return
 	}
 	p.Nodes = slices.DeleteFunc(p.Nodes, func(n string) bool { return n == id })

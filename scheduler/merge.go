@@ -93,7 +93,7 @@ func (a *Agent) wasAbsorbed(id, into string) {
 	if !a.leader() || a.part.ID != id {
 		return
 	}
-	a.end(Aborted, "absorbed into "+into+" (the absorption message was lost)", nil)
+	a.end(Aborted, EndAbsorbedLost, "absorbed into "+into+" (the absorption message was lost)", nil)
 }
 
 // merged applies a committed merge: the absorbed partition's nodes join.

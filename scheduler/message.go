@@ -163,6 +163,9 @@ type Message struct {
 	Met     bool    `json:",omitempty"`
 	Outcome Outcome `json:",omitempty"`
 	Reason  string  `json:",omitempty"`
+	// Class sorts Reason (Dissolve); an older agent sends none (see
+	// EndClass.Of).
+	Class EndClass `json:",omitempty"`
 	// Solved lists the events a Solved dissolution solved (Dissolve).
 	Solved []string `json:",omitempty"`
 }

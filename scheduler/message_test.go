@@ -108,7 +108,7 @@ func answer(a *Agent) {
 			a.SolveDone(req.PartID, req.Version, sol, plan, err)
 		}
 		for _, req := range rd.Execute {
-			a.PlanDone(req.PartID, req.Version, Solved, "done")
+			a.PlanDone(req.PartID, req.Version, Solved, EndExecuted, "done")
 		}
 		for _, req := range rd.Arbiter {
 			nodes := slices.Clone(req.Part.Nodes)

@@ -118,6 +118,9 @@ type Record struct {
 	Moves     int
 	Outcome   Outcome
 	Reason    string
+	// Class sorts why the event or partition ended (RecEventEnded,
+	// RecDissolved); Reason says it for people.
+	Class EndClass
 	// Nodes of the partition, on RecBlocked and RecEventEnded records.
 	Nodes []string
 	// Absorbed names the partition absorbed (RecMergeCommitted).

@@ -29,7 +29,9 @@ const maxReplans = 2
 // end the event Aborted as before. A re-plan that finds nothing left to
 // do ends Solved only if some action of the partition's plans was done:
 // an overload that vanished by itself was not solved (see SolveDone).
-func (a *Agent) PlanSkipped(partID string, version uint64, done []Action, reason string) {
+//
+// c sorts reason, should the event end (EndClass).
+func (a *Agent) PlanSkipped(partID string, version uint64, done []Action, c EndClass, reason string) {
 	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phExecuting {
 		return
 	}
@@ -39,7 +41,7 @@ func (a *Agent) PlanSkipped(partID string, version uint64, done []Action, reason
 		if p.Replans > 0 {
 			reason = fmt.Sprintf("%s (after %d re-plan(s))", reason, p.Replans)
 		}
-		a.dissolve(Aborted, reason)
+		a.dissolve(Aborted, c, reason)
 		return
 	}
 	p.Replans++

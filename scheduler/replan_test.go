@@ -72,7 +72,7 @@ func eventEnd(t *testing.T, rd Ready) Record {
 // event can still end Solved.
 func TestReplanAfterSkippedActions(t *testing.T) {
 	h1, h2, ev, req := executing(t)
-	h2.PlanSkipped(req.PartID, req.Version, nil, "0 done, 1 skipped, 0 failed")
+	h2.PlanSkipped(req.PartID, req.Version, nil, EndSkipped, "0 done, 1 skipped, 0 failed")
 	if p := h2.Partition(); p == nil || p.Version != req.Version+1 || p.State != Growing {
 		t.Fatalf("partition after the skipped plan %+v", p)
 	}
@@ -87,11 +87,11 @@ func TestReplanAfterSkippedActions(t *testing.T) {
 	}
 	h1.Step(only(t, rd, MsgUpdate).Msg)
 	h1.Ready()
-	h2.PlanDone(rd.Execute[0].PartID, rd.Execute[0].Version, Solved, "1 done, 0 skipped, 0 failed")
+	h2.PlanDone(rd.Execute[0].PartID, rd.Execute[0].Version, Solved, EndExecuted, "1 done, 0 skipped, 0 failed")
 	rd = h2.Ready()
 	h1.Step(only(t, rd, MsgDissolve).Msg)
 	e := eventEnd(t, h1.Ready())
-	if e.Outcome != Solved || e.Event.ID != ev.ID || !strings.Contains(e.Reason, "1 re-plan") {
+	if e.Outcome != Solved || e.Class != EndExecuted || e.Event.ID != ev.ID || !strings.Contains(e.Reason, "1 re-plan") {
 		t.Fatalf("event ended %+v, want solved after 1 re-plan", e)
 	}
 	// The member's sample is stale: the plans moved servers.
@@ -106,7 +106,7 @@ func TestReplanBounded(t *testing.T) {
 	t.Run("bound", func(t *testing.T) {
 		h1, h2, _, req := executing(t)
 		for i := 0; i < maxReplans; i++ {
-			h2.PlanSkipped(req.PartID, req.Version, nil, "0 done, 1 skipped, 0 failed")
+			h2.PlanSkipped(req.PartID, req.Version, nil, EndSkipped, "0 done, 1 skipped, 0 failed")
 			sr := replanCollect(t, h1, h2)
 			h2.SolveDone(sr.PartID, sr.Version, Solution{OK: true, Solved: []string{req.Event.ID}}, movePlan("h1-s", "h1", "h2"), nil)
 			rd := h2.Ready()
@@ -114,10 +114,10 @@ func TestReplanBounded(t *testing.T) {
 			h1.Step(only(t, rd, MsgUpdate).Msg)
 			h1.Ready()
 		}
-		h2.PlanSkipped(req.PartID, req.Version, nil, "0 done, 1 skipped, 0 failed")
+		h2.PlanSkipped(req.PartID, req.Version, nil, EndSkipped, "0 done, 1 skipped, 0 failed")
 		rd := h2.Ready()
 		h1.Step(only(t, rd, MsgDissolve).Msg)
-		if e := eventEnd(t, h1.Ready()); e.Outcome != Aborted || !strings.Contains(e.Reason, "2 re-plan") {
+		if e := eventEnd(t, h1.Ready()); e.Outcome != Aborted || e.Class != EndSkipped || !strings.Contains(e.Reason, "2 re-plan") {
 			t.Fatalf("event ended %+v, want aborted after 2 re-plans", e)
 		}
 	})
@@ -126,7 +126,7 @@ func TestReplanBounded(t *testing.T) {
 		if busy := h2.Retire(t0); !busy {
 			t.Fatal("a leader executing a plan is busy")
 		}
-		h2.PlanSkipped(req.PartID, req.Version, nil, "0 done, 1 skipped, 0 failed")
+		h2.PlanSkipped(req.PartID, req.Version, nil, EndSkipped, "0 done, 1 skipped, 0 failed")
 		rd := h2.Ready()
 		if len(records(rd, RecReplanning)) != 0 {
 			t.Fatal("a stopping leader re-planned")
@@ -152,7 +152,7 @@ func TestReplanNothingToDo(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h1, h2, ev, req := executing(t)
-			h2.PlanSkipped(req.PartID, req.Version, tc.done, "skipped")
+			h2.PlanSkipped(req.PartID, req.Version, tc.done, EndSkipped, "skipped")
 			sr := replanCollect(t, h1, h2)
 			h2.SolveDone(sr.PartID, sr.Version, Solution{OK: true, Reason: "nothing to do", Solved: []string{ev.ID}}, Plan{}, nil)
 			h1.Step(only(t, h2.Ready(), MsgDissolve).Msg)
@@ -167,7 +167,7 @@ func TestReplanNothingToDo(t *testing.T) {
 // its servers as of its last read from Nova.
 func TestReplanSnapshotsShowMovesDone(t *testing.T) {
 	h1, h2, _, req := executing(t)
-	h2.PlanSkipped(req.PartID, req.Version, movePlan("h1-s", "h1", "h2").Steps[0], "1 done, 1 skipped, 0 failed")
+	h2.PlanSkipped(req.PartID, req.Version, movePlan("h1-s", "h1", "h2").Steps[0], EndSkipped, "1 done, 1 skipped, 0 failed")
 	sr := replanCollect(t, h1, h2)
 	ids := func(name string) []string {
 		var out []string
@@ -213,7 +213,7 @@ func TestReplanSnapshotsShowMovesDone(t *testing.T) {
 func TestReplanWithoutSolutionGrows(t *testing.T) {
 	h1, h2, ev, req := executing(t)
 	done := movePlan("h1-s", "h1", "h2").Steps[0]
-	h2.PlanSkipped(req.PartID, req.Version, done, "1 done, 1 skipped, 0 failed")
+	h2.PlanSkipped(req.PartID, req.Version, done, EndSkipped, "1 done, 1 skipped, 0 failed")
 	sr := replanCollect(t, h1, h2)
 	h2.SolveDone(sr.PartID, sr.Version, Solution{Reason: "no viable placement in the partition"}, Plan{}, nil)
 	g := only(t, h2.Ready(), MsgGrow)

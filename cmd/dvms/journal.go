@@ -20,19 +20,22 @@ const (
 // has raised and ended, the leader that planned it has planned and the
 // actions; `dvms events` joins the entries of every agent by ID.
 type eventEntry struct {
-	ID        string     `json:"id"`
-	Kind      string     `json:"kind"`
-	Host      string     `json:"host"`
-	Agent     string     `json:"agent"` // the agent that kept this entry
-	Raised    time.Time  `json:"raised"`
-	Planned   *time.Time `json:"planned,omitempty"`
-	Ended     *time.Time `json:"ended,omitempty"`
-	Outcome   string     `json:"outcome,omitempty"`
-	Reason    string     `json:"reason,omitempty"`
-	Partition string     `json:"partition,omitempty"`
-	Size      int        `json:"size,omitempty"`
-	Moves     int        `json:"moves,omitempty"`
-	Leader    string     `json:"leader,omitempty"` // the agent that planned it
+	ID      string     `json:"id"`
+	Kind    string     `json:"kind"`
+	Host    string     `json:"host"`
+	Agent   string     `json:"agent"` // the agent that kept this entry
+	Raised  time.Time  `json:"raised"`
+	Planned *time.Time `json:"planned,omitempty"`
+	Ended   *time.Time `json:"ended,omitempty"`
+	Outcome string     `json:"outcome,omitempty"`
+	// Class sorts Reason (scheduler.EndClass); an older agent's entry has
+	// none: readers derive it (endClassOf).
+	Class     string `json:"class,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Partition string `json:"partition,omitempty"`
+	Size      int    `json:"size,omitempty"`
+	Moves     int    `json:"moves,omitempty"`
+	Leader    string `json:"leader,omitempty"` // the agent that planned it
 	// PlanReason is the solver's reason for the plan.
 	PlanReason string        `json:"plan_reason,omitempty"`
 	Steps      []eventStep   `json:"steps,omitempty"`
@@ -47,6 +50,7 @@ type eventStep struct {
 	At     time.Time `json:"at"`
 	Agent  string    `json:"agent"`
 	Record string    `json:"record"`
+	Class  string    `json:"class,omitempty"` // scheduler.EndClass of a dissolved or event-ended record
 	Reason string    `json:"reason,omitempty"`
 }
 
@@ -120,6 +124,7 @@ type followUpdate struct {
 	Kind   string       `json:"kind"`
 	Host   string       `json:"host"`
 	Record string       `json:"record,omitempty"`
+	Class  string       `json:"class,omitempty"` // scheduler.EndClass of a dissolved or event-ended record
 	Reason string       `json:"reason,omitempty"`
 	Action *actionEntry `json:"action,omitempty"`
 }
@@ -158,7 +163,7 @@ func (j *journal) noteRecord(r scheduler.Record) (followUpdate, bool) {
 		e.Planned, e.Leader, e.Moves, e.PlanReason = &now, j.host, r.Moves, r.Reason
 	case scheduler.RecEventEnded:
 		e.Ended = &now
-		e.Outcome, e.Reason = r.Outcome.String(), r.Reason
+		e.Outcome, e.Class, e.Reason = r.Outcome.String(), string(r.Class), r.Reason
 	}
 	if r.Partition != "" {
 		e.Partition = r.Partition
@@ -167,9 +172,9 @@ func (j *journal) noteRecord(r scheduler.Record) (followUpdate, bool) {
 		e.Size = r.Size
 	}
 	if len(e.Steps) < journalSteps {
-		e.Steps = append(e.Steps, eventStep{At: now, Agent: j.host, Record: r.Kind.String(), Reason: r.Reason})
+		e.Steps = append(e.Steps, eventStep{At: now, Agent: j.host, Record: r.Kind.String(), Class: string(r.Class), Reason: r.Reason})
 	}
-	return followUpdate{V: 1, Agent: j.host, At: now, Event: e.ID, Kind: e.Kind, Host: e.Host, Record: r.Kind.String(), Reason: r.Reason}, true
+	return followUpdate{V: 1, Agent: j.host, At: now, Event: e.ID, Kind: e.Kind, Host: e.Host, Record: r.Kind.String(), Class: string(r.Class), Reason: r.Reason}, true
 }
 
 // exec notes the actions of ev's plan once it was executed.
@@ -229,4 +234,15 @@ func sortEntries(es []eventEntry) {
 		}
 		return 0
 	})
+}
+
+// endClassOf is the class of e's end: the one its agent recorded, or,
+// for an entry of an older agent (no class), the one derived from its
+// outcome and reason (scheduler.DeriveEndClass: "unknown" when its text
+// says nothing known); "" while the event has not ended.
+func endClassOf(e eventEntry) string {
+	if e.Outcome == "" {
+		return ""
+	}
+	return string(scheduler.EndClass(e.Class).Of(scheduler.ParseOutcome(e.Outcome), e.Reason))
 }

@@ -80,7 +80,7 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 	m.raised = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_events_raised_total",
 		Help: "Events this agent raised on its host, by kind."}, []string{"kind"})
 	m.ended = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_events_ended_total",
-		Help: "Events of this agent's host that ended, by kind and outcome."}, []string{"kind", "outcome"})
+		Help: "Events of this agent's host that ended, by kind, outcome and class (why: executed, relieved, vanished, skipped, partition_timeout...)."}, []string{"kind", "outcome", "class"})
 	m.solveTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dvms_event_solve_seconds",
 		Help: "Time to solve: from an event's detection to its plan, on the agent that planned it.", Buckets: eventBuckets}, []string{"kind"})
 	m.fixTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dvms_event_fix_seconds",
@@ -244,7 +244,7 @@ func (m *agentMetrics) record(r scheduler.Record, now time.Time) {
 		}
 	case scheduler.RecEventEnded:
 		o := r.Outcome.String()
-		m.ended.WithLabelValues(kind, o).Inc()
+		m.ended.WithLabelValues(kind, o, string(r.Class.Of(r.Outcome, r.Reason))).Inc()
 		if !r.Event.Detected.IsZero() {
 			m.fixTime.WithLabelValues(kind, o).Observe(max(0, now.Sub(r.Event.Detected).Seconds()))
 		}

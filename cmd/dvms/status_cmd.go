@@ -216,9 +216,9 @@ func statusTables(reps []agentReport, now time.Time) []table {
 	if len(evs) > statusEvents {
 		evs = evs[len(evs)-statusEvents:]
 	}
-	events := table{Name: "events", Columns: []string{"Event", "Kind", "Host", "Raised", "Outcome", "Moves", "Reason"}}
+	events := table{Name: "events", Columns: []string{"Event", "Kind", "Host", "Raised", "Outcome", "Class", "Moves", "Reason"}}
 	for _, e := range evs {
-		events.Rows = append(events.Rows, []any{e.ID, e.Kind, e.Host, stamp(e.Raised), outcomeOf(e), e.Moves, e.Reason})
+		events.Rows = append(events.Rows, []any{e.ID, e.Kind, e.Host, stamp(e.Raised), outcomeOf(e), e.Class, e.Moves, e.Reason})
 	}
 	return []table{agents, controlTable(reps), parts, arbiter, events}
 }
@@ -281,7 +281,7 @@ func joinEvents(reps []agentReport) []eventEntry {
 				j.Planned, j.Leader, j.Moves, j.PlanReason = e.Planned, e.Leader, e.Moves, e.PlanReason
 			}
 			if e.Ended != nil && (j.Ended == nil || e.Ended.After(*j.Ended)) {
-				j.Ended, j.Outcome, j.Reason = e.Ended, e.Outcome, e.Reason
+				j.Ended, j.Outcome, j.Class, j.Reason = e.Ended, e.Outcome, e.Class, e.Reason
 			}
 			if e.Host == e.Agent { // the raising agent's view of the partition
 				j.Partition, j.Size = e.Partition, e.Size
@@ -295,6 +295,7 @@ func joinEvents(reps []agentReport) []eventEntry {
 		e := byID[id]
 		slices.SortStableFunc(e.Steps, func(a, b eventStep) int { return a.At.Compare(b.At) })
 		slices.SortStableFunc(e.Actions, func(a, b actionEntry) int { return a.Ended.Compare(b.Ended) })
+		e.Class = endClassOf(*e) // an older agent's entry has none
 		out = append(out, *e)
 	}
 	sortEntries(out)
@@ -375,6 +376,9 @@ func writeUpdate(w io.Writer, format string, u followUpdate) {
 		return
 	}
 	what := u.Record
+	if u.Class != "" {
+		what += "[" + u.Class + "]" // event-ended[vanished]
+	}
 	if u.Reason != "" {
 		what += ": " + u.Reason
 	}
@@ -479,7 +483,7 @@ func filterHost(es []eventEntry, host string) []eventEntry {
 }
 
 func eventsTable(es []eventEntry, steps bool) table {
-	t := table{Name: "events", Columns: []string{"Event", "Kind", "Host", "Raised", "Planned", "Ended", "Outcome", "Reason", "Partition", "Size", "Leader", "Actions"}}
+	t := table{Name: "events", Columns: []string{"Event", "Kind", "Host", "Raised", "Planned", "Ended", "Outcome", "Class", "Reason", "Partition", "Size", "Leader", "Actions"}}
 	if steps {
 		t.Columns = append(t.Columns, "Steps")
 	}
@@ -494,12 +498,15 @@ func eventsTable(es []eventEntry, steps bool) table {
 		if acts == nil {
 			acts = []orderedMap{}
 		}
-		row := []any{e.ID, e.Kind, e.Host, stamp(e.Raised), stampPtr(e.Planned), stampPtr(e.Ended), outcomeOf(e), e.Reason,
+		row := []any{e.ID, e.Kind, e.Host, stamp(e.Raised), stampPtr(e.Planned), stampPtr(e.Ended), outcomeOf(e), e.Class, e.Reason,
 			e.Partition, e.Size, e.Leader, acts}
 		if steps {
 			var ss []string
 			for _, s := range e.Steps {
 				line := s.At.UTC().Format("15:04:05.000") + " " + s.Agent + " " + s.Record
+				if s.Class != "" {
+					line += "[" + s.Class + "]"
+				}
 				if s.Reason != "" {
 					line += ": " + s.Reason
 				}

@@ -97,7 +97,7 @@ type exec struct {
 	done, skipped int
 	did           []scheduler.Action
 	// then, for a plan from outside (Execute), is told its end.
-	then func(scheduler.Outcome, string)
+	then func(scheduler.Outcome, scheduler.EndClass, string)
 }
 
 // deliveries is a min-heap of deliveries by (time, seq).
@@ -195,7 +195,7 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 
 // Execute runs a plan from a planner outside the agents (Options.NoAgents:
 // the oracle) with the agents' executor model; then is told its end.
-func (c *Cluster) Execute(req scheduler.ExecRequest, then func(scheduler.Outcome, string)) {
+func (c *Cluster) Execute(req scheduler.ExecRequest, then func(scheduler.Outcome, scheduler.EndClass, string)) {
 	c.execs = append(c.execs, &exec{req: req, step: -1, then: then})
 }
 
@@ -508,22 +508,22 @@ func (c *Cluster) progress() {
 // outcome is the end of a plan as the runtime reports it
 // (node.Runner): failed moves make it Failed; skipped ones Aborted,
 // unless the event's host is no longer overloaded: solved when the
-// partition's plans moved something, vanished (scheduler.Vanished) when
-// not.
-func (c *Cluster) outcome(e *exec) (scheduler.Outcome, string) {
+// partition's plans moved something, vanished (scheduler.EndVanished)
+// when not.
+func (c *Cluster) outcome(e *exec) (scheduler.Outcome, scheduler.EndClass, string) {
 	reason := fmt.Sprintf("%d done, %d skipped, %d failed", e.done, e.skipped, e.fail)
 	switch {
 	case e.fail > 0:
-		return scheduler.Failed, reason
+		return scheduler.Failed, scheduler.EndActionFailed, reason
 	case e.skipped > 0 && e.req.Event.Kind == scheduler.Overload && !c.thresholds().Overloaded(c.Hosts[e.req.Event.Host]):
 		if e.done > 0 || e.req.Moved > 0 {
-			return scheduler.Solved, reason + "; the event's host is no longer overloaded by its own measurement"
+			return scheduler.Solved, scheduler.EndRelieved, reason + "; the event's host is no longer overloaded by its own measurement"
 		}
-		return scheduler.Aborted, reason + "; " + scheduler.Vanished + " (its host's own measurement)"
+		return scheduler.Aborted, scheduler.EndVanished, reason + "; " + scheduler.Vanished + " (its host's own measurement)"
 	case e.skipped > 0:
-		return scheduler.Aborted, reason
+		return scheduler.Aborted, scheduler.EndSkipped, reason
 	}
-	return scheduler.Solved, reason
+	return scheduler.Solved, scheduler.EndExecuted, reason
 }
 
 // planDone reports the end of an agent's plan as the runtime does
@@ -534,14 +534,14 @@ func (c *Cluster) outcome(e *exec) (scheduler.Outcome, string) {
 // and whose overload vanished by itself ends Aborted, not solved.
 func (c *Cluster) planDone(e *exec) {
 	a := c.Agents[e.host]
-	o, reason := c.outcome(e)
+	o, class, reason := c.outcome(e)
 	ev := e.req.Event
 	still := ev.Kind != scheduler.Overload || c.thresholds().Overloaded(c.Hosts[ev.Host])
 	if o == scheduler.Aborted && e.skipped > 0 && still {
-		a.PlanSkipped(e.req.PartID, e.req.Version, e.did, reason)
+		a.PlanSkipped(e.req.PartID, e.req.Version, e.did, class, reason)
 		return
 	}
-	a.PlanDone(e.req.PartID, e.req.Version, o, reason)
+	a.PlanDone(e.req.PartID, e.req.Version, o, class, reason)
 }
 
 // movedOnce records that partition part moved server, a violation if

@@ -211,7 +211,7 @@ func TestLongTourNotCalledLost(t *testing.T) {
 	c.RunUntil(3*time.Minute, func() bool { return len(c.Overloaded()) == 0 && c.Idle() })
 	lost := 0
 	for _, r := range c.Records {
-		if r.Kind == scheduler.RecDissolved && strings.HasPrefix(r.Reason, "request lost") {
+		if r.Kind == scheduler.RecDissolved && r.Class == scheduler.EndRequestLost {
 			lost++
 		}
 	}

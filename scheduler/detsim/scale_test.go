@@ -88,7 +88,7 @@ func TestSaturatedAtScale(t *testing.T) {
 			switch {
 			case r.Kind == scheduler.RecBlocked:
 				blocked[r.Partition] = r
-			case r.Kind == scheduler.RecDissolved && strings.HasPrefix(r.Reason, "request lost"):
+			case r.Kind == scheduler.RecDissolved && r.Class == scheduler.EndRequestLost:
 				lost++
 			case r.Kind == scheduler.RecEventEnded && r.Outcome == scheduler.Unsolvable:
 				nodes := slices.Clone(r.Nodes)

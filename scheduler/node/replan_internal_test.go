@@ -38,9 +38,12 @@ func TestReplannable(t *testing.T) {
 	}
 }
 
-// How a plan's execution ends its event: an event that no longer holds is
-// solved when something was moved for it, vanished when nothing was; one
-// that could not be verified is aborted as such, not as vanished.
+// How a plan's execution ends its event, and its class: an event that
+// no longer holds is solved (relieved) when something was moved for it,
+// vanished when nothing was; one that could not be verified is aborted
+// as such, not as vanished. Each end's reason, read as an older agent's
+// (no class), derives the same class: `dvms events` and the metrics sort
+// a mixed fleet's records alike.
 func TestPlanOutcome(t *testing.T) {
 	done := ActionResult{Outcome: ActionDone, Class: ReasonNone}
 	skipped := func(c ReasonClass) ActionResult { return ActionResult{Outcome: ActionSkipped, Class: c} }
@@ -50,19 +53,23 @@ func TestPlanOutcome(t *testing.T) {
 		actions           []ActionResult
 		earlier, relieved bool
 		want              scheduler.Outcome // 0: a re-plan
-		vanished          bool
+		class             scheduler.EndClass
 	}{
-		{name: "all done", actions: []ActionResult{done}, want: scheduler.Solved},
-		{name: "one failed", actions: []ActionResult{done, failed}, want: scheduler.Failed},
-		{name: "event gone, nothing moved", actions: []ActionResult{skipped(ReasonEvent)}, want: scheduler.Aborted, vanished: true},
-		{name: "event gone after an earlier plan's moves", actions: []ActionResult{skipped(ReasonEvent)}, earlier: true, want: scheduler.Solved},
-		{name: "event unverified", actions: []ActionResult{skipped(ReasonEventUnverified)}, want: scheduler.Aborted},
-		{name: "unverified, though relieved", actions: []ActionResult{skipped(ReasonEventUnverified)}, relieved: true, want: scheduler.Aborted},
-		{name: "read failed after a move, relieved", actions: []ActionResult{done, skipped(ReasonReadFailed)}, relieved: true, want: scheduler.Solved},
-		{name: "read failed, still overloaded", actions: []ActionResult{done, skipped(ReasonReadFailed)}, want: scheduler.Aborted},
-		{name: "destination full, relieved by the move done", actions: []ActionResult{done, skipped(ReasonOverload)}, relieved: true, want: scheduler.Solved},
-		{name: "destination full, still overloaded", actions: []ActionResult{skipped(ReasonOverload)}, want: 0},
-		{name: "paused", actions: []ActionResult{skipped(ReasonPaused)}, want: scheduler.Aborted},
+		{name: "all done", actions: []ActionResult{done}, want: scheduler.Solved, class: scheduler.EndExecuted},
+		{name: "one failed", actions: []ActionResult{done, failed}, want: scheduler.Failed, class: scheduler.EndActionFailed},
+		{name: "event gone, nothing moved", actions: []ActionResult{skipped(ReasonEvent)}, want: scheduler.Aborted, class: scheduler.EndVanished},
+		{name: "event gone after an earlier plan's moves", actions: []ActionResult{skipped(ReasonEvent)}, earlier: true, want: scheduler.Solved, class: scheduler.EndRelieved},
+		{name: "event unverified", actions: []ActionResult{skipped(ReasonEventUnverified)}, want: scheduler.Aborted, class: scheduler.EndUnverified},
+		{name: "unverified, though relieved", actions: []ActionResult{skipped(ReasonEventUnverified)}, relieved: true, want: scheduler.Aborted, class: scheduler.EndUnverified},
+		{name: "read failed after a move, relieved", actions: []ActionResult{done, skipped(ReasonReadFailed)}, relieved: true, want: scheduler.Solved, class: scheduler.EndRelieved},
+		{name: "read failed, still overloaded", actions: []ActionResult{done, skipped(ReasonReadFailed)}, want: scheduler.Aborted, class: scheduler.EndUnverified},
+		{name: "destination full, relieved by the move done", actions: []ActionResult{done, skipped(ReasonOverload)}, relieved: true, want: scheduler.Solved, class: scheduler.EndRelieved},
+		{name: "destination full, still overloaded", actions: []ActionResult{skipped(ReasonOverload)}, want: 0, class: scheduler.EndSkipped},
+		{name: "paused", actions: []ActionResult{skipped(ReasonPaused)}, want: scheduler.Aborted, class: scheduler.EndPaused},
+		{name: "excluded", actions: []ActionResult{skipped(ReasonExcluded)}, want: scheduler.Aborted, class: scheduler.EndExcluded},
+		{name: "advise", actions: []ActionResult{skipped(ReasonAdvise)}, want: scheduler.Aborted, class: scheduler.EndAdvise},
+		{name: "stopping", actions: []ActionResult{skipped(ReasonStopping)}, want: scheduler.Aborted, class: scheduler.EndStopping},
+		{name: "cancelled", actions: []ActionResult{skipped(ReasonCancelled)}, want: scheduler.Aborted, class: scheduler.EndSkipped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := ExecResult{Actions: tc.actions}
@@ -76,19 +83,29 @@ func TestPlanOutcome(t *testing.T) {
 					res.Failed++
 				}
 			}
-			o, reason, replan := planOutcome(res, tc.earlier, true, func() bool { return tc.relieved })
+			o, c, reason, replan := planOutcome(res, tc.earlier, true, func() bool { return tc.relieved })
 			if replan != (tc.want == 0) || !replan && o != tc.want {
 				t.Fatalf("%v %q (re-plan %v), want %v", o, reason, replan, tc.want)
 			}
-			if got := scheduler.IsVanished(reason); got != tc.vanished {
-				t.Fatalf("reason %q vanished = %v, want %v", reason, got, tc.vanished)
+			of := o // the class belongs to the outcome; a re-plan's to the abort should the re-plans run out
+			if replan {
+				of = scheduler.Aborted
+			}
+			if c != tc.class || c.Outcome() != of {
+				t.Fatalf("%v %q: class %q (its outcome %v), want %q", o, reason, c, c.Outcome(), tc.class)
+			}
+			if replan {
+				return
+			}
+			if got := scheduler.DeriveEndClass(o, reason); got != c {
+				t.Fatalf("%v %q read as an older agent's: class %q, want %q", o, reason, got, c)
 			}
 		})
 	}
 	// A stopping agent does not re-plan.
-	o, _, replan := planOutcome(ExecResult{Actions: []ActionResult{skipped(ReasonOverload)}, Skipped: 1}, false, false, func() bool { return false })
-	if replan || o != scheduler.Aborted {
-		t.Fatalf("stopping: %v, re-plan %v; want aborted", o, replan)
+	o, c, _, replan := planOutcome(ExecResult{Actions: []ActionResult{skipped(ReasonOverload)}, Skipped: 1}, false, false, func() bool { return false })
+	if replan || o != scheduler.Aborted || c != scheduler.EndSkipped {
+		t.Fatalf("stopping: %v %q, re-plan %v; want aborted, skipped", o, c, replan)
 	}
 }
 
@@ -99,13 +116,13 @@ func TestPlanOutcome(t *testing.T) {
 func TestPlanOutcomeSaysForcedAndAborted(t *testing.T) {
 	forced := ActionResult{Action: scheduler.Action{Server: "s1"}, Outcome: ActionDone, Class: ReasonForceCompleted, Reason: "force_complete by dvms: not converging"}
 	aborted := ActionResult{Action: scheduler.Action{Server: "s2"}, Outcome: ActionFailed, Class: ReasonMigrationAborted, Reason: "abort by dvms (...): server ACTIVE on h1 (its source)"}
-	o, reason, _ := planOutcome(ExecResult{Actions: []ActionResult{forced}, Done: 1}, false, true, func() bool { return false })
-	if o != scheduler.Solved || reason != "1 done, 0 skipped, 0 failed; force_completed 1" {
-		t.Errorf("forced: %s %q", o, reason)
+	o, c, reason, _ := planOutcome(ExecResult{Actions: []ActionResult{forced}, Done: 1}, false, true, func() bool { return false })
+	if o != scheduler.Solved || c != scheduler.EndForceCompleted || scheduler.DeriveEndClass(o, reason) != c || reason != "1 done, 0 skipped, 0 failed; force_completed 1" {
+		t.Errorf("forced: %s %q %q", o, c, reason)
 	}
-	o, reason, _ = planOutcome(ExecResult{Actions: []ActionResult{forced, aborted}, Done: 1, Failed: 1}, false, true, func() bool { return false })
-	if o != scheduler.Failed || !strings.HasPrefix(reason, "1 done, 0 skipped, 1 failed; force_completed 1; migration_aborted 1 (s2: abort by dvms") ||
+	o, c, reason, _ = planOutcome(ExecResult{Actions: []ActionResult{forced, aborted}, Done: 1, Failed: 1}, false, true, func() bool { return false })
+	if o != scheduler.Failed || c != scheduler.EndMigrationAborted || scheduler.DeriveEndClass(o, reason) != c || !strings.HasPrefix(reason, "1 done, 0 skipped, 1 failed; force_completed 1; migration_aborted 1 (s2: abort by dvms") ||
 		!strings.Contains(reason, "ACTIVE on h1") {
-		t.Errorf("aborted: %s %q", o, reason)
+		t.Errorf("aborted: %s %q %q", o, c, reason)
 	}
 }

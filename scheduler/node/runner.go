@@ -468,6 +468,9 @@ func (r *Runner) logRecord(rec scheduler.Record) {
 	if rec.Outcome != 0 {
 		e = e.Str("outcome", rec.Outcome.String())
 	}
+	if rec.Class != "" {
+		e = e.Str("class", string(rec.Class))
+	}
 	if rec.Moves > 0 {
 		e = e.Int("moves", rec.Moves)
 	}
@@ -517,15 +520,15 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 		if r.d.Hooks.OnExec != nil {
 			r.d.Hooks.OnExec(r.agent.ID(), req.Event, res)
 		}
-		o, reason, replan := planOutcome(res, req.Moved > 0, ctx.Err() == nil, func() bool { return r.exec.Relieved(ctx, req.Event, req.Plan) })
+		o, c, reason, replan := planOutcome(res, req.Moved > 0, ctx.Err() == nil, func() bool { return r.exec.Relieved(ctx, req.Event, req.Plan) })
 		if replan {
 			// The cloud changed under the plan and the event still
 			// holds: the leader solves again in its partition (bounded).
 			done := doneActions(res)
-			r.post(ctx, func(a *scheduler.Agent) { a.PlanSkipped(req.PartID, req.Version, done, reason) })
+			r.post(ctx, func(a *scheduler.Agent) { a.PlanSkipped(req.PartID, req.Version, done, c, reason) })
 			return
 		}
-		r.post(ctx, func(a *scheduler.Agent) { a.PlanDone(req.PartID, req.Version, o, reason) })
+		r.post(ctx, func(a *scheduler.Agent) { a.PlanDone(req.PartID, req.Version, o, c, reason) })
 	}()
 }
 
@@ -539,30 +542,58 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 // (live) and the event still holds; else Aborted, with the class of the
 // first skip that is not replannable's. relieved asks the
 // event's host's own measurement (no Nova request), only when needed.
-func planOutcome(res ExecResult, earlier, live bool, relieved func() bool) (o scheduler.Outcome, reason string, replan bool) {
+// c sorts the end (scheduler.EndClass; for a re-plan, the class should
+// the re-plans run out).
+func planOutcome(res ExecResult, earlier, live bool, relieved func() bool) (o scheduler.Outcome, c scheduler.EndClass, reason string, replan bool) {
 	reason = fmt.Sprintf("%d done, %d skipped, %d failed", res.Done, res.Skipped, res.Failed) + completionNote(res)
 	switch {
 	case res.Failed > 0:
-		return scheduler.Failed, reason, false
+		if actedFor(res, ActionFailed, ReasonMigrationAborted) {
+			return scheduler.Failed, scheduler.EndMigrationAborted, reason, false
+		}
+		return scheduler.Failed, scheduler.EndActionFailed, reason, false
 	case res.Skipped == 0:
-		return scheduler.Solved, reason, false
+		if actedFor(res, ActionDone, ReasonForceCompleted) {
+			return scheduler.Solved, scheduler.EndForceCompleted, reason, false
+		}
+		return scheduler.Solved, scheduler.EndExecuted, reason, false
 	}
 	moved := res.Done > 0 || earlier
-	gone := skippedFor(res, ReasonEvent) // the re-check found the event no longer holds
+	gone := actedFor(res, ActionSkipped, ReasonEvent) // the re-check found the event no longer holds
 	replan = !gone && replannable(res) && live
 	over := gone || (moved || replan) && relieved()
 	switch {
 	case over && moved:
-		return scheduler.Solved, reason + "; the event's host is no longer overloaded by its own measurement", false
+		return scheduler.Solved, scheduler.EndRelieved, reason + "; the event's host is no longer overloaded by its own measurement", false
 	case replan && !over:
-		return 0, reason, true
+		return 0, scheduler.EndSkipped, reason, true
 	case over:
-		return scheduler.Aborted, reason + "; " + scheduler.Vanished + " (its host's own measurement, or Nova for a drain)", false
+		return scheduler.Aborted, scheduler.EndVanished, reason + "; " + scheduler.Vanished + " (its host's own measurement, or Nova for a drain)", false
 	}
-	if c := notReplannable(res); c != "" {
-		reason += "; skipped for " + string(c)
+	rc := notReplannable(res)
+	if rc != "" {
+		reason += "; skipped for " + string(rc)
 	}
-	return scheduler.Aborted, reason, false
+	return scheduler.Aborted, skippedEnd(rc), reason, false
+}
+
+// skippedEnd is the end class of a plan aborted because an action was
+// skipped for rc (notReplannable's class, "" when every skip was
+// replannable's).
+func skippedEnd(rc ReasonClass) scheduler.EndClass {
+	switch rc {
+	case ReasonAdvise:
+		return scheduler.EndAdvise
+	case ReasonPaused:
+		return scheduler.EndPaused
+	case ReasonExcluded:
+		return scheduler.EndExcluded
+	case ReasonStopping:
+		return scheduler.EndStopping
+	case ReasonReadFailed, ReasonEventUnverified:
+		return scheduler.EndUnverified
+	}
+	return scheduler.EndSkipped
 }
 
 // completionNote says which live migrations of res the completion policy
@@ -621,10 +652,10 @@ func notReplannable(res ExecResult) ReasonClass {
 	return ""
 }
 
-// skippedFor says whether an action of res was skipped for class c.
-func skippedFor(res ExecResult, c ReasonClass) bool {
+// actedFor says whether an action of res ended o for class c.
+func actedFor(res ExecResult, o ActionOutcome, c ReasonClass) bool {
 	for _, ar := range res.Actions {
-		if ar.Outcome == ActionSkipped && ar.Class == c {
+		if ar.Outcome == o && ar.Class == c {
 			return true
 		}
 	}

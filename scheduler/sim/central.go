@@ -115,15 +115,17 @@ func (c *central) round(ctx context.Context) {
 		res = c.exec.Execute(ctx, events[0], plan)
 	}
 	for _, ev := range events {
-		o := scheduler.Unsolvable
+		o, class := scheduler.Unsolvable, scheduler.EndNoSolution
 		switch {
 		case !sol.OK || err != nil || !contains(sol.Solved, ev.ID):
 		case res.Failed > 0:
-			o = scheduler.Failed
+			o, class = scheduler.Failed, scheduler.EndActionFailed
+		case plan.Len() == 0:
+			o, class = scheduler.Solved, scheduler.EndNothingToDo
 		default:
-			o = scheduler.Solved
+			o, class = scheduler.Solved, scheduler.EndExecuted
 		}
-		c.st.record("central", scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Outcome: o, Size: len(all)})
+		c.st.record("central", scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Outcome: o, Class: class, Size: len(all)})
 	}
 }
 

@@ -88,7 +88,7 @@ func (d *detector) sample(now time.Time, h *scheduler.Host, busy bool) (schedule
 // ended takes ev's end into account: fresh samples before the host's
 // next event, and the agents' backoff when it was not solved. It returns
 // the record of the end.
-func (d *detector) ended(ev scheduler.Event, out scheduler.Outcome, size int, now time.Time) scheduler.Record {
+func (d *detector) ended(ev scheduler.Event, out scheduler.Outcome, class scheduler.EndClass, size int, now time.Time) scheduler.Record {
 	h := ev.Host
 	d.window[h] = d.window[h][:0]
 	if out == scheduler.Solved {
@@ -101,7 +101,7 @@ func (d *detector) ended(ev scheduler.Event, out scheduler.Outcome, size int, no
 		d.retry[h] = now.Add(b)
 		d.back[h] = min(2*b, d.agent.MaxRetryBackoff)
 	}
-	r := scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Outcome: out, Size: size}
+	r := scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Outcome: out, Class: class, Size: size}
 	if out == scheduler.Aborted {
 		r.Reason = "re-checks skipped actions"
 	}
@@ -144,7 +144,7 @@ func (o *oracle) round(ctx context.Context) {
 func (o *oracle) solve(ctx context.Context, ev scheduler.Event, all []scheduler.Host) {
 	plan, used, size, ok := oraclePlan(o.cfg, ev, all, o.busy, o.rng, o.st)
 	if !ok {
-		o.ended(ev, scheduler.Unsolvable, size)
+		o.ended(ev, scheduler.Unsolvable, scheduler.EndNoSolution, size)
 		return
 	}
 	o.wg.Add(1)
@@ -157,14 +157,14 @@ func (o *oracle) solve(ctx context.Context, ev scheduler.Event, all []scheduler.
 		for _, h := range used {
 			delete(o.busy, h)
 		}
-		out := scheduler.Solved
+		out, class := scheduler.Solved, scheduler.EndExecuted
 		switch {
 		case res.Failed > 0:
-			out = scheduler.Failed
+			out, class = scheduler.Failed, scheduler.EndActionFailed
 		case res.Skipped > 0:
-			out = scheduler.Aborted
+			out, class = scheduler.Aborted, scheduler.EndSkipped
 		}
-		o.ended(ev, out, size)
+		o.ended(ev, out, class, size)
 	}()
 }
 
@@ -210,6 +210,6 @@ func oraclePlan(cfg Config, ev scheduler.Event, all []scheduler.Host, busy map[s
 }
 
 // ended records ev's end (o.mu held).
-func (o *oracle) ended(ev scheduler.Event, out scheduler.Outcome, size int) {
-	o.st.record("oracle", o.detector.ended(ev, out, size, o.clock.Now()))
+func (o *oracle) ended(ev scheduler.Event, out scheduler.Outcome, class scheduler.EndClass, size int) {
+	o.st.record("oracle", o.detector.ended(ev, out, class, size, o.clock.Now()))
 }

@@ -78,12 +78,15 @@ type Report struct {
 		// why given up, its partition, the partitions Blocked then).
 		UnionMisses      []string `json:"union_misses,omitempty"`
 		UnionLaterMisses []string `json:"union_later_misses,omitempty"`
-		// AbortedBy counts aborted events by reason (names and numbers
-		// replaced by *). AbortedChecked of them were solved on the whole
+		// AbortedBy counts aborted events by class (scheduler.EndClass:
+		// vanished, skipped, partition_timeout...). AbortedChecked of them were solved on the whole
 		// cloud when they ended (abortedCheckBudget: 2 a simulated second at
 		// 1,000 hosts, one every 5 s at 10,000), and
 		// AbortedWithGlobal had a solution there.
-		AbortedBy map[string]int `json:"aborted_by_reason,omitempty"`
+		AbortedBy map[string]int `json:"aborted_by_class,omitempty"`
+		// EndedBy counts the ended events by outcome and class, e.g.
+		// "solved/relieved", "aborted/vanished".
+		EndedBy map[string]int `json:"ended_by_outcome_class,omitempty"`
 		// AbortedVanished: the aborted events whose condition went away
 		// by itself before anything moved for them (an overload whose
 		// host's own measurement no longer shows it, a drain lifted:
@@ -407,12 +410,21 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  re-plans    %d after skipped actions; %d events solved after one\n", r.Events.Replans, r.Events.SolvedAfterReplan)
 	}
 	if r.Events.Aborted > 0 {
-		fmt.Fprintf(w, "  aborted     %d of %d checked had a global solution; by reason:\n", r.Events.AbortedWithGlobal, r.Events.AbortedChecked)
+		fmt.Fprintf(w, "  aborted     %d of %d checked had a global solution; by class:\n", r.Events.AbortedWithGlobal, r.Events.AbortedChecked)
 		reasons := slices.Sorted(maps.Keys(r.Events.AbortedBy))
 		slices.SortStableFunc(reasons, func(a, b string) int { return r.Events.AbortedBy[b] - r.Events.AbortedBy[a] })
 		for _, k := range reasons {
 			fmt.Fprintf(w, "              %8d  %s\n", r.Events.AbortedBy[k], k)
 		}
+	}
+	if len(r.Events.EndedBy) > 0 {
+		classes := slices.Sorted(maps.Keys(r.Events.EndedBy))
+		slices.SortStableFunc(classes, func(a, b string) int { return r.Events.EndedBy[b] - r.Events.EndedBy[a] })
+		parts := make([]string, len(classes))
+		for i, k := range classes {
+			parts[i] = fmt.Sprintf("%s %d", k, r.Events.EndedBy[k])
+		}
+		fmt.Fprintf(w, "  ended by    %s\n", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(w, "  solve time  p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms (%d plans)\n",
 		r.SolveMS.P50, r.SolveMS.P95, r.SolveMS.P99, r.SolveMS.Max, r.SolveMS.Count)

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"bytes"
+	"maps"
+	"strings"
 	"testing"
 
 	"github.com/dvms-project/dvms/scheduler"
@@ -11,13 +14,13 @@ import (
 // denominator, the second share leaves it out, and both are reported.
 func TestSolvedShareWithoutVanished(t *testing.T) {
 	st := &stats{ended: map[scheduler.Outcome]int{scheduler.Solved: 96}, abortedBy: map[string]int{}, inFlight: map[string]bool{}}
-	for _, reason := range []string{
-		"0 done, 1 skipped, 0 failed; " + scheduler.Vanished + " (its host's own measurement, or Nova for a drain)",
-		"nothing to do on fresh snapshots after 1 re-plan(s), " + scheduler.Vanished,
-		"1 done, 1 skipped, 0 failed; skipped for read_failed",
-		"0 done, 2 skipped, 0 failed (after 2 re-plan(s))",
+	for reason, c := range map[string]scheduler.EndClass{
+		"0 done, 1 skipped, 0 failed; " + scheduler.Vanished + " (its host's own measurement, or Nova for a drain)": scheduler.EndVanished,
+		"nothing to do on fresh snapshots after 1 re-plan(s), " + scheduler.Vanished:                                scheduler.EndVanished,
+		"1 done, 1 skipped, 0 failed; skipped for read_failed":                                                      scheduler.EndUnverified,
+		"0 done, 2 skipped, 0 failed (after 2 re-plan(s))":                                                          scheduler.EndSkipped,
 	} {
-		st.record("h1", scheduler.Record{Kind: scheduler.RecEventEnded, Outcome: scheduler.Aborted, Reason: reason, Event: scheduler.Event{ID: reason}})
+		st.record("h1", scheduler.Record{Kind: scheduler.RecEventEnded, Outcome: scheduler.Aborted, Class: c, Reason: reason, Event: scheduler.Event{ID: reason}})
 	}
 	var rep Report
 	st.fill(&rep)
@@ -27,5 +30,43 @@ func TestSolvedShareWithoutVanished(t *testing.T) {
 	}
 	if e.SolvedPct != 96 || e.SolvedPctExclVanished != 97.96 {
 		t.Fatalf("solved %.2f %% raw, %.2f %% without the vanished: want 96 and 97.96", e.SolvedPct, e.SolvedPctExclVanished)
+	}
+}
+
+// The report groups ended events by their class, never by their text:
+// two timeouts naming different leaders are one line, a vanished event
+// is counted as such whatever its words, and every class is counted under
+// its outcome.
+func TestReportGroupsByClass(t *testing.T) {
+	st := &stats{ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{}, inFlight: map[string]bool{}}
+	for i, r := range []scheduler.Record{
+		{Outcome: scheduler.Aborted, Class: scheduler.EndTimeout, Reason: "partition timeout: no word from leader compute-00042"},
+		{Outcome: scheduler.Aborted, Class: scheduler.EndTimeout, Reason: "partition timeout: no word from leader compute-00007"},
+		{Outcome: scheduler.Aborted, Class: scheduler.EndFork, Reason: "fork of p-compute-00001-3 at version 5: the partition goes on at 6"},
+		{Outcome: scheduler.Aborted, Class: scheduler.EndVanished, Reason: "words an operator changed"},
+		{Outcome: scheduler.Solved, Class: scheduler.EndRelieved, Reason: "1 done, 1 skipped, 0 failed; the event's host is no longer overloaded"},
+		{Outcome: scheduler.Solved, Class: scheduler.EndExecuted, Reason: "2 done, 0 skipped, 0 failed"},
+		{Outcome: scheduler.Failed, Class: scheduler.EndMigrationAborted, Reason: "0 done, 0 skipped, 1 failed; migration_aborted 1 (s1: ...)"},
+	} {
+		r.Kind, r.Event = scheduler.RecEventEnded, scheduler.Event{ID: string(rune('a' + i))}
+		st.ended[r.Outcome]++
+		st.record("h1", r)
+	}
+	var rep Report
+	st.fill(&rep)
+	wantAborted := map[string]int{"partition_timeout": 2, "fork": 1, "vanished": 1}
+	if !maps.Equal(rep.Events.AbortedBy, wantAborted) || rep.Events.AbortedVanished != 1 {
+		t.Fatalf("aborted by class %v, vanished %d: want %v and 1", rep.Events.AbortedBy, rep.Events.AbortedVanished, wantAborted)
+	}
+	wantEnded := map[string]int{"aborted/partition_timeout": 2, "aborted/fork": 1, "aborted/vanished": 1,
+		"solved/relieved": 1, "solved/executed": 1, "failed/migration_aborted": 1}
+	if !maps.Equal(rep.Events.EndedBy, wantEnded) {
+		t.Fatalf("ended by outcome/class %v, want %v", rep.Events.EndedBy, wantEnded)
+	}
+	var b bytes.Buffer
+	rep.WriteText(&b)
+	if !strings.Contains(b.String(), "by class:") || !strings.Contains(b.String(), "       2  partition_timeout\n") ||
+		!strings.Contains(b.String(), "ended by    aborted/partition_timeout 2, aborted/fork 1,") {
+		t.Fatalf("the text report does not list the classes:\n%s", b.String())
 	}
 }

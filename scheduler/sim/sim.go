@@ -246,9 +246,11 @@ type stats struct {
 	views      map[string][]scheduler.Host
 	viewsEnded map[string]time.Time
 	// aborted: events ended Aborted since the last global check, and
-	// abortedBy their count by reason (reasonKind).
+	// abortedBy their count by class (scheduler.EndClass); endedBy every
+	// ended event's count by "outcome/class".
 	aborted       []scheduler.Record
 	abortedBy     map[string]int
+	endedBy       map[string]int
 	abortedChecks float64 // checks the observer may run now (abortedCheckBudget)
 	// blocked: the partitions Blocked now (DESIGN §5.2.5: each entered
 	// Blocked and has not left it since), their nodes as they blocked,
@@ -263,7 +265,7 @@ type stats struct {
 	replanned         map[string]bool
 	solvedAfterReplan int
 	// vanished: aborted events whose condition went away by itself
-	// before anything moved (scheduler.IsVanished).
+	// before anything moved (scheduler.EndVanished).
 	vanished int
 }
 
@@ -428,9 +430,17 @@ func (s *stats) record(host string, r scheduler.Record) {
 			r.Nodes = slices.Compact(union)
 			s.unsolvable = append(s.unsolvable, unsolved{rec: r, view: view})
 		}
+		class := r.Class
+		if class == "" {
+			class = scheduler.EndUnknown // an end without a class: a bug, counted where checkAborted sees it
+		}
+		if s.endedBy == nil {
+			s.endedBy = map[string]int{}
+		}
+		s.endedBy[r.Outcome.String()+"/"+string(class)]++
 		if r.Outcome == scheduler.Aborted {
-			s.abortedBy[reasonKind(r.Reason)]++
-			if scheduler.IsVanished(r.Reason) {
+			s.abortedBy[string(class)]++
+			if class == scheduler.EndVanished {
 				s.vanished++
 			}
 			if len(s.aborted) < maxAbortedPending {
@@ -1012,6 +1022,7 @@ func (st *stats) fill(rep *Report) {
 	rep.Events.Failed = st.ended[scheduler.Failed]
 	rep.Events.Aborted = st.ended[scheduler.Aborted]
 	rep.Events.AbortedBy = st.abortedBy
+	rep.Events.EndedBy = st.endedBy
 	rep.Events.AbortedVanished = st.vanished
 	rep.Events.Replans, rep.Events.SolvedAfterReplan = st.replans, st.solvedAfterReplan
 	rep.Events.Actions = st.actions
@@ -1073,21 +1084,6 @@ const (
 	abortedCheckBudget = 2000
 	maxAbortedPending  = 20
 )
-
-// reasonKind is an abort reason without its names and numbers (host
-// names, partition ids, versions), to count reasons.
-func reasonKind(reason string) string {
-	words := strings.Fields(reason)
-	for i, w := range words {
-		if strings.ContainsAny(w, "0123456789") {
-			words[i] = "*"
-			if strings.HasSuffix(w, ":") {
-				words[i] = "*:"
-			}
-		}
-	}
-	return strings.Join(words, " ")
-}
 
 // globalCheck runs the solver over the whole cloud, within a simulated
 // second of each unsolvable or aborted event's end: for an unsolvable

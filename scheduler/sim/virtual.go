@@ -278,14 +278,14 @@ func (o *virtualOracle) round() {
 		o.st.record("oracle", scheduler.Record{Kind: scheduler.RecEventRaised, Event: ev})
 		plan, used, size, ok := oraclePlan(o.cfg, ev, all, o.busy, o.rng, o.st)
 		if !ok {
-			o.st.record("oracle", o.ended(ev, scheduler.Unsolvable, size, now))
+			o.st.record("oracle", o.ended(ev, scheduler.Unsolvable, scheduler.EndNoSolution, size, now))
 			continue
 		}
-		o.c.Execute(scheduler.ExecRequest{Event: ev, Plan: plan}, func(out scheduler.Outcome, _ string) {
+		o.c.Execute(scheduler.ExecRequest{Event: ev, Plan: plan}, func(out scheduler.Outcome, class scheduler.EndClass, _ string) {
 			for _, h := range used {
 				delete(o.busy, h)
 			}
-			o.st.record("oracle", o.ended(ev, out, size, o.c.Now))
+			o.st.record("oracle", o.ended(ev, out, class, size, o.c.Now))
 		})
 	}
 }
