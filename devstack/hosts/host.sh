@@ -156,6 +156,9 @@ boot() {
   netns_up
   cgroups_make
   mkdir -p "$SHARED_INSTANCES"
+  # Nova (user nova in every host: the same uid, one root) owns it.
+  chown --reference="$BASE_ROOT/var/lib/nova" "$SHARED_INSTANCES"
+  chmod 0755 "$(dirname "$SHARED_INSTANCES")"
   log "$name: booting systemd ($ip, log $hlog)"
   (
     # Into the host's own cgroups first: the cgroup namespace is rooted
