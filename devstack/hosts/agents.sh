@@ -112,11 +112,18 @@ EOT
   chmod 0600 "$r/etc/dvms/keys/$h.key"
   install -m 0644 "$UNIT" "$r/etc/systemd/system/dvms-agent@.service"
   hexec "$h" systemctl daemon-reload
-  hexec "$h" systemctl enable --now --no-block "dvms-agent@$h" >>"$HOSTS_LOG_DIR/agents.log" 2>&1 \
-    || fail_with_log "systemctl enable --now dvms-agent@$h" "$HOSTS_LOG_DIR/agents.log"
-  log "$h: systemctl enable --now dvms-agent@$h"
+  if hexec "$h" systemctl is-active --quiet "dvms-agent@$h"; then
+    # Already running (an earlier install): its keys or config changed.
+    hexec "$h" systemctl restart --no-block "dvms-agent@$h"
+    log "$h: systemctl restart dvms-agent@$h (it was running: new keys, config or binary)"
+  else
+    hexec "$h" systemctl enable --now --no-block "dvms-agent@$h" >>"$HOSTS_LOG_DIR/agents.log" 2>&1 \
+      || fail_with_log "systemctl enable --now dvms-agent@$h" "$HOSTS_LOG_DIR/agents.log"
+    log "$h: systemctl enable --now dvms-agent@$h"
+  fi
 done
 
+# is-active says "activating" until the agent sends READY=1 (Type=notify).
 for h in "${hosts[@]}"; do
   if ! wait_for 120 "dvms-agent@$h active (READY=1)" hexec "$h" systemctl is-active --quiet "dvms-agent@$h"; then
     hexec "$h" systemctl --no-pager status "dvms-agent@$h" >>"$HOSTS_LOG_DIR/agents.log" 2>&1 || true
