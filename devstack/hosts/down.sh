@@ -5,7 +5,7 @@
 # Nova keeps the hosts' services and servers: delete the servers first if
 # you want a clean cloud.
 #   usage: down.sh [--purge]   --purge also deletes the hosts' overlays, the
-#                              shared instances, keys and NATS config (the
+#                              instances, keys and NATS config (the
 #                              cached root roots/base is kept: root.sh --rebuild).
 # Needs root.
 set -euo pipefail
@@ -35,7 +35,7 @@ wait
 bash "$BED_DIR/outage.sh" nats stop
 if [ "$purge" = 1 ]; then
   log "purging the bed's state (the cached root $BASE_ROOT is kept)"
-  rm -rf "$DVMS_HOSTS_DIR/shared" "$DVMS_HOSTS_DIR/keys" "$DVMS_HOSTS_DIR/observer" "$BED_NATS_DIR" \
+  rm -rf "$INSTANCES_DIR" "$DVMS_HOSTS_DIR/keys" "$DVMS_HOSTS_DIR/observer" "$BED_NATS_DIR" \
     "$DVMS_HOSTS_DIR/dvms.conf" "$HOSTS_ENV" "$DVMS_HOSTS_DIR/dvms"
 fi
 log "bed down in $(( $(date +%s) - _t0 ))s"

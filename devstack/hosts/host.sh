@@ -155,10 +155,10 @@ boot() {
   configure
   netns_up
   cgroups_make
-  mkdir -p "$SHARED_INSTANCES"
-  # Nova (user nova in every host: the same uid, one root) owns it.
-  chown --reference="$BASE_ROOT/var/lib/nova" "$SHARED_INSTANCES"
-  chmod 0755 "$(dirname "$SHARED_INSTANCES")"
+  # Nova's instances_path: this host's own (not shared: see up.sh), a
+  # plain directory of this machine's file system, owned by nova.
+  mkdir -p "$INSTANCES_DIR/$name"
+  chown --reference="$BASE_ROOT/var/lib/nova" "$INSTANCES_DIR/$name"
   log "$name: booting systemd ($ip, log $hlog)"
   (
     # Into the host's own cgroups first: the cgroup namespace is rooted
@@ -173,7 +173,7 @@ boot() {
     export BED_CGROUPS
     exec setsid nsenter --net="/run/netns/$name" -- \
       unshare --pid --fork --mount --uts --ipc --cgroup --propagation private \
-      "$BED_DIR/host-init.sh" "$name" "$root" "$SHARED_INSTANCES"
+      "$BED_DIR/host-init.sh" "$name" "$root" "$INSTANCES_DIR/$name"
   ) >>"$hlog" 2>&1 </dev/null &
   unshare_pid=$!
   echo "$unshare_pid" > "$HOSTS_RUN_DIR/$name.unshare.pid"
@@ -233,7 +233,7 @@ case "$action" in
   stop) stop ;;
   purge)
     stop
-    rm -rf "$hdir"
+    rm -rf "$hdir" "${INSTANCES_DIR:?}/$name"
     log "$name purged"
     ;;
   *) usage ;;

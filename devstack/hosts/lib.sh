@@ -8,7 +8,7 @@
 #   hosts.env            DVMS_HOSTS="kvm-1 ...", DVMS_HOST_IP_kvm_1=..., DVMS_HOST_PID_kvm_1=...
 #   roots/base/          the Debian root every host shares (built once, cached)
 #   roots/kvm-K/         upper/ and work/ of the host's overlay, root/ its mount point
-#   shared/instances/    Nova's instances_path, bind-mounted into every host
+#   instances/kvm-K/     Nova's instances_path of host kvm-K, bind-mounted into it
 #   logs/                one log per step and per host
 #   run/                 pid files
 # The logging, die, wait_for and run_logged helpers are the functional
@@ -28,7 +28,7 @@ HOSTS_LOG_DIR="$DVMS_HOSTS_DIR/logs"
 HOSTS_RUN_DIR="$DVMS_HOSTS_DIR/run"
 ROOTS_DIR="$DVMS_HOSTS_DIR/roots"
 BASE_ROOT="$ROOTS_DIR/base"
-SHARED_INSTANCES="$DVMS_HOSTS_DIR/shared/instances"
+INSTANCES_DIR="$DVMS_HOSTS_DIR/instances"
 HOSTS_ENV="$DVMS_HOSTS_DIR/hosts.env"
 mkdir -p "$HOSTS_LOG_DIR" "$HOSTS_RUN_DIR" "$ROOTS_DIR"
 

@@ -3,7 +3,8 @@
 # KVM server on kvm-1 from the functional cloud's image (a 1 MiB blank
 # disk: the guest sits in its BIOS, which is all a live migration needs),
 # checks QEMU runs it in kvm-1 (virsh), live-migrates it to kvm-2 over the
-# hosts' addresses, checks it runs there and no longer in kvm-1, then
+# hosts' addresses (block migration: Nova's "auto"), checks it runs there
+# and no longer in kvm-1, then
 # deletes it. Prints the migration's time (Nova's created -> updated).
 #   usage: smoke.sh [IMAGE]    (default dvms-tiny)
 # Needs root (exec into the hosts) and the bed up with >= 2 hosts.
@@ -40,7 +41,15 @@ log "$name is $dom, running in $src"
 t=$(date +%s.%N)
 run_logged "live-migrate $name $src -> $dst" "$HOSTS_LOG_DIR/smoke.log" \
   osc server migrate --live-migration --host "$dst" "$name"
-migrated() { on_host "$dst" && status_is ACTIVE; }
+migration_status() {
+  osc server migration list --server "$name" -f value -c Status 2>/dev/null | head -n 1
+}
+migrated() {
+  case "$(migration_status)" in
+    error | failed | cancelled) die "the live migration of $name ended $(migration_status): see $ROOTS_DIR/$src/root/var/log/nova/nova-compute.log" ;;
+  esac
+  on_host "$dst" && status_is ACTIVE
+}
 if ! wait_for 300 "$name ACTIVE on $dst" migrated; then
   osc server migration list --server "$name" || true
   fail_with_log "live migration of $name" "$ROOTS_DIR/$src/root/var/log/nova/nova-compute.log" \
