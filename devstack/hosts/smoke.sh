@@ -17,7 +17,7 @@ image="${1:-dvms-tiny}"
 flavor=dvms.bed128
 src=kvm-1 dst=kvm-2
 for h in "$src" "$dst"; do host_pid "$h" >/dev/null || die "the bed needs $src and $dst running (up.sh 2)"; done
-osc() { openstack --os-compute-api-version 2.79 "$@"; }
+osc() { openstack --os-compute-api-version 2.80 "$@"; } # 2.80: migration list --server
 openstack flavor show "$flavor" >/dev/null 2>&1 \
   || run_logged "flavor $flavor (1 vCPU, 128 MiB, 1 GB)" "$HOSTS_LOG_DIR/smoke.log" \
     openstack flavor create --vcpus 1 --ram 128 --disk 1 "$flavor"
@@ -58,8 +58,13 @@ fi
 wall=$(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 running_in "$dst" || die "$dom is not running in $dst after the migration"
 if running_in "$src"; then die "$dom still runs in $src after the migration"; fi
-nova_time=$(osc server migration list --server "$name" -f value -c "Created At" -c "Updated At" -c Status \
-  | awk '$NF == "completed" || $3 == "completed" { print; exit }')
+nova_time=$(osc server migration list --server "$name" -f json -c "Created At" -c "Updated At" -c Status \
+  | "$PYTHON" -c 'import sys, json, datetime as d
+for m in json.load(sys.stdin):
+    if m["Status"] == "completed":
+        a, b = (d.datetime.fromisoformat(m[k].split(".")[0]) for k in ("Created At", "Updated At"))
+        print("%ds, created %s, updated %s" % ((b - a).total_seconds(), m["Created At"], m["Updated At"]))
+        break')
 log "live migration $src -> $dst of a 128 MiB guest: ${wall}s from the request to ACTIVE on $dst (Nova's migration record: $nova_time)"
 cleanup
 trap - EXIT
