@@ -35,9 +35,18 @@ KEYS="$DVMS_HOSTS_DIR/keys"
 OBS="$DVMS_HOSTS_DIR/observer"
 mkdir -p "$KEYS" "$OBS" "$BED_NATS_DIR"
 
+# installed_sum ROOT: what the agent runs with (binary, config, keys,
+# clouds.yaml, unit); a running agent is restarted only when it changed.
+installed_sum() {
+  (cd "$1" && cat usr/local/bin/dvms etc/dvms/dvms.conf etc/dvms/nats-ca.pem etc/dvms/keys/*.pub \
+    etc/dvms/keys/operators/*.pub etc/openstack/clouds.yaml etc/systemd/system/dvms-agent@.service 2>/dev/null | md5sum)
+}
+declare -A before=()
+
 # 1. The binary and each host's own key pair, made in the host.
 for h in "${hosts[@]}"; do
   r="$ROOTS_DIR/$h/root"
+  before[$h]=$(installed_sum "$r")
   install -m 0755 "$DVMS" "$r/usr/local/bin/dvms"
   install -d -m 0750 -o root -g root "$r/etc/dvms"
   if [ ! -s "$r/etc/dvms/keys/$h.key" ]; then
@@ -113,9 +122,14 @@ EOT
   install -m 0644 "$UNIT" "$r/etc/systemd/system/dvms-agent@.service"
   hexec "$h" systemctl daemon-reload
   if hexec "$h" systemctl is-active --quiet "dvms-agent@$h"; then
-    # Already running (an earlier install): its keys or config changed.
-    hexec "$h" systemctl restart --no-block "dvms-agent@$h"
-    log "$h: systemctl restart dvms-agent@$h (it was running: new keys, config or binary)"
+    if [ "${before[$h]}" = "$(installed_sum "$r")" ]; then
+      log "$h: dvms-agent@$h runs with this binary, config and keys: kept"
+      continue
+    fi
+    # Type=notify: restart returns once the new agent sent READY=1.
+    hexec "$h" timeout 150 systemctl restart "dvms-agent@$h" >>"$HOSTS_LOG_DIR/agents.log" 2>&1 \
+      || fail_with_log "systemctl restart dvms-agent@$h" "$HOSTS_LOG_DIR/agents.log"
+    log "$h: systemctl restart dvms-agent@$h (new binary, config or keys)"
   else
     hexec "$h" systemctl enable --now --no-block "dvms-agent@$h" >>"$HOSTS_LOG_DIR/agents.log" 2>&1 \
       || fail_with_log "systemctl enable --now dvms-agent@$h" "$HOSTS_LOG_DIR/agents.log"
