@@ -38,8 +38,8 @@ mkdir -p "$KEYS" "$OBS" "$BED_NATS_DIR"
 # installed_sum ROOT: what the agent runs with (binary, config, keys,
 # clouds.yaml, unit); a running agent is restarted only when it changed.
 installed_sum() {
-  (cd "$1" && cat usr/local/bin/dvms etc/dvms/dvms.conf etc/dvms/nats-ca.pem etc/dvms/keys/*.pub \
-    etc/dvms/keys/operators/*.pub etc/openstack/clouds.yaml etc/systemd/system/dvms-agent@.service 2>/dev/null | md5sum)
+  (cd "$1" && { cat usr/local/bin/dvms etc/dvms/dvms.conf etc/dvms/nats-ca.pem etc/dvms/keys/*.pub \
+    etc/dvms/keys/operators/*.pub etc/openstack/clouds.yaml etc/systemd/system/dvms-agent@.service 2>/dev/null || true; } | md5sum)
 }
 declare -A before=()
 
