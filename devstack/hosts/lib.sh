@@ -119,8 +119,9 @@ write_hosts_env() {
       echo "DVMS_HOST_IP_$v=$(host_ip "${n#kvm-}")"
       echo "DVMS_HOST_PID_$v=$pid"
     done
-  } > "$HOSTS_ENV.tmp"
-  mv -f "$HOSTS_ENV.tmp" "$HOSTS_ENV"
+  } > "$HOSTS_ENV.$$"
+  # down.sh stops hosts side by side: each writes its own file, then renames.
+  mv -f "$HOSTS_ENV.$$" "$HOSTS_ENV"
 }
 
 # The functional harness's helpers (start_daemon, run_logged ...) write pid
