@@ -28,14 +28,18 @@ for f in "$HOSTS_RUN_DIR"/kvm-*.systemd.pid "$ROOTS_DIR"/kvm-*; do
   n=$(basename "$f")
   names+=("${n%.systemd.pid}")
 done
+declare -A jobs=()
 for n in $(printf '%s\n' "${names[@]}" | sort -u); do
   bash "$BED_DIR/host.sh" "$action" "${n#kvm-}" &
+  jobs[$n]=$!
 done
-wait
+failed=()
+for n in "${!jobs[@]}"; do wait "${jobs[$n]}" || failed+=("$n"); done
 bash "$BED_DIR/outage.sh" nats stop
 if [ "$purge" = 1 ]; then
   log "purging the bed's state (the cached root $BASE_ROOT is kept)"
   rm -rf "$INSTANCES_DIR" "$DVMS_HOSTS_DIR/keys" "$DVMS_HOSTS_DIR/observer" "$BED_NATS_DIR" \
     "$DVMS_HOSTS_DIR/dvms.conf" "$HOSTS_ENV" "$DVMS_HOSTS_DIR/dvms"
 fi
+[ "${#failed[@]}" = 0 ] || die "host.sh $action failed for: ${failed[*]} (see above)"
 log "bed down in $(( $(date +%s) - _t0 ))s"

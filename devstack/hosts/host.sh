@@ -218,7 +218,10 @@ stop() {
     fi
   fi
   unshare_pid=$(cat "$HOSTS_RUN_DIR/$name.unshare.pid" 2>/dev/null || true)
-  if [ -n "$unshare_pid" ] && kill -0 "$unshare_pid" 2>/dev/null; then kill -KILL "$unshare_pid" 2>/dev/null || true; fi
+  # Only if that PID is still our unshare of this host (PIDs are reused).
+  if [ -n "$unshare_pid" ] && tr '\0' ' ' < "/proc/$unshare_pid/cmdline" 2>/dev/null | grep -q "unshare .*host-init.sh $name "; then
+    kill -KILL "$unshare_pid" 2>/dev/null || true
+  fi
   rm -f "$HOSTS_RUN_DIR/$name.systemd.pid" "$HOSTS_RUN_DIR/$name.unshare.pid"
   ip netns list | grep -qw "^$name" && ip netns del "$name"
   ip link del "$veth" 2>/dev/null || true

@@ -70,7 +70,10 @@ host_pid() {
   [ -s "$f" ] || return 1
   pid=$(cat "$f")
   kill -0 "$pid" 2>/dev/null || return 1
+  # PIDs are reused (pid_max is 32768 here): the process must still be
+  # a systemd in this host's own cgroup.
   [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = systemd ] || return 1
+  grep -q "/$BED_CGROUP_DIR/$1\(/\|$\)" "/proc/$pid/cgroup" 2>/dev/null || return 1
   echo "$pid"
 }
 
@@ -100,12 +103,17 @@ cgroup_hierarchies() {
 # write_hosts_env: hosts.env from the hosts running now.
 write_hosts_env() {
   local f names=() n v pid
+  local -A pids=()
+  # Each host's PID read once: another host.sh may be stopping a host now.
   for f in "$HOSTS_RUN_DIR"/kvm-*.systemd.pid; do
     [ -e "$f" ] || continue
     n=$(basename "$f" .systemd.pid)
-    host_pid "$n" >/dev/null && names+=("$n")
+    if pid=$(host_pid "$n"); then
+      names+=("$n")
+      pids[$n]=$pid
+    fi
   done
-  mapfile -t names < <(printf '%s\n' "${names[@]}" | sort -t- -k2 -n)
+  if [ "${#names[@]}" -gt 0 ]; then mapfile -t names < <(printf '%s\n' "${names[@]}" | sort -t- -k2 -n); fi
   {
     echo "# The dvms real-hypervisor test bed (devstack/hosts): written by up.sh"
     echo "DVMS_HOSTS=\"${names[*]}\""
@@ -115,9 +123,8 @@ write_hosts_env() {
     echo "DVMS_HOSTS_VIRT_TYPE=$(bed_virt_type)"
     for n in "${names[@]}"; do
       v=$(host_var "$n")
-      pid=$(host_pid "$n")
       echo "DVMS_HOST_IP_$v=$(host_ip "${n#kvm-}")"
-      echo "DVMS_HOST_PID_$v=$pid"
+      echo "DVMS_HOST_PID_$v=${pids[$n]}"
     done
   } > "$HOSTS_ENV.$$"
   # down.sh stops hosts side by side: each writes its own file, then renames.
