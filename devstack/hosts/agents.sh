@@ -62,16 +62,8 @@ dvms_keygen "$DVMS" "$OBS" ops || die "dvms keygen (the bed's NATS observer)"
 
 # 2. The bed's NATS: TLS on 10.79.0.1, every host's key with its subject
 # permissions, one observer key.
-if [ ! -s "$BED_NATS_DIR/cert.pem" ]; then
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
-    -subj "/CN=dvms-bed-nats" -addext "subjectAltName=IP:$BED_GW" \
-    -keyout "$BED_NATS_DIR/key.pem" -out "$BED_NATS_DIR/cert.pem" >"$HOSTS_LOG_DIR/nats-cert.log" 2>&1 \
-    || fail_with_log "making the NATS TLS certificate" "$HOSTS_LOG_DIR/nats-cert.log"
-  chmod 600 "$BED_NATS_DIR/key.pem"
-fi
-"$DVMS" nats-config --keys-dir "$KEYS" --region "$DVMS_FUNC_REGION" --observer "$OBS/ops.pub" \
-  --listen "$BED_GW:$BED_NATS_PORT" --tls-cert "$BED_NATS_DIR/cert.pem" --tls-key "$BED_NATS_DIR/key.pem" \
-  > "$BED_NATS_DIR/nats.conf.new" || die "dvms nats-config"
+write_nats_config "$DVMS" "$BED_NATS_DIR" "$BED_GW" "$BED_NATS_PORT" "$KEYS" "$OBS/ops.pub" \
+  dvms-bed-nats "$BED_NATS_DIR/nats.conf.new"
 if ! cmp -s "$BED_NATS_DIR/nats.conf.new" "$BED_NATS_DIR/nats.conf"; then
   mv -f "$BED_NATS_DIR/nats.conf.new" "$BED_NATS_DIR/nats.conf"
   bash "$BED_DIR/outage.sh" nats stop >/dev/null

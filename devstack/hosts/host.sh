@@ -61,18 +61,8 @@ fi)
 # destination's libvirtd, QEMU's memory stream to its live_migration_inbound_addr.
 live_migration_scheme = tcp
 live_migration_inbound_addr = $ip
-[oslo_concurrency]
-lock_path = /var/lib/nova/tmp
-[glance]
-api_servers = http://$DVMS_FUNC_HOST_IP:$GLANCE_PORT
-[vnc]
-enabled = false
-[oslo_messaging_notifications]
-driver = noop
 EOT
-  authtoken_section placement nova
-  authtoken_section neutron nova
-  echo "endpoint_override = http://$DVMS_FUNC_HOST_IP:$NEUTRON_PORT"
+  nova_client_sections /var/lib/nova/tmp
 }
 
 # configure: everything that differs between hosts, written through the
