@@ -44,9 +44,17 @@ run_logged "live-migrate $name $src -> $dst" "$HOSTS_LOG_DIR/smoke.log" \
 migration_status() {
   osc server migration list --server "$name" -f value -c Status 2>/dev/null | head -n 1
 }
+exec 3>&1 # wait_for silences its condition: a failure is told on fd 3
 migrated() {
-  case "$(migration_status)" in
-    error | failed | cancelled) die "the live migration of $name ended $(migration_status): see $ROOTS_DIR/$src/root/var/log/nova/nova-compute.log" ;;
+  local st
+  st=$(migration_status)
+  case "$st" in
+    error | failed | cancelled)
+      log "FAILED: the live migration of $name ended $st; last error of the computes: $(cat \
+        "$ROOTS_DIR/$src/root/var/log/nova/nova-compute.log" "$ROOTS_DIR/$dst/root/var/log/nova/nova-compute.log" \
+        | grep -E ' ERROR .*(Exception|Error|Unacceptable|failure)' | sort | tail -n 1 | cut -c1-400)" >&3
+      exit 1
+      ;;
   esac
   on_host "$dst" && status_is ACTIVE
 }
