@@ -180,6 +180,24 @@ region_name = $DVMS_FUNC_REGION
 EOT
 }
 
+# cloud_entry CLOUD USER PASSWORD PROJECT: one cloud of a clouds.yaml
+# (under "clouds:") on this cloud's keystone.
+cloud_entry() {
+  cat <<EOT
+  $1:
+    auth:
+      auth_url: $KEYSTONE_URL
+      username: $2
+      password: $3
+      project_name: $4
+      user_domain_name: Default
+      project_domain_name: Default
+    region_name: $DVMS_FUNC_REGION
+    interface: public
+    identity_api_version: 3
+EOT
+}
+
 # nova_client_sections LOCK_PATH: what every nova service of this cloud
 # (the functional computes, the test bed's) needs to reach the others:
 # locks, glance, no VNC or notifications, placement and the Neutron

@@ -62,31 +62,11 @@ done
 log "policy: Nova's $NOVA_POLICY ($(grep -c '^"' "$NOVA_POLICY") rules), placement's $POLICY_DIR/placement.yaml"
 
 # ------------------------------------------------------------ admin creds ---
-cat > "$DVMS_FUNC_DIR/clouds.yaml" <<EOT
-clouds:
-  $DVMS_FUNC_CLOUD:
-    auth:
-      auth_url: $KEYSTONE_URL
-      username: admin
-      password: $DVMS_FUNC_PASSWORD
-      project_name: admin
-      user_domain_name: Default
-      project_domain_name: Default
-    region_name: $DVMS_FUNC_REGION
-    interface: public
-    identity_api_version: 3
-  $DVMS_FUNC_AGENT_CLOUD:
-    auth:
-      auth_url: $KEYSTONE_URL
-      username: dvms
-      password: $DVMS_FUNC_AGENT_PASSWORD
-      project_name: dvms
-      user_domain_name: Default
-      project_domain_name: Default
-    region_name: $DVMS_FUNC_REGION
-    interface: public
-    identity_api_version: 3
-EOT
+{
+  echo "clouds:"
+  cloud_entry "$DVMS_FUNC_CLOUD" admin "$DVMS_FUNC_PASSWORD" admin
+  cloud_entry "$DVMS_FUNC_AGENT_CLOUD" dvms "$DVMS_FUNC_AGENT_PASSWORD" dvms
+} > "$DVMS_FUNC_DIR/clouds.yaml"
 cat > "$DVMS_FUNC_DIR/openrc" <<EOT
 # Admin credentials of the dvms functional cloud: . $DVMS_FUNC_DIR/openrc
 export OS_AUTH_URL=$KEYSTONE_URL

@@ -86,20 +86,10 @@ for h in "${hosts[@]}"; do
   install -m 0644 "$KEYS/operators/operator.pub" "$r/etc/dvms/keys/operators/"
   install -m 0644 "$BED_NATS_DIR/cert.pem" "$r/etc/dvms/nats-ca.pem"
   install -d -m 0755 "$r/etc/openstack"
-  cat > "$r/etc/openstack/clouds.yaml" <<EOT
-clouds:
-  $DVMS_FUNC_AGENT_CLOUD:
-    auth:
-      auth_url: $KEYSTONE_URL
-      username: dvms
-      password: $DVMS_FUNC_AGENT_PASSWORD
-      project_name: dvms
-      user_domain_name: Default
-      project_domain_name: Default
-    region_name: $DVMS_FUNC_REGION
-    interface: public
-    identity_api_version: 3
-EOT
+  {
+    echo "clouds:"
+    cloud_entry "$DVMS_FUNC_AGENT_CLOUD" dvms "$DVMS_FUNC_AGENT_PASSWORD" dvms
+  } > "$r/etc/openstack/clouds.yaml"
   DVMS_KEYS_DIR=/etc/dvms/keys DVMS_NATS_NKEY_AUTH=true DVMS_NATS_TLS_CA=/etc/dvms/nats-ca.pem \
     DVMS_REGION="$DVMS_FUNC_REGION" DVMS_OS_CLOUD="$DVMS_FUNC_AGENT_CLOUD" \
     DVMS_CLOUDS_YAML=/etc/openstack/clouds.yaml DVMS_NATS_URL="nats://$BED_GW:$BED_NATS_PORT" \
