@@ -180,6 +180,62 @@ region_name = $DVMS_FUNC_REGION
 EOT
 }
 
+# cloud_entry CLOUD USER PASSWORD PROJECT: one cloud of a clouds.yaml
+# (under "clouds:") on this cloud's keystone.
+cloud_entry() {
+  cat <<EOT
+  $1:
+    auth:
+      auth_url: $KEYSTONE_URL
+      username: $2
+      password: $3
+      project_name: $4
+      user_domain_name: Default
+      project_domain_name: Default
+    region_name: $DVMS_FUNC_REGION
+    interface: public
+    identity_api_version: 3
+EOT
+}
+
+# nova_client_sections LOCK_PATH: what every nova service of this cloud
+# (the functional computes, the test bed's) needs to reach the others:
+# locks, glance, no VNC or notifications, placement and the Neutron
+# stand-in.
+nova_client_sections() {
+  cat <<EOT
+[oslo_concurrency]
+lock_path = $1
+[glance]
+api_servers = http://$DVMS_FUNC_HOST_IP:$GLANCE_PORT
+[vnc]
+enabled = false
+[oslo_messaging_notifications]
+driver = noop
+EOT
+  authtoken_section placement nova
+  authtoken_section neutron nova
+  echo "endpoint_override = http://$DVMS_FUNC_HOST_IP:$NEUTRON_PORT"
+}
+
+# write_nats_config BIN DIR IP PORT KEYS_DIR OBSERVER_PUB CN OUT: a
+# self-signed TLS certificate for IP in DIR (kept if there) and OUT, the
+# NATS server config `dvms nats-config` writes: every key of KEYS_DIR with
+# its subject permissions, one observer key, TLS, listening on IP:PORT.
+write_nats_config() {
+  local bin=$1 dir=$2 ip=$3 port=$4 keys=$5 obs=$6 cn=$7 out=$8
+  mkdir -p "$dir"
+  if [ ! -s "$dir/cert.pem" ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+      -subj "/CN=$cn" -addext "subjectAltName=IP:$ip" \
+      -keyout "$dir/key.pem" -out "$dir/cert.pem" >"$LOG_DIR/nats-cert.log" 2>&1 \
+      || fail_with_log "making the NATS TLS certificate" "$LOG_DIR/nats-cert.log"
+    chmod 600 "$dir/key.pem"
+  fi
+  "$bin" nats-config --keys-dir "$keys" --region "$DVMS_FUNC_REGION" --observer "$obs" \
+    --listen "$ip:$port" --tls-cert "$dir/cert.pem" --tls-key "$dir/key.pem" > "$out" || die "dvms nats-config"
+}
+
 # uwsgi's http-socket keeps connections alive in a way that makes clients
 # fail at random ("connection aborted"): every answer says Connection: close.
 uwsgi_app() { # uwsgi_app NAME PORT WSGI_FILE ENV=VALUE

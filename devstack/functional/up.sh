@@ -62,31 +62,11 @@ done
 log "policy: Nova's $NOVA_POLICY ($(grep -c '^"' "$NOVA_POLICY") rules), placement's $POLICY_DIR/placement.yaml"
 
 # ------------------------------------------------------------ admin creds ---
-cat > "$DVMS_FUNC_DIR/clouds.yaml" <<EOT
-clouds:
-  $DVMS_FUNC_CLOUD:
-    auth:
-      auth_url: $KEYSTONE_URL
-      username: admin
-      password: $DVMS_FUNC_PASSWORD
-      project_name: admin
-      user_domain_name: Default
-      project_domain_name: Default
-    region_name: $DVMS_FUNC_REGION
-    interface: public
-    identity_api_version: 3
-  $DVMS_FUNC_AGENT_CLOUD:
-    auth:
-      auth_url: $KEYSTONE_URL
-      username: dvms
-      password: $DVMS_FUNC_AGENT_PASSWORD
-      project_name: dvms
-      user_domain_name: Default
-      project_domain_name: Default
-    region_name: $DVMS_FUNC_REGION
-    interface: public
-    identity_api_version: 3
-EOT
+{
+  echo "clouds:"
+  cloud_entry "$DVMS_FUNC_CLOUD" admin "$DVMS_FUNC_PASSWORD" admin
+  cloud_entry "$DVMS_FUNC_AGENT_CLOUD" dvms "$DVMS_FUNC_AGENT_PASSWORD" dvms
+} > "$DVMS_FUNC_DIR/clouds.yaml"
 cat > "$DVMS_FUNC_DIR/openrc" <<EOT
 # Admin credentials of the dvms functional cloud: . $DVMS_FUNC_DIR/openrc
 export OS_AUTH_URL=$KEYSTONE_URL
@@ -233,18 +213,8 @@ report_interval = ${DVMS_FUNC_REPORT_INTERVAL:-10}
 service_down_time = ${DVMS_FUNC_SERVICE_DOWN_TIME:-60}
 heal_instance_info_cache_interval = -1
 use_rootwrap_daemon = false
-[oslo_concurrency]
-lock_path = $1/locks
-[glance]
-api_servers = http://$DVMS_FUNC_HOST_IP:$GLANCE_PORT
-[vnc]
-enabled = false
-[oslo_messaging_notifications]
-driver = noop
 EOT
-  authtoken_section placement nova
-  authtoken_section neutron nova
-  echo "endpoint_override = http://$DVMS_FUNC_HOST_IP:$NEUTRON_PORT"
+  nova_client_sections "$1/locks"
 }
 mkdir -p "$STATE_DIR/nova/locks"
 {
@@ -466,18 +436,9 @@ log "agent keys: $KEYS_DIR; operator key: $KEYS_DIR/operators/operator.key"
 # an observer key kept outside keys_dir.
 OBS_DIR="$DVMS_FUNC_DIR/observer"
 NATS_DIR="$DVMS_FUNC_DIR/nats"
-mkdir -p "$NATS_DIR"
 dvms_keygen "$DVMS_FUNC_DIR/dvms" "$OBS_DIR" ops || die "dvms keygen (observer)"
-if [ ! -s "$NATS_DIR/cert.pem" ]; then
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
-    -subj "/CN=dvms-functional-nats" -addext "subjectAltName=IP:$NATS_IP" \
-    -keyout "$NATS_DIR/key.pem" -out "$NATS_DIR/cert.pem" >"$LOG_DIR/nats-cert.log" 2>&1 \
-    || fail_with_log "making the NATS TLS certificate" "$LOG_DIR/nats-cert.log"
-  chmod 600 "$NATS_DIR/key.pem"
-fi
-"$DVMS_FUNC_DIR/dvms" nats-config --keys-dir "$KEYS_DIR" --region "$DVMS_FUNC_REGION" --observer "$OBS_DIR/ops.pub" \
-  --listen "$NATS_IP:$NATS_PORT" --tls-cert "$NATS_DIR/cert.pem" --tls-key "$NATS_DIR/key.pem" \
-  > "$NATS_DIR/nats.conf" || die "dvms nats-config"
+write_nats_config "$DVMS_FUNC_DIR/dvms" "$NATS_DIR" "$NATS_IP" "$NATS_PORT" "$KEYS_DIR" "$OBS_DIR/ops.pub" \
+  dvms-functional-nats "$NATS_DIR/nats.conf"
 start_daemon nats "$LOG_DIR/nats.log" nats-server -c "$NATS_DIR/nats.conf"
 wait_for 30 "NATS on port $NATS_PORT" port_open "$NATS_PORT" "$NATS_IP" || fail_with_log "starting NATS" "$LOG_DIR/nats.log"
 log "NATS: TLS, $N agent keys and one observer key admitted ($NATS_DIR/nats.conf)"

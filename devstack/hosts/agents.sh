@@ -35,9 +35,18 @@ KEYS="$DVMS_HOSTS_DIR/keys"
 OBS="$DVMS_HOSTS_DIR/observer"
 mkdir -p "$KEYS" "$OBS" "$BED_NATS_DIR"
 
+# installed_sum ROOT: what the agent runs with (binary, config, keys,
+# clouds.yaml, unit); a running agent is restarted only when it changed.
+installed_sum() {
+  (cd "$1" && { cat usr/local/bin/dvms etc/dvms/dvms.conf etc/dvms/nats-ca.pem etc/dvms/keys/*.pub \
+    etc/dvms/keys/operators/*.pub etc/openstack/clouds.yaml etc/systemd/system/dvms-agent@.service 2>/dev/null || true; } | md5sum)
+}
+declare -A before=()
+
 # 1. The binary and each host's own key pair, made in the host.
 for h in "${hosts[@]}"; do
   r="$ROOTS_DIR/$h/root"
+  before[$h]=$(installed_sum "$r")
   install -m 0755 "$DVMS" "$r/usr/local/bin/dvms"
   install -d -m 0750 -o root -g root "$r/etc/dvms"
   if [ ! -s "$r/etc/dvms/keys/$h.key" ]; then
@@ -53,16 +62,8 @@ dvms_keygen "$DVMS" "$OBS" ops || die "dvms keygen (the bed's NATS observer)"
 
 # 2. The bed's NATS: TLS on 10.79.0.1, every host's key with its subject
 # permissions, one observer key.
-if [ ! -s "$BED_NATS_DIR/cert.pem" ]; then
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
-    -subj "/CN=dvms-bed-nats" -addext "subjectAltName=IP:$BED_GW" \
-    -keyout "$BED_NATS_DIR/key.pem" -out "$BED_NATS_DIR/cert.pem" >"$HOSTS_LOG_DIR/nats-cert.log" 2>&1 \
-    || fail_with_log "making the NATS TLS certificate" "$HOSTS_LOG_DIR/nats-cert.log"
-  chmod 600 "$BED_NATS_DIR/key.pem"
-fi
-"$DVMS" nats-config --keys-dir "$KEYS" --region "$DVMS_FUNC_REGION" --observer "$OBS/ops.pub" \
-  --listen "$BED_GW:$BED_NATS_PORT" --tls-cert "$BED_NATS_DIR/cert.pem" --tls-key "$BED_NATS_DIR/key.pem" \
-  > "$BED_NATS_DIR/nats.conf.new" || die "dvms nats-config"
+write_nats_config "$DVMS" "$BED_NATS_DIR" "$BED_GW" "$BED_NATS_PORT" "$KEYS" "$OBS/ops.pub" \
+  dvms-bed-nats "$BED_NATS_DIR/nats.conf.new"
 if ! cmp -s "$BED_NATS_DIR/nats.conf.new" "$BED_NATS_DIR/nats.conf"; then
   mv -f "$BED_NATS_DIR/nats.conf.new" "$BED_NATS_DIR/nats.conf"
   bash "$BED_DIR/outage.sh" nats stop >/dev/null
@@ -85,20 +86,10 @@ for h in "${hosts[@]}"; do
   install -m 0644 "$KEYS/operators/operator.pub" "$r/etc/dvms/keys/operators/"
   install -m 0644 "$BED_NATS_DIR/cert.pem" "$r/etc/dvms/nats-ca.pem"
   install -d -m 0755 "$r/etc/openstack"
-  cat > "$r/etc/openstack/clouds.yaml" <<EOT
-clouds:
-  $DVMS_FUNC_AGENT_CLOUD:
-    auth:
-      auth_url: $KEYSTONE_URL
-      username: dvms
-      password: $DVMS_FUNC_AGENT_PASSWORD
-      project_name: dvms
-      user_domain_name: Default
-      project_domain_name: Default
-    region_name: $DVMS_FUNC_REGION
-    interface: public
-    identity_api_version: 3
-EOT
+  {
+    echo "clouds:"
+    cloud_entry "$DVMS_FUNC_AGENT_CLOUD" dvms "$DVMS_FUNC_AGENT_PASSWORD" dvms
+  } > "$r/etc/openstack/clouds.yaml"
   DVMS_KEYS_DIR=/etc/dvms/keys DVMS_NATS_NKEY_AUTH=true DVMS_NATS_TLS_CA=/etc/dvms/nats-ca.pem \
     DVMS_REGION="$DVMS_FUNC_REGION" DVMS_OS_CLOUD="$DVMS_FUNC_AGENT_CLOUD" \
     DVMS_CLOUDS_YAML=/etc/openstack/clouds.yaml DVMS_NATS_URL="nats://$BED_GW:$BED_NATS_PORT" \
@@ -112,11 +103,23 @@ EOT
   chmod 0600 "$r/etc/dvms/keys/$h.key"
   install -m 0644 "$UNIT" "$r/etc/systemd/system/dvms-agent@.service"
   hexec "$h" systemctl daemon-reload
-  hexec "$h" systemctl enable --now --no-block "dvms-agent@$h" >>"$HOSTS_LOG_DIR/agents.log" 2>&1 \
-    || fail_with_log "systemctl enable --now dvms-agent@$h" "$HOSTS_LOG_DIR/agents.log"
-  log "$h: systemctl enable --now dvms-agent@$h"
+  if hexec "$h" systemctl is-active --quiet "dvms-agent@$h"; then
+    if [ "${before[$h]}" = "$(installed_sum "$r")" ]; then
+      log "$h: dvms-agent@$h runs with this binary, config and keys: kept"
+      continue
+    fi
+    # Type=notify: restart returns once the new agent sent READY=1.
+    hexec "$h" timeout 150 systemctl restart "dvms-agent@$h" >>"$HOSTS_LOG_DIR/agents.log" 2>&1 \
+      || fail_with_log "systemctl restart dvms-agent@$h" "$HOSTS_LOG_DIR/agents.log"
+    log "$h: systemctl restart dvms-agent@$h (new binary, config or keys)"
+  else
+    hexec "$h" systemctl enable --now --no-block "dvms-agent@$h" >>"$HOSTS_LOG_DIR/agents.log" 2>&1 \
+      || fail_with_log "systemctl enable --now dvms-agent@$h" "$HOSTS_LOG_DIR/agents.log"
+    log "$h: systemctl enable --now dvms-agent@$h"
+  fi
 done
 
+# is-active says "activating" until the agent sends READY=1 (Type=notify).
 for h in "${hosts[@]}"; do
   if ! wait_for 120 "dvms-agent@$h active (READY=1)" hexec "$h" systemctl is-active --quiet "dvms-agent@$h"; then
     hexec "$h" systemctl --no-pager status "dvms-agent@$h" >>"$HOSTS_LOG_DIR/agents.log" 2>&1 || true

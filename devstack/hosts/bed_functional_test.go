@@ -104,8 +104,10 @@ func TestRealHostsBed(t *testing.T) {
 	if funcDir == "" {
 		funcDir = "/tmp/dvms-functional"
 	}
-	hyp, err := exec.CommandContext(ctx, "openstack", "--os-cloud", "dvms-functional",
-		"hypervisor", "list", "-f", "value", "-c", "Hypervisor Hostname", "-c", "Hypervisor Type", "-c", "State").Output()
+	cmd := exec.CommandContext(ctx, "openstack", "--os-cloud", "dvms-functional",
+		"hypervisor", "list", "-f", "value", "-c", "Hypervisor Hostname", "-c", "Hypervisor Type", "-c", "State")
+	cmd.Env = append(os.Environ(), "OS_CLIENT_CONFIG_FILE="+filepath.Join(funcDir, "clouds.yaml"))
+	hyp, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("openstack hypervisor list: %v", err)
 	}

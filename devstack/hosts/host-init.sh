@@ -7,11 +7,11 @@
 # fresh mount of every hierarchy of this machine (inside the cgroup
 # namespace each is rooted at the host's own cgroup), a /dev with only the
 # nodes a hypervisor needs (/dev/kvm owned by group kvm), a tmpfs /run,
-# and the shared instances directory; then execs systemd with
+# and its instances directory; then execs systemd with
 # container=other.
-#   usage: host-init.sh NAME ROOT SHARED_INSTANCES   (env BED_CGROUPS: "MOUNTPOINT FSTYPE OPTIONS" lines)
+#   usage: host-init.sh NAME ROOT INSTANCES   (env BED_CGROUPS: "MOUNTPOINT FSTYPE OPTIONS" lines)
 set -euo pipefail
-name=$1 root=$2 shared=$3
+name=$1 root=$2 instances=$3
 say() { printf '[%s host-init %s] %s\n' "$(date -u +%H:%M:%S)" "$name" "$*"; }
 trap 'say "FAILED (exit $?) at line $LINENO: $BASH_COMMAND"' ERR
 
@@ -59,7 +59,7 @@ mount -t tmpfs -o nosuid,nodev,mode=755 tmpfs "$root/run"
 mkdir -p "$root/run/lock"
 mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$root/tmp"
 mkdir -p "$root/var/lib/nova/instances"
-mount --bind "$shared" "$root/var/lib/nova/instances"
+mount --bind "$instances" "$root/var/lib/nova/instances"
 
 hostname "$name"
 # pivot_root, not chroot: in a chroot the kernel refuses new user

@@ -8,7 +8,7 @@
 #   hosts.env            DVMS_HOSTS="kvm-1 ...", DVMS_HOST_IP_kvm_1=..., DVMS_HOST_PID_kvm_1=...
 #   roots/base/          the Debian root every host shares (built once, cached)
 #   roots/kvm-K/         upper/ and work/ of the host's overlay, root/ its mount point
-#   shared/instances/    Nova's instances_path, bind-mounted into every host
+#   instances/kvm-K/     Nova's instances_path of host kvm-K, bind-mounted into it
 #   logs/                one log per step and per host
 #   run/                 pid files
 # The logging, die, wait_for and run_logged helpers are the functional
@@ -28,7 +28,7 @@ HOSTS_LOG_DIR="$DVMS_HOSTS_DIR/logs"
 HOSTS_RUN_DIR="$DVMS_HOSTS_DIR/run"
 ROOTS_DIR="$DVMS_HOSTS_DIR/roots"
 BASE_ROOT="$ROOTS_DIR/base"
-SHARED_INSTANCES="$DVMS_HOSTS_DIR/shared/instances"
+INSTANCES_DIR="$DVMS_HOSTS_DIR/instances"
 HOSTS_ENV="$DVMS_HOSTS_DIR/hosts.env"
 mkdir -p "$HOSTS_LOG_DIR" "$HOSTS_RUN_DIR" "$ROOTS_DIR"
 
@@ -70,7 +70,10 @@ host_pid() {
   [ -s "$f" ] || return 1
   pid=$(cat "$f")
   kill -0 "$pid" 2>/dev/null || return 1
+  # PIDs are reused (pid_max is 32768 here): the process must still be
+  # a systemd in this host's own cgroup.
   [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = systemd ] || return 1
+  grep -q "/$BED_CGROUP_DIR/$1\(/\|$\)" "/proc/$pid/cgroup" 2>/dev/null || return 1
   echo "$pid"
 }
 
@@ -100,12 +103,17 @@ cgroup_hierarchies() {
 # write_hosts_env: hosts.env from the hosts running now.
 write_hosts_env() {
   local f names=() n v pid
+  local -A pids=()
+  # Each host's PID read once: another host.sh may be stopping a host now.
   for f in "$HOSTS_RUN_DIR"/kvm-*.systemd.pid; do
     [ -e "$f" ] || continue
     n=$(basename "$f" .systemd.pid)
-    host_pid "$n" >/dev/null && names+=("$n")
+    if pid=$(host_pid "$n"); then
+      names+=("$n")
+      pids[$n]=$pid
+    fi
   done
-  mapfile -t names < <(printf '%s\n' "${names[@]}" | sort -t- -k2 -n)
+  if [ "${#names[@]}" -gt 0 ]; then mapfile -t names < <(printf '%s\n' "${names[@]}" | sort -t- -k2 -n); fi
   {
     echo "# The dvms real-hypervisor test bed (devstack/hosts): written by up.sh"
     echo "DVMS_HOSTS=\"${names[*]}\""
@@ -115,12 +123,12 @@ write_hosts_env() {
     echo "DVMS_HOSTS_VIRT_TYPE=$(bed_virt_type)"
     for n in "${names[@]}"; do
       v=$(host_var "$n")
-      pid=$(host_pid "$n")
       echo "DVMS_HOST_IP_$v=$(host_ip "${n#kvm-}")"
-      echo "DVMS_HOST_PID_$v=$pid"
+      echo "DVMS_HOST_PID_$v=${pids[$n]}"
     done
-  } > "$HOSTS_ENV.tmp"
-  mv -f "$HOSTS_ENV.tmp" "$HOSTS_ENV"
+  } > "$HOSTS_ENV.$$"
+  # down.sh stops hosts side by side: each writes its own file, then renames.
+  mv -f "$HOSTS_ENV.$$" "$HOSTS_ENV"
 }
 
 # The functional harness's helpers (start_daemon, run_logged ...) write pid

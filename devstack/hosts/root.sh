@@ -10,7 +10,8 @@
 #   usage: root.sh [--rebuild]
 # Needs root (debootstrap, chroot, mounts) and the Debian mirror
 # ($DVMS_HOSTS_MIRROR, default http://deb.debian.org/debian). Packages
-# already in /var/cache/apt/archives (the control plane's) are reused.
+# already in $DVMS_HOSTS_APT_CACHE (default /var/cache/apt/archives: the
+# control plane's) are reused.
 # Logs: $DVMS_HOSTS_DIR/logs/root-*.log. Cached: a root whose stamp
 # matches the package list below is kept.
 set -euo pipefail
@@ -54,12 +55,13 @@ umount_chroot() {
 trap umount_chroot EXIT
 umount_chroot
 rm -rf "$tmp"
-mkdir -p "$tmp" /var/cache/apt/archives
+APT_CACHE="${DVMS_HOSTS_APT_CACHE:-/var/cache/apt/archives}"
+mkdir -p "$tmp" "$APT_CACHE/partial"
 
 log "debootstrap $BED_SUITE minbase into $tmp (log $HOSTS_LOG_DIR/root-debootstrap.log)"
 run_logged "debootstrap" "$HOSTS_LOG_DIR/root-debootstrap.log" \
   debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus \
-  --cache-dir=/var/cache/apt/archives "$BED_SUITE" "$tmp" "$BED_MIRROR"
+  --cache-dir="$APT_CACHE" "$BED_SUITE" "$tmp" "$BED_MIRROR"
 log "debootstrap done in $(( $(date +%s) - _t0 ))s"
 
 cat > "$tmp/etc/apt/sources.list" <<EOT
@@ -89,7 +91,7 @@ EOT
 mount -t proc proc "$tmp/proc"
 mount --bind /dev "$tmp/dev"
 mount --bind /dev/pts "$tmp/dev/pts"
-mount --bind /var/cache/apt/archives "$tmp/var/cache/apt/archives"
+mount --bind "$APT_CACHE" "$tmp/var/cache/apt/archives"
 in_root() { chroot "$tmp" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"; }
 run_logged "debconf answers (no db, rabbit, keystone or endpoint setup by packages)" "$HOSTS_LOG_DIR/root-apt.log" \
   in_root debconf-set-selections /tmp/debconf.sel

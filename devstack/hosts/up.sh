@@ -14,10 +14,15 @@
 # debootstrap) and /dev/kvm. The dvms binary: $DVMS_BIN, else built from
 # this checkout. State: $DVMS_HOSTS_DIR (default /tmp/dvms-hosts), hosts.env
 # says what runs. Idempotent: running hosts and agents are kept.
-# Live migration uses a shared instances path ($DVMS_HOSTS_DIR/shared/
-# instances bind-mounted at /var/lib/nova/instances in every host): only
-# memory is copied, so a migration's time depends on the guest's RAM and
-# dirty rate as with shared storage (Ceph, NFS) in a region.
+# Live migration is block migration (Nova's block_migration "auto" picks it):
+# every host has its own instances_path ($DVMS_HOSTS_DIR/instances/kvm-K).
+# A shared one is refused by libvirt 9.0 here: it counts a path as shared
+# storage only on NFS, CIFS, GFS2, OCFS2, Ceph ... ("Migration without
+# shared storage is unsafe", and Nova offers no way to pass
+# VIR_MIGRATE_UNSAFE), and this machine's kernel has none of those file
+# systems. The guests' disks are small qcow2 overlays of a glance image,
+# so their copy is short and the migration's time is still dominated by
+# memory: the guest's RAM and its dirty rate.
 set -euo pipefail
 _t0=$(date +%s)
 # shellcheck source=devstack/hosts/lib.sh
