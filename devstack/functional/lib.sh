@@ -24,6 +24,11 @@ GLANCE_PORT="${DVMS_FUNC_GLANCE_PORT:-9292}"
 NOVA_PORT="${DVMS_FUNC_NOVA_PORT:-8774}"
 NEUTRON_PORT="${DVMS_FUNC_NEUTRON_PORT:-9696}"
 NATS_PORT="${DVMS_FUNC_NATS_PORT:-4222}"
+# The functional tests' NATS: only agents on this machine's root network
+# namespace use it, so it stays on loopback whatever DVMS_FUNC_HOST_IP is
+# (the real-hypervisor test bed, devstack/hosts, runs its own NATS on
+# 10.79.0.1:4222).
+NATS_IP="${DVMS_FUNC_NATS_IP:-127.0.0.1}"
 # dvms scheduler-api: nova-scheduler's DvmsWeigher asks it here; the
 # functional tests start and stop it (it is not part of the cloud).
 SCHEDAPI_PORT="${DVMS_FUNC_SCHEDAPI_PORT:-8095}"
@@ -102,9 +107,9 @@ wait_for() {
   log "ready: $what"
 }
 
-# port_open PORT: something listens on the loopback port.
+# port_open PORT [IP]: something listens on the port of DVMS_FUNC_HOST_IP (or IP).
 port_open() {
-  (exec 3<>"/dev/tcp/${DVMS_FUNC_HOST_IP}/$1") 2>/dev/null
+  (exec 3<>"/dev/tcp/${2:-$DVMS_FUNC_HOST_IP}/$1") 2>/dev/null
 }
 
 # http_ok URL: the URL answers with any HTTP status below 500.
@@ -156,6 +161,37 @@ stop_daemon() {
   fi
   rm -f "$pidfile"
   log "stopped $name"
+}
+
+# authtoken_section SECTION USER: keystone credentials of a service user
+# (the functional cloud's and the test bed's configs).
+authtoken_section() {
+  cat <<EOT
+[$1]
+auth_type = password
+auth_url = $KEYSTONE_URL
+www_authenticate_uri = $KEYSTONE_URL
+project_domain_name = Default
+user_domain_name = Default
+project_name = service
+username = $2
+password = $DVMS_FUNC_PASSWORD
+region_name = $DVMS_FUNC_REGION
+EOT
+}
+
+# uwsgi's http-socket keeps connections alive in a way that makes clients
+# fail at random ("connection aborted"): every answer says Connection: close.
+uwsgi_app() { # uwsgi_app NAME PORT WSGI_FILE ENV=VALUE
+  start_daemon "$1" "$LOG_DIR/$1.log" \
+    uwsgi --plugin python3 --http-socket "$DVMS_FUNC_HOST_IP:$2" --wsgi-file "$3" \
+    --env "$4" --master --processes 1 --threads 4 --die-on-term --need-app --lazy-apps \
+    --buffer-size 65535 --add-header "Connection: close" --procname-prefix "dvms-$1 "
+}
+# start_keystone: keystone under uwsgi (up.sh; the test bed's outage.sh
+# stops and starts it again).
+start_keystone() {
+  uwsgi_app keystone "$KEYSTONE_PORT" /usr/bin/keystone-wsgi-public "OS_KEYSTONE_CONFIG_FILES=$ETC_DIR/keystone.conf"
 }
 
 admin_env() {

@@ -35,7 +35,9 @@ for svc_port in mariadb:$DB_PORT rabbitmq:$RABBIT_PORT keystone:$KEYSTONE_PORT p
   glance-api:$GLANCE_PORT nova-api:$NOVA_PORT neutron-stub:$NEUTRON_PORT nats:$NATS_PORT \
   dvms-scheduler-api:$SCHEDAPI_PORT; do
   svc=${svc_port%%:*} port=${svc_port##*:}
-  if ! pid_alive "$svc" && port_open "$port"; then
+  ip=$DVMS_FUNC_HOST_IP
+  [ "$svc" = nats ] && ip=$NATS_IP
+  if ! pid_alive "$svc" && port_open "$port" "$ip"; then
     die "port $port (for $svc) is already in use by another process; free it or set DVMS_FUNC_*_PORT (see lib.sh)"
   fi
 done
@@ -58,22 +60,6 @@ for f in "$NOVA_POLICY" "$POLICY_DIR/placement.yaml"; do
     "$f" || die "policy file $f does not parse"
 done
 log "policy: Nova's $NOVA_POLICY ($(grep -c '^"' "$NOVA_POLICY") rules), placement's $POLICY_DIR/placement.yaml"
-
-# ---------------------------------------------------------------- helpers ---
-authtoken_section() { # authtoken_section SECTION USER
-  cat <<EOT
-[$1]
-auth_type = password
-auth_url = $KEYSTONE_URL
-www_authenticate_uri = $KEYSTONE_URL
-project_domain_name = Default
-user_domain_name = Default
-project_name = service
-username = $2
-password = $DVMS_FUNC_PASSWORD
-region_name = $DVMS_FUNC_REGION
-EOT
-}
 
 # ------------------------------------------------------------ admin creds ---
 cat > "$DVMS_FUNC_DIR/clouds.yaml" <<EOT
@@ -139,7 +125,10 @@ echo '[].' > "$ETC_DIR/rabbitmq-enabled-plugins"
 : > "$ETC_DIR/rabbitmq-env.conf"
 cat > "$ETC_DIR/rabbitmq.conf" <<EOT
 listeners.tcp.default = $DVMS_FUNC_HOST_IP:$RABBIT_PORT
-loopback_users.guest = true
+$(if [[ "$DVMS_FUNC_HOST_IP" == 127.* ]]; then echo "loopback_users.guest = true"; else
+  # Off loopback (DVMS_FUNC_HOST_IP=10.79.0.1 for the test bed): the hosts'
+  # nova-computes log in as guest from their own addresses.
+  echo "loopback_users = none"; fi)
 log.file.level = info
 EOT
 export ERL_EPMD_ADDRESS="$DVMS_FUNC_HOST_IP" ERL_EPMD_PORT="$EPMD_PORT"
@@ -149,7 +138,7 @@ else
   start_daemon epmd "$LOG_DIR/epmd.log" epmd -address "$DVMS_FUNC_HOST_IP" -port "$EPMD_PORT"
 fi
 rabbit_env=(
-  env HOME="$RABBIT_HOME" RABBITMQ_NODENAME="dvms-$RABBIT_PORT@localhost" RABBITMQ_USE_LONGNAME=false
+  env HOME="$RABBIT_HOME" ERL_EPMD_ADDRESS="$DVMS_FUNC_HOST_IP" ERL_EPMD_PORT="$EPMD_PORT" RABBITMQ_NODENAME="dvms-$RABBIT_PORT@localhost" RABBITMQ_USE_LONGNAME=false
   RABBITMQ_NODE_IP_ADDRESS="$DVMS_FUNC_HOST_IP" RABBITMQ_NODE_PORT="$RABBIT_PORT"
   RABBITMQ_DIST_PORT="$((RABBIT_PORT + 20000))" RABBITMQ_MNESIA_BASE="$RABBIT_HOME/mnesia"
   RABBITMQ_LOG_BASE="$LOG_DIR/rabbitmq" RABBITMQ_CONFIG_FILE="$ETC_DIR/rabbitmq.conf"
@@ -329,6 +318,8 @@ CREATE USER IF NOT EXISTS 'openstack'@'127.0.0.1' IDENTIFIED BY '$DVMS_FUNC_PASS
 CREATE USER IF NOT EXISTS 'openstack'@'localhost' IDENTIFIED BY '$DVMS_FUNC_PASSWORD';
 GRANT ALL PRIVILEGES ON *.* TO 'openstack'@'127.0.0.1';
 GRANT ALL PRIVILEGES ON *.* TO 'openstack'@'localhost';
+CREATE USER IF NOT EXISTS 'openstack'@'$DVMS_FUNC_HOST_IP' IDENTIFIED BY '$DVMS_FUNC_PASSWORD';
+GRANT ALL PRIVILEGES ON *.* TO 'openstack'@'$DVMS_FUNC_HOST_IP';
 FLUSH PRIVILEGES;
 EOT
 
@@ -369,15 +360,7 @@ run_logged "keystone: bootstrap admin, region $DVMS_FUNC_REGION, identity endpoi
   --bootstrap-admin-url "$KEYSTONE_URL" --bootstrap-internal-url "$KEYSTONE_URL" \
   --bootstrap-public-url "$KEYSTONE_URL"
 
-# uwsgi's http-socket keeps connections alive in a way that makes clients
-# fail at random ("connection aborted"): every answer says Connection: close.
-uwsgi_app() { # uwsgi_app NAME PORT WSGI_FILE ENV=VALUE
-  start_daemon "$1" "$LOG_DIR/$1.log" \
-    uwsgi --plugin python3 --http-socket "$DVMS_FUNC_HOST_IP:$2" --wsgi-file "$3" \
-    --env "$4" --master --processes 1 --threads 4 --die-on-term --need-app --lazy-apps \
-    --buffer-size 65535 --add-header "Connection: close" --procname-prefix "dvms-$1 "
-}
-uwsgi_app keystone "$KEYSTONE_PORT" /usr/bin/keystone-wsgi-public "OS_KEYSTONE_CONFIG_FILES=$ETC_DIR/keystone.conf"
+start_keystone
 wait_for 120 "keystone on $KEYSTONE_PORT" http_ok "$KEYSTONE_URL" \
   || fail_with_log "starting keystone" "$LOG_DIR/keystone.log"
 run_logged "keystone: service project, users, services and endpoints" "$LOG_DIR/bootstrap.log" \
@@ -487,16 +470,16 @@ mkdir -p "$NATS_DIR"
 dvms_keygen "$DVMS_FUNC_DIR/dvms" "$OBS_DIR" ops || die "dvms keygen (observer)"
 if [ ! -s "$NATS_DIR/cert.pem" ]; then
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
-    -subj "/CN=dvms-functional-nats" -addext "subjectAltName=IP:$DVMS_FUNC_HOST_IP" \
+    -subj "/CN=dvms-functional-nats" -addext "subjectAltName=IP:$NATS_IP" \
     -keyout "$NATS_DIR/key.pem" -out "$NATS_DIR/cert.pem" >"$LOG_DIR/nats-cert.log" 2>&1 \
     || fail_with_log "making the NATS TLS certificate" "$LOG_DIR/nats-cert.log"
   chmod 600 "$NATS_DIR/key.pem"
 fi
 "$DVMS_FUNC_DIR/dvms" nats-config --keys-dir "$KEYS_DIR" --region "$DVMS_FUNC_REGION" --observer "$OBS_DIR/ops.pub" \
-  --listen "$DVMS_FUNC_HOST_IP:$NATS_PORT" --tls-cert "$NATS_DIR/cert.pem" --tls-key "$NATS_DIR/key.pem" \
+  --listen "$NATS_IP:$NATS_PORT" --tls-cert "$NATS_DIR/cert.pem" --tls-key "$NATS_DIR/key.pem" \
   > "$NATS_DIR/nats.conf" || die "dvms nats-config"
 start_daemon nats "$LOG_DIR/nats.log" nats-server -c "$NATS_DIR/nats.conf"
-wait_for 30 "NATS on port $NATS_PORT" port_open "$NATS_PORT" || fail_with_log "starting NATS" "$LOG_DIR/nats.log"
+wait_for 30 "NATS on port $NATS_PORT" port_open "$NATS_PORT" "$NATS_IP" || fail_with_log "starting NATS" "$LOG_DIR/nats.log"
 log "NATS: TLS, $N agent keys and one observer key admitted ($NATS_DIR/nats.conf)"
 # The preemption test gives its victim a low priority with `openstack
 # server set --property dvms:priority=-1` (as admin): trust server
@@ -507,7 +490,7 @@ DVMS_KEYS_DIR="$KEYS_DIR" DVMS_NATS_NKEY_AUTH=true DVMS_NATS_NKEY_SEED="$OBS_DIR
   DVMS_NATS_TLS_CA="$NATS_DIR/cert.pem" \
 DVMS_REGION="$DVMS_FUNC_REGION" DVMS_OS_CLOUD="$DVMS_FUNC_AGENT_CLOUD" \
   DVMS_CLOUDS_YAML="$DVMS_FUNC_DIR/clouds.yaml" \
-  DVMS_NATS_URL="${DVMS_NATS_URL:-nats://$DVMS_FUNC_HOST_IP:$NATS_PORT}" \
+  DVMS_NATS_URL="${DVMS_NATS_URL:-nats://$NATS_IP:$NATS_PORT}" \
   dvms_write_config "$ETC_DIR/dvms.conf"
 printf '\n[scheduler_api]\nlisten = %s\n' "$DVMS_FUNC_HOST_IP:$SCHEDAPI_PORT" >> "$ETC_DIR/dvms.conf"
 log "dvms agent config: $ETC_DIR/dvms.conf"
