@@ -52,6 +52,8 @@ type realBed struct {
 	env     map[string]string // hosts.env
 	scripts string            // devstack/hosts of this checkout
 	bin     string            // dvms, for `dvms events` / `dvms status`
+	mu      sync.Mutex
+	domains map[string]string // server -> libvirt domain
 }
 
 // realNotRun skips a real-host test loudly, or fails it when
@@ -97,7 +99,7 @@ func openBed(t *testing.T, ctx context.Context) *realBed {
 	b := &realBed{
 		world: &world{t: t, ctx: ctx, fc: fc, hosts: hosts, logs: newAPILogs(fc.dir),
 			boot: bootSpec{flavor: "dvms.kvm", image: "dvms-burner", prefix: realPrefix}},
-		dir: dir, env: env, scripts: scripts, bin: dvmsBinary(t, ctx),
+		dir: dir, env: env, scripts: scripts, bin: dvmsBinary(t, ctx), domains: map[string]string{},
 	}
 	b.ops = &opsEnv{natsURL: firstNonEmpty(env["DVMS_HOSTS_NATS_URL"], "nats://10.79.0.1:4222"), region: "RegionOne",
 		env: fc.env("DVMS_NATS_NKEY="+filepath.Join(dir, "observer", "ops.key"), "DVMS_NATS_TLS_CA="+filepath.Join(dir, "nats", "cert.pem"))}
@@ -183,11 +185,23 @@ type guestStatus struct {
 	at time.Time
 }
 
-// ctl tells server's burner what to do (ctl.sh SERVER cpu N | mem MB MBPS
-// | idle | uptime) and returns its answer.
+// ctl tells server's burner what to do (ctl.sh --domain DOMAIN --in HOST
+// cpu N | mem MB MBPS | idle | uptime) and returns its answer. The domain
+// is looked up once (it keeps its name when it migrates), the host every
+// time through the API (the openstack CLI starts in seconds, tens of
+// seconds on a loaded machine).
 func (b *realBed) ctl(server string, args ...string) (guestStatus, error) {
-	out, err := b.output(append([]string{filepath.Join(b.scripts, "guest", "ctl.sh"), server}, args...)...)
 	st := guestStatus{at: time.Now()}
+	dom, err := b.domain(server)
+	if err != nil {
+		return st, err
+	}
+	s, err := b.fc.cl.Server(b.ctx, server)
+	if err != nil {
+		return st, fmt.Errorf("where is %s: %w", server, err)
+	}
+	out, err := b.output(append([]string{filepath.Join(b.scripts, "guest", "ctl.sh"), "--domain", dom, "--in", s.Host}, args...)...)
+	st.at = time.Now()
 	if err != nil {
 		return st, err
 	}
@@ -195,6 +209,22 @@ func (b *realBed) ctl(server string, args ...string) (guestStatus, error) {
 		return st, fmt.Errorf("ctl.sh %s %v: %q: %w", server, args, out, err)
 	}
 	return st, nil
+}
+
+// domain is server's libvirt domain (OS-EXT-SRV-ATTR:instance_name).
+func (b *realBed) domain(server string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d, ok := b.domains[server]; ok {
+		return d, nil
+	}
+	out, err := b.fc.osc(b.t, b.ctx, "server", "show", server, "-f", "value", "-c", "OS-EXT-SRV-ATTR:instance_name")
+	d := strings.TrimSpace(out)
+	if err != nil || d == "" {
+		return "", fmt.Errorf("libvirt domain of %s: %q %v", server, d, err)
+	}
+	b.domains[server] = d
+	return d, nil
 }
 
 // mustCtl is ctl that fails t.
@@ -575,7 +605,10 @@ func TestRealHostsNonConverging(t *testing.T) {
 	st1 := b.mustCtl(id, "uptime")
 	st2 := b.waitGuestRate(id, st1)
 	t.Logf("guest %s dirties %.0f MiB/s (asked %d) over %d MiB", id, (st2.DirtiedMB-st1.DirtiedMB)/st2.at.Sub(st1.at).Seconds(), dirtyMBps, dirtyMB)
-	domain := strings.TrimSpace(b.osc("server", "show", id, "-f", "value", "-c", "OS-EXT-SRV-ATTR:instance_name"))
+	domain, err := b.domain(id)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	b.osc("compute", "service", "set", "--disable", "--disable-reason", "maintenance", src, "nova-compute")
 	var mig migrationRow
