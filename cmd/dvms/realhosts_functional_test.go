@@ -396,6 +396,22 @@ func (b *realBed) requireCgroupSource() {
 	}
 }
 
+// requireAgentOption fails t unless the dvms installed in every host
+// knows the option (its `dvms config sample` lists it): an option the
+// agents do not know would be ignored in their environment.
+func (b *realBed) requireAgentOption(name string) {
+	b.t.Helper()
+	for _, h := range b.hosts {
+		sample, err := b.inHost(h, "/usr/local/bin/dvms", "config", "sample")
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		if !strings.Contains(sample, "\n#"+name+" = ") {
+			b.t.Fatalf("the dvms agent installed in %s has no option %s: install one that has (devstack/hosts/agents.sh install DVMS_BIN HOST...)", h, name)
+		}
+	}
+}
+
 // demandUnknownSkips are the agents' records of moves skipped because a
 // demand could not be read or the event not verified.
 func demandUnknownSkips(recs []logLine) []string {
@@ -586,6 +602,7 @@ func TestRealHostsNonConverging(t *testing.T) {
 	// least 2 GiB (a 256 MiB guest: 2 x the setting).
 	const perGiB, capMiBps, dirtyMB, dirtyMBps = 15, 10, 150, 300
 	limit := 2 * perGiB * time.Second
+	b.requireAgentOption("migration_completion_action")
 	b.setAgentEnv(map[string]string{
 		"DVMS_SCHEDULER_MIGRATION_COMPLETION_ACTION":  action,
 		"DVMS_SCHEDULER_MIGRATION_COMPLETION_TIMEOUT": strconv.Itoa(perGiB),
