@@ -47,7 +47,7 @@ upload() {
   local name=$1 container=$2 disk=$3 file=$4 old
   shift 4
   for old in $(osc image list --name "$name" -f value -c ID); do
-    log "deleting the old $name ($old)"
+    log "deleting the old $name ($old)" >&2 # stdout is the new id
     osc image delete "$old"
   done
   osc image create --public --container-format "$container" --disk-format "$disk" \
