@@ -159,8 +159,10 @@ func (b *realBed) run(what string, args ...string) string {
 
 // output runs args with the cloud's environment; the error carries the
 // command and its output.
-func (b *realBed) output(args ...string) (string, error) {
-	cmd := exec.CommandContext(b.ctx, args[0], args[1:]...)
+func (b *realBed) output(args ...string) (string, error) { return b.outputCtx(b.ctx, args...) }
+
+func (b *realBed) outputCtx(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = b.fc.env("DVMS_HOSTS_DIR=" + b.dir)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -339,24 +341,26 @@ func (b *realBed) setAgentEnv(vars map[string]string) {
 	for _, k := range keys {
 		fmt.Fprintf(&unit, "Environment=%s=%s\n", k, vars[k])
 	}
-	apply := func(h, content string) error {
+	apply := func(ctx context.Context, h, content string) error {
 		dropin := "/run/systemd/system/dvms-agent@" + h + ".service.d"
 		script := "rm -rf " + dropin + " && systemctl daemon-reload && systemctl restart dvms-agent@" + h
 		if content != "" {
 			script = "mkdir -p " + dropin + " && printf '%s' \"$1\" > " + dropin + "/zz-realhosts.conf && systemctl daemon-reload && systemctl restart dvms-agent@" + h
 		}
-		_, err := b.inHost(h, "sh", "-c", script, "sh", content)
+		_, err := b.outputCtx(ctx, filepath.Join(b.scripts, "exec.sh"), h, "sh", "-c", script, "sh", content)
 		return err
 	}
-	b.t.Cleanup(func() {
+	b.t.Cleanup(func() { // the test's context has ended by now
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
 		for _, h := range b.hosts {
-			if err := apply(h, ""); err != nil {
+			if err := apply(ctx, h, ""); err != nil {
 				b.t.Errorf("restore the agent of %s: %v", h, err)
 			}
 		}
 	})
 	for _, h := range b.hosts {
-		if err := apply(h, unit.String()); err != nil {
+		if err := apply(b.ctx, h, unit.String()); err != nil {
 			b.t.Fatalf("agent of %s with %v: %v", h, keys, err)
 		}
 	}
@@ -410,6 +414,18 @@ func (b *realBed) requireAgentOption(name string) {
 			b.t.Fatalf("the dvms agent installed in %s has no option %s: install one that has (devstack/hosts/agents.sh install DVMS_BIN HOST...)", h, name)
 		}
 	}
+}
+
+// demandFailures are the agents' records of a demand sample that failed
+// (the monitor then raises no event from missing data).
+func demandFailures(recs []logLine) []string {
+	var out []string
+	for _, l := range recs {
+		if strings.HasPrefix(l.Message, "monitor: demand source failed") {
+			out = append(out, l.Message+": "+l.Error)
+		}
+	}
+	return out
 }
 
 // demandUnknownSkips are the agents' records of moves skipped because a
@@ -540,6 +556,9 @@ func TestRealHostsOverload(t *testing.T) {
 
 	var ev bedEvent
 	if !b.eventually("an overload event of "+src, 3*time.Minute, func() bool {
+		if failed := demandFailures(f.records()); len(failed) > 0 {
+			t.Fatalf("the agents cannot measure demand: %s", failed[len(failed)-1])
+		}
 		evs, err := b.events(src)
 		if err != nil {
 			t.Log(err)
