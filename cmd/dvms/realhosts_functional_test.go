@@ -301,18 +301,18 @@ func (b *realBed) checkKeptRunning(before map[string]guestStatus) {
 
 // ---- the agents under systemd ----
 
-// agents is a fleet view of the bed's agents: their records come from
-// each host's journal (journalctl -u dvms-agent@HOST), exported to files
-// before every read.
+// agents is a fleet view of the bed's agents from now on: their records
+// come from each host's journal (journalctl -u dvms-agent@HOST --since
+// now), exported to files before every read.
 func (b *realBed) agents() *fleet {
-	dir := b.t.TempDir()
+	dir, since := b.t.TempDir(), fmt.Sprintf("@%d", time.Now().Unix())
 	f := &fleet{logDir: "journalctl -u dvms-agent@HOST in each host", logs: map[string]string{}, done: true}
 	for _, h := range b.hosts {
 		f.logs[h] = filepath.Join(dir, h+".log")
 	}
 	f.refresh = func() {
 		for h, p := range f.logs {
-			out, err := b.inHost(h, "journalctl", "--no-pager", "-o", "cat", "-u", "dvms-agent@"+h)
+			out, err := b.inHost(h, "journalctl", "--no-pager", "-o", "cat", "--since", since, "-u", "dvms-agent@"+h)
 			if err != nil {
 				b.t.Logf("journal of %s: %v", h, err)
 				continue
