@@ -758,6 +758,7 @@ type logLine struct {
 	Member        string `json:"member"`
 	Class         string `json:"class"`  // of a skipped or ended action
 	Reason        string `json:"reason"` // of a skipped action
+	Error         string `json:"error"`
 }
 
 type agentAction = logLine

@@ -52,6 +52,8 @@ type realBed struct {
 	env     map[string]string // hosts.env
 	scripts string            // devstack/hosts of this checkout
 	bin     string            // dvms, for `dvms events` / `dvms status`
+	mu      sync.Mutex
+	domains map[string]string // server -> libvirt domain
 }
 
 // realNotRun skips a real-host test loudly, or fails it when
@@ -97,7 +99,7 @@ func openBed(t *testing.T, ctx context.Context) *realBed {
 	b := &realBed{
 		world: &world{t: t, ctx: ctx, fc: fc, hosts: hosts, logs: newAPILogs(fc.dir),
 			boot: bootSpec{flavor: "dvms.kvm", image: "dvms-burner", prefix: realPrefix}},
-		dir: dir, env: env, scripts: scripts, bin: dvmsBinary(t, ctx),
+		dir: dir, env: env, scripts: scripts, bin: dvmsBinary(t, ctx), domains: map[string]string{},
 	}
 	b.ops = &opsEnv{natsURL: firstNonEmpty(env["DVMS_HOSTS_NATS_URL"], "nats://10.79.0.1:4222"), region: "RegionOne",
 		env: fc.env("DVMS_NATS_NKEY="+filepath.Join(dir, "observer", "ops.key"), "DVMS_NATS_TLS_CA="+filepath.Join(dir, "nats", "cert.pem"))}
@@ -157,8 +159,10 @@ func (b *realBed) run(what string, args ...string) string {
 
 // output runs args with the cloud's environment; the error carries the
 // command and its output.
-func (b *realBed) output(args ...string) (string, error) {
-	cmd := exec.CommandContext(b.ctx, args[0], args[1:]...)
+func (b *realBed) output(args ...string) (string, error) { return b.outputCtx(b.ctx, args...) }
+
+func (b *realBed) outputCtx(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = b.fc.env("DVMS_HOSTS_DIR=" + b.dir)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -183,11 +187,23 @@ type guestStatus struct {
 	at time.Time
 }
 
-// ctl tells server's burner what to do (ctl.sh SERVER cpu N | mem MB MBPS
-// | idle | uptime) and returns its answer.
+// ctl tells server's burner what to do (ctl.sh --domain DOMAIN --in HOST
+// cpu N | mem MB MBPS | idle | uptime) and returns its answer. The domain
+// is looked up once (it keeps its name when it migrates), the host every
+// time through the API (the openstack CLI starts in seconds, tens of
+// seconds on a loaded machine).
 func (b *realBed) ctl(server string, args ...string) (guestStatus, error) {
-	out, err := b.output(append([]string{filepath.Join(b.scripts, "guest", "ctl.sh"), server}, args...)...)
 	st := guestStatus{at: time.Now()}
+	dom, err := b.domain(server)
+	if err != nil {
+		return st, err
+	}
+	s, err := b.fc.cl.Server(b.ctx, server)
+	if err != nil {
+		return st, fmt.Errorf("where is %s: %w", server, err)
+	}
+	out, err := b.output(append([]string{filepath.Join(b.scripts, "guest", "ctl.sh"), "--domain", dom, "--in", s.Host}, args...)...)
+	st.at = time.Now()
 	if err != nil {
 		return st, err
 	}
@@ -195,6 +211,22 @@ func (b *realBed) ctl(server string, args ...string) (guestStatus, error) {
 		return st, fmt.Errorf("ctl.sh %s %v: %q: %w", server, args, out, err)
 	}
 	return st, nil
+}
+
+// domain is server's libvirt domain (OS-EXT-SRV-ATTR:instance_name).
+func (b *realBed) domain(server string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d, ok := b.domains[server]; ok {
+		return d, nil
+	}
+	out, err := b.fc.osc(b.t, b.ctx, "server", "show", server, "-f", "value", "-c", "OS-EXT-SRV-ATTR:instance_name")
+	d := strings.TrimSpace(out)
+	if err != nil || d == "" {
+		return "", fmt.Errorf("libvirt domain of %s: %q %v", server, d, err)
+	}
+	b.domains[server] = d
+	return d, nil
 }
 
 // mustCtl is ctl that fails t.
@@ -269,18 +301,18 @@ func (b *realBed) checkKeptRunning(before map[string]guestStatus) {
 
 // ---- the agents under systemd ----
 
-// agents is a fleet view of the bed's agents: their records come from
-// each host's journal (journalctl -u dvms-agent@HOST), exported to files
-// before every read.
+// agents is a fleet view of the bed's agents from now on: their records
+// come from each host's journal (journalctl -u dvms-agent@HOST --since
+// now), exported to files before every read.
 func (b *realBed) agents() *fleet {
-	dir := b.t.TempDir()
+	dir, since := b.t.TempDir(), fmt.Sprintf("@%d", time.Now().Unix())
 	f := &fleet{logDir: "journalctl -u dvms-agent@HOST in each host", logs: map[string]string{}, done: true}
 	for _, h := range b.hosts {
 		f.logs[h] = filepath.Join(dir, h+".log")
 	}
 	f.refresh = func() {
 		for h, p := range f.logs {
-			out, err := b.inHost(h, "journalctl", "--no-pager", "-o", "cat", "-u", "dvms-agent@"+h)
+			out, err := b.inHost(h, "journalctl", "--no-pager", "-o", "cat", "--since", since, "-u", "dvms-agent@"+h)
 			if err != nil {
 				b.t.Logf("journal of %s: %v", h, err)
 				continue
@@ -309,24 +341,26 @@ func (b *realBed) setAgentEnv(vars map[string]string) {
 	for _, k := range keys {
 		fmt.Fprintf(&unit, "Environment=%s=%s\n", k, vars[k])
 	}
-	apply := func(h, content string) error {
+	apply := func(ctx context.Context, h, content string) error {
 		dropin := "/run/systemd/system/dvms-agent@" + h + ".service.d"
 		script := "rm -rf " + dropin + " && systemctl daemon-reload && systemctl restart dvms-agent@" + h
 		if content != "" {
 			script = "mkdir -p " + dropin + " && printf '%s' \"$1\" > " + dropin + "/zz-realhosts.conf && systemctl daemon-reload && systemctl restart dvms-agent@" + h
 		}
-		_, err := b.inHost(h, "sh", "-c", script, "sh", content)
+		_, err := b.outputCtx(ctx, filepath.Join(b.scripts, "exec.sh"), h, "sh", "-c", script, "sh", content)
 		return err
 	}
-	b.t.Cleanup(func() {
+	b.t.Cleanup(func() { // the test's context has ended by now
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
 		for _, h := range b.hosts {
-			if err := apply(h, ""); err != nil {
+			if err := apply(ctx, h, ""); err != nil {
 				b.t.Errorf("restore the agent of %s: %v", h, err)
 			}
 		}
 	})
 	for _, h := range b.hosts {
-		if err := apply(h, unit.String()); err != nil {
+		if err := apply(b.ctx, h, unit.String()); err != nil {
 			b.t.Fatalf("agent of %s with %v: %v", h, keys, err)
 		}
 	}
@@ -364,6 +398,34 @@ func (b *realBed) requireCgroupSource() {
 			b.t.Fatalf("the agent of %s measures with source = %s, not cgroup", h, cfg.MonitorSource)
 		}
 	}
+}
+
+// requireAgentOption fails t unless the dvms installed in every host
+// knows the option (its `dvms config sample` lists it): an option the
+// agents do not know would be ignored in their environment.
+func (b *realBed) requireAgentOption(name string) {
+	b.t.Helper()
+	for _, h := range b.hosts {
+		sample, err := b.inHost(h, "/usr/local/bin/dvms", "config", "sample")
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		if !strings.Contains(sample, "\n#"+name+" = ") {
+			b.t.Fatalf("the dvms agent installed in %s has no option %s: install one that has (devstack/hosts/agents.sh install DVMS_BIN HOST...)", h, name)
+		}
+	}
+}
+
+// demandFailures are the agents' records of a demand sample that failed
+// (the monitor then raises no event from missing data).
+func demandFailures(recs []logLine) []string {
+	var out []string
+	for _, l := range recs {
+		if strings.HasPrefix(l.Message, "monitor: demand source failed") {
+			out = append(out, l.Message+": "+l.Error)
+		}
+	}
+	return out
 }
 
 // demandUnknownSkips are the agents' records of moves skipped because a
@@ -494,6 +556,9 @@ func TestRealHostsOverload(t *testing.T) {
 
 	var ev bedEvent
 	if !b.eventually("an overload event of "+src, 3*time.Minute, func() bool {
+		if failed := demandFailures(f.records()); len(failed) > 0 {
+			t.Fatalf("the agents cannot measure demand: %s", failed[len(failed)-1])
+		}
 		evs, err := b.events(src)
 		if err != nil {
 			t.Log(err)
@@ -556,6 +621,7 @@ func TestRealHostsNonConverging(t *testing.T) {
 	// least 2 GiB (a 256 MiB guest: 2 x the setting).
 	const perGiB, capMiBps, dirtyMB, dirtyMBps = 15, 10, 150, 300
 	limit := 2 * perGiB * time.Second
+	b.requireAgentOption("migration_completion_action")
 	b.setAgentEnv(map[string]string{
 		"DVMS_SCHEDULER_MIGRATION_COMPLETION_ACTION":  action,
 		"DVMS_SCHEDULER_MIGRATION_COMPLETION_TIMEOUT": strconv.Itoa(perGiB),
@@ -575,8 +641,21 @@ func TestRealHostsNonConverging(t *testing.T) {
 	st1 := b.mustCtl(id, "uptime")
 	st2 := b.waitGuestRate(id, st1)
 	t.Logf("guest %s dirties %.0f MiB/s (asked %d) over %d MiB", id, (st2.DirtiedMB-st1.DirtiedMB)/st2.at.Sub(st1.at).Seconds(), dirtyMBps, dirtyMB)
-	domain := strings.TrimSpace(b.osc("server", "show", id, "-f", "value", "-c", "OS-EXT-SRV-ATTR:instance_name"))
+	domain, err := b.domain(id)
+	if err != nil {
+		t.Fatal(err)
+	}
 
+	// The cap first: libvirt keeps a domain's migrate-setspeed for its next
+	// migration when the request names no bandwidth (Nova's
+	// live_migration_bandwidth = 0), and at full speed this guest's
+	// migration converged in 6 s on the bed, before a cap set once it ran.
+	if _, err := b.inHost(src, "virsh", "migrate-setspeed", domain, "--bandwidth", strconv.Itoa(capMiBps)); err != nil {
+		t.Fatalf("cap the migration's bandwidth: %v", err)
+	}
+	if s, err := b.fc.cl.Server(ctx, id); err != nil || s.Host != src {
+		t.Fatalf("%s left %s before the disable (on %q, %v): see openstack server migration list --server %s", id, src, s.Host, err, id)
+	}
 	b.osc("compute", "service", "set", "--disable", "--disable-reason", "maintenance", src, "nova-compute")
 	var mig migrationRow
 	if !b.eventuallyEvery("the live migration of "+id+" running", 3*time.Minute, time.Second, func() bool {
@@ -591,7 +670,7 @@ func TestRealHostsNonConverging(t *testing.T) {
 		t.Fatalf("no running live migration of %s within 3 min of disabling %s", id, src)
 	}
 	if _, err := b.inHost(src, "virsh", "migrate-setspeed", domain, "--bandwidth", strconv.Itoa(capMiBps)); err != nil {
-		t.Fatalf("cap the migration's bandwidth: %v", err)
+		t.Logf("cap the running migration's bandwidth again: %v", err)
 	}
 	started := mustNovaTime(t, mig.CreatedAt)
 	t.Logf("migration %d of %s running; bandwidth capped at %d MiB/s while the guest dirties %d MiB/s", mig.ID, id, capMiBps, dirtyMBps)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ctl.sh SERVER cpu CORES | mem MB MBPS | idle | uptime
-# ctl.sh --domain DOMAIN ...   (a libvirt domain of this machine's libvirtd)
+# ctl.sh --domain DOMAIN [--in HOST] ...   (a libvirt domain of this machine's
+#                                          libvirtd, or of bed host HOST's)
 #
 # Tells a burner guest what to do through its QEMU guest agent channel and
 # prints the guest's answer, one JSON line:
@@ -11,12 +12,13 @@
 #   uptime        change nothing, report (uptime_s is the guest's /proc/uptime)
 # SERVER is a Nova server name or id: its host and libvirt domain come from
 # `openstack server show` (admin: OS-EXT-SRV-ATTR:*), and virsh runs inside
-# that host with devstack/hosts/exec.sh.
+# that host with devstack/hosts/exec.sh (two openstack CLI start-ups: callers
+# that know the domain and the host pass --domain and --in instead).
 set -euo pipefail
 HOSTS_SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 usage() {
-  echo "usage: $0 SERVER|--domain DOMAIN cpu CORES | mem MB MBPS | idle | uptime" >&2
+  echo "usage: $0 SERVER|--domain DOMAIN [--in HOST] cpu CORES | mem MB MBPS | idle | uptime" >&2
   exit 2
 }
 die() {
@@ -26,11 +28,16 @@ die() {
 number='^[0-9]+([.][0-9]+)?$'
 
 [ $# -ge 2 ] || usage
-local_domain=""
+local_domain="" in_host=""
 if [ "$1" = "--domain" ]; then
   [ $# -ge 3 ] || usage
   local_domain=$2
   shift 2
+  if [ "$1" = "--in" ]; then
+    [ $# -ge 3 ] || usage
+    in_host=$2
+    shift 2
+  fi
 else
   server=$1
   shift
@@ -54,7 +61,10 @@ uptime)
 esac
 
 virsh_args=(qemu-agent-command --timeout 10)
-if [ -n "$local_domain" ]; then
+if [ -n "$in_host" ]; then
+  reply=$("$HOSTS_SCRIPTS/exec.sh" "$in_host" virsh "${virsh_args[@]}" "$local_domain" "$cmd") ||
+    die "virsh qemu-agent-command $local_domain in host $in_host failed"
+elif [ -n "$local_domain" ]; then
   reply=$(virsh "${virsh_args[@]}" "$local_domain" "$cmd") || die "virsh qemu-agent-command $local_domain failed"
 else
   DVMS_FUNC_DIR="${DVMS_FUNC_DIR:-/tmp/dvms-functional}"

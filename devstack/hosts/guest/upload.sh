@@ -41,15 +41,16 @@ current() {
   if [ "$sum" = "$(md5sum < "$2" | cut -d' ' -f1)" ]; then echo "$id"; fi
 }
 
-# upload NAME FORMAT FILE [PROPERTIES...]: replace image NAME with FILE.
+# upload NAME CONTAINER DISK FILE [PROPERTIES...]: replace image NAME with
+# FILE (container and disk formats as glance names them).
 upload() {
-  local name=$1 format=$2 file=$3 old
-  shift 3
+  local name=$1 container=$2 disk=$3 file=$4 old
+  shift 4
   for old in $(osc image list --name "$name" -f value -c ID); do
-    log "deleting the old $name ($old)"
+    log "deleting the old $name ($old)" >&2 # stdout is the new id
     osc image delete "$old"
   done
-  osc image create --public --container-format "$format" --disk-format "$format" \
+  osc image create --public --container-format "$container" --disk-format "$disk" \
     --file "$file" "$@" -f value -c id "$name"
 }
 
@@ -62,9 +63,9 @@ if [ -n "$root" ] && [ -n "$kernel" ] && [ -n "$ramdisk" ] &&
   osc image show "$root" -f json -c properties | grep -q "\"ramdisk_id\": \"$ramdisk\""; then
   log "images unchanged: dvms-burner $root (kernel $kernel, ramdisk $ramdisk)"
 else
-  [ -n "$kernel" ] || kernel=$(upload dvms-burner-kernel aki "$build/vmlinuz")
-  [ -n "$ramdisk" ] || ramdisk=$(upload dvms-burner-ramdisk ari "$build/initramfs.img")
-  root=$(upload dvms-burner raw "$build/root.raw" \
+  [ -n "$kernel" ] || kernel=$(upload dvms-burner-kernel aki aki "$build/vmlinuz")
+  [ -n "$ramdisk" ] || ramdisk=$(upload dvms-burner-ramdisk ari ari "$build/initramfs.img")
+  root=$(upload dvms-burner bare raw "$build/root.raw" \
     --property kernel_id="$kernel" --property ramdisk_id="$ramdisk" \
     --property os_command_line="$cmdline" --property hw_qemu_guest_agent=yes)
   log "uploaded dvms-burner $root (kernel $kernel, ramdisk $ramdisk, cmdline '$cmdline')"
