@@ -726,16 +726,8 @@ func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.
 		do(func() {
 			r.destServers, r.destServersErr = retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, a.To) })
 		})
-		do(func() {
-			if r.srcDemand, r.srcDemandErr = e.measure(ctx, a.From); r.srcDemandErr == nil {
-				f.note(r.srcDemand)
-			}
-		})
-		do(func() {
-			if r.destDemand, r.destDemandErr = e.measure(ctx, a.To); r.destDemandErr == nil {
-				f.note(r.destDemand)
-			}
-		})
+		do(func() { r.srcDemand, r.srcDemandErr = e.measureIn(ctx, f, a.From) })
+		do(func() { r.destDemand, r.destDemandErr = e.measureIn(ctx, f, a.To) })
 	}
 	wg.Wait()
 	return r
@@ -784,6 +776,17 @@ func (e *Executor) measure(ctx context.Context, host string) (map[string]nova.De
 		return nil, fmt.Errorf("unknown now: %w", err)
 	}
 	return nil, nil // no agent to ask (tools, tests): the plan's snapshot
+}
+
+// measureIn is measure for a re-check of the plan flying f: what it
+// reads is noted as the plan's latest reading (flight.read), which every
+// re-check of the plan judges by.
+func (e *Executor) measureIn(ctx context.Context, f *flight, host string) (map[string]nova.Demand, error) {
+	d, err := e.measure(ctx, host)
+	if err == nil {
+		f.note(d)
+	}
+	return d, err
 }
 
 // accept notes that Nova accepted the reserved move (nil: not a move).
