@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -266,6 +267,15 @@ type flight struct {
 	groups map[string]map[string]int
 	// snapshot demand of every server the plan's partition saw.
 	snap map[string]nova.Demand
+	// read: the plan's latest reading of each server's demand, from any
+	// of its re-checks, noted as each answer arrives (note). A re-check
+	// judges every server at it: two moves into one host re-checked
+	// together read the host twice, and the one deciding first must not
+	// decide on its own older answer when the other's is newer. (Seen:
+	// a move judged a destination server at 0.00 cores, read first,
+	// while the plan's later read said 0.90, and started into 16.04 of
+	// 16 cores; the safety observer judges by the plan's last read.)
+	read map[string]nova.Demand
 	// reasons: by event host, why the plan's event does not justify its
 	// actions (empty when it does), see executor_reason.go.
 	reasons map[string]skip
@@ -276,11 +286,22 @@ type load struct {
 	vcpus, ramMB int     // flavor
 }
 
+// note records d, the demand of a host's servers just read by a
+// re-check, as the plan's latest reading of each.
+func (f *flight) note(d map[string]nova.Demand) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.read == nil {
+		f.read = map[string]nova.Demand{}
+	}
+	maps.Copy(f.read, d)
+}
+
 // arriving sums the plan's moves into host that its listing (listed, by
 // server) does not show yet: their load, and the VCPUs of those Nova
 // accepted (placement holds them, or will soon) (f.mu held). A moving
-// server's demand is taken from fresh (a measurement of its source read
-// by this re-check) when it has one, and the reservation updated: the
+// server's demand is taken from fresh (the plan's latest reading, see
+// flight.read) when it has one, and the reservation updated: the
 // value reserved at its own re-check may be seconds old. (Seen: a plan
 // moving three servers from one host into another counted the first at
 // the 0.56 core reserved while its source, read again, measured 0.76,
@@ -322,7 +343,7 @@ type progress struct {
 func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan scheduler.Plan) ExecResult {
 	ctx = nova.WithRequestID(ctx, RequestID(ev.ID))
 	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{},
-		reasons: map[string]skip{}}
+		read: map[string]nova.Demand{}, reasons: map[string]skip{}}
 	for _, h := range plan.Snapshot {
 		for _, s := range h.Servers {
 			f.snap[s.ID] = nova.Demand{CPU: s.CPU, RAMMB: s.RAM}
@@ -531,7 +552,11 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	defer cancel()
 	// Every read at once: on a busy nova-api the re-check costs one
 	// round trip, not seven (it is on the path of a drain's first move).
-	r := e.readAll(ctx, ev, a, f)
+	return e.judge(ev, a, f, e.readAll(ctx, ev, a, f))
+}
+
+// judge is recheck's verdict on what it read (r).
+func (e *Executor) judge(ev scheduler.Event, a scheduler.Action, f *flight, r *reads) (baseline map[string]bool, held *reservation, sk skip) {
 	if r.decided {
 		return nil, nil, r.reason // before any Nova read
 	}
@@ -575,20 +600,21 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	if err != nil {
 		return nil, nil, skip{ReasonReadFailed, "destination servers re-read failed: " + err.Error()}
 	}
-	// The server's demand now if the source measures it, else as the
-	// plan saw it; the destination's likewise, server by server.
-	mine := nova.Demand{CPU: a.CPU, RAMMB: a.RAM}
 	if r.srcDemandErr != nil {
 		return nil, nil, skip{ReasonReadFailed, "source demand: " + r.srcDemandErr.Error()}
-	} else if v, ok := r.srcDemand[a.Server]; ok {
-		mine = v
 	}
-	dest, err := r.destDemand, r.destDemandErr
-	if err != nil {
-		return nil, nil, skip{ReasonReadFailed, "destination demand: " + err.Error()}
+	if r.destDemandErr != nil {
+		return nil, nil, skip{ReasonReadFailed, "destination demand: " + r.destDemandErr.Error()}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// The server's demand as the plan last read it (this re-check read
+	// its source and the destination), else as the plan saw it; the
+	// destination's likewise, server by server.
+	mine := nova.Demand{CPU: a.CPU, RAMMB: a.RAM}
+	if v, ok := f.read[a.Server]; ok {
+		mine = v
+	}
 	if g := s.Group; g != nil && g.Policy == nova.PolicyAntiAffinity {
 		for _, o := range servers {
 			if o.Group != nil && o.Group.ID == g.ID && o.ID != s.ID {
@@ -604,7 +630,7 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	for _, sv := range servers {
 		listed[sv.ID] = true
 	}
-	in, accepted := f.arriving(a.To, listed, r.srcDemand)
+	in, accepted := f.arriving(a.To, listed, f.read)
 	// Placement holds a moving server on both hosts: allocations on the
 	// destination beyond its listed servers and the moves of this plan
 	// still on their way are migrations from elsewhere (a partition that
@@ -619,7 +645,7 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	// moves of this plan on their way in.
 	var used fit.Use
 	for _, sv := range servers {
-		d, ok := dest[sv.ID]
+		d, ok := f.read[sv.ID]
 		if !ok {
 			if d, ok = f.snap[sv.ID]; !ok {
 				d = nova.Demand{CPU: float64(sv.VCPUs), RAMMB: float64(sv.RAMMB)}
@@ -700,8 +726,8 @@ func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.
 		do(func() {
 			r.destServers, r.destServersErr = retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, a.To) })
 		})
-		do(func() { r.srcDemand, r.srcDemandErr = e.measure(ctx, a.From) })
-		do(func() { r.destDemand, r.destDemandErr = e.measure(ctx, a.To) })
+		do(func() { r.srcDemand, r.srcDemandErr = e.measureIn(ctx, f, a.From) })
+		do(func() { r.destDemand, r.destDemandErr = e.measureIn(ctx, f, a.To) })
 	}
 	wg.Wait()
 	return r
@@ -750,6 +776,17 @@ func (e *Executor) measure(ctx context.Context, host string) (map[string]nova.De
 		return nil, fmt.Errorf("unknown now: %w", err)
 	}
 	return nil, nil // no agent to ask (tools, tests): the plan's snapshot
+}
+
+// measureIn is measure for a re-check of the plan flying f: what it
+// reads is noted as the plan's latest reading (flight.read), which every
+// re-check of the plan judges by.
+func (e *Executor) measureIn(ctx context.Context, f *flight, host string) (map[string]nova.Demand, error) {
+	d, err := e.measure(ctx, host)
+	if err == nil {
+		f.note(d)
+	}
+	return d, err
 }
 
 // accept notes that Nova accepted the reserved move (nil: not a move).

@@ -44,7 +44,7 @@ func (e *Executor) reasonFirst(ctx context.Context, ev scheduler.Event, f *fligh
 	if known || ev.Kind == scheduler.Maintenance {
 		return why, known, nil
 	}
-	d, err := e.measure(ctx, ev.Host)
+	d, err := e.measureIn(ctx, f, ev.Host)
 	if err != nil || d == nil {
 		return skip{ReasonEventUnverified, "reason not verified: no measurement of " + ev.Host + " (its agent did not answer)"}, true, nil
 	}
