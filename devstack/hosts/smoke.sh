@@ -64,7 +64,10 @@ if ! wait_for 300 "$name ACTIVE on $dst" migrated; then
     "$ROOTS_DIR/$dst/root/var/log/nova/nova-compute.log"
 fi
 wall=$(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-running_in "$dst" || die "$dom is not running in $dst after the migration"
+# Nova may report the server on $dst a moment before QEMU there resumes it
+# (the domain is paused until the migration's last step): wait for it.
+wait_for 30 "$dom running in $dst" running_in "$dst" \
+  || die "$dom is not running in $dst after the migration (virsh domstate: $(hexec "$dst" virsh -c qemu:///system domstate "$dom" 2>&1 | head -n 1))"
 if running_in "$src"; then die "$dom still runs in $src after the migration"; fi
 nova_time=$(osc server migration list --server "$name" -f json -c "Created At" -c "Updated At" -c Status \
   | "$PYTHON" -c 'import sys, json, datetime as d
