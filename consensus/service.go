@@ -177,11 +177,18 @@ type seenState struct {
 // serviceNode is a running raft node and what goes with it.
 type serviceNode struct {
 	raft       *RaftNode
-	trans      *raft.NetworkTransport
+	trans      raftTransport
 	sub        bus.Subscription
 	started    time.Time
 	wasMember  bool // manager goroutine only
 	wasLearner bool // manager goroutine only
+}
+
+// raftTransport is the transport of a service's raft node: plain
+// NetworkTransport, or gatedTransport over mutual TLS.
+type raftTransport interface {
+	raft.Transport
+	raft.WithClose
 }
 
 // withLeader is st with what n knows of its group's leader.
@@ -677,15 +684,22 @@ func (s *Service) noteLeader(id string) {
 func (s *Service) startNode() error {
 	sess := s.mux.session()
 	logger := s.raftLogger()
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: sess, MaxPool: 3, Timeout: max(2*time.Second, 4*s.cfg.Raft.ElectionTimeout),
-		Logger: logger,
-	})
+	tc := raft.NetworkTransportConfig{Stream: sess, MaxPool: 3, Timeout: max(2*time.Second, 4*s.cfg.Raft.ElectionTimeout), Logger: logger}
+	var trans raftTransport
+	var node atomic.Pointer[RaftNode]
+	if s.mux.sec != nil {
+		// Every inbound RPC is checked against the peer its connection
+		// authenticated (see gatedTransport).
+		trans = newGatedTransport(sess, tc, func(peer string, cmd any) error { return admitRPC(node.Load(), peer, cmd) })
+	} else {
+		trans = raft.NewNetworkTransportWithConfig(&tc)
+	}
 	rn, err := newRaftNode(s.cfg.Raft, trans, s.now, nil, logger)
 	if err != nil {
 		_ = trans.Close()
 		return err
 	}
+	node.Store(rn)
 	sub, err := bus.SubscribeFrom(s.bus, RequestSubject(s.cfg.Region), s.onRequest)
 	if err != nil {
 		_ = rn.Shutdown()

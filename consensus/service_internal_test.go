@@ -56,7 +56,7 @@ func TestRequestIDAppliedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newRaftFSM()
+	f := newRaftFSM(nil)
 	var s fsmSnapshot
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
