@@ -648,11 +648,48 @@ func (s *Service) onReply(_, signer string, data []byte) {
 	ch := s.pending[rep.ID]
 	s.mu.Unlock()
 	if ch != nil {
+		if err := s.mayAnswer(rep.From); err != nil {
+			// Anyone holding a key of the region reads requests and may
+			// answer them: only the group's leader is listened to.
+			s.log.Warn().Err(err).Str("from", rep.From).Str("request", rep.ID).Msg("merge arbiter: answer rejected")
+			return
+		}
 		select {
 		case ch <- rep:
 		default:
 		}
 	}
+}
+
+// errNotLeader: an answer from a member this agent does not know as
+// its group's leader.
+var errNotLeader = errors.New("not the leader this agent knows")
+
+// mayAnswer reports whether from may answer this agent's requests. When
+// this agent's raft node is in a group, from must be a voter of its
+// latest configuration and the leader it follows (if it knows one).
+// Otherwise from must be one of the voters SelectVoters picks from the
+// live membership, the group every agent computes alike (membership is
+// bound to the region's keys): a ring member outside the group cannot
+// answer, whatever it signs.
+func (s *Service) mayAnswer(from string) error {
+	if n := s.currentNode(); n != nil {
+		if f := n.raft.r.GetConfiguration(); f.Error() == nil && len(f.Configuration().Servers) > 0 {
+			if !slices.Contains(members(f.Configuration(), raft.Voter), from) {
+				return fmt.Errorf("%w: %s is not a voter of the group", errNotLeader, from)
+			}
+			if _, lid := n.raft.r.LeaderWithID(); lid != "" && string(lid) != from {
+				return fmt.Errorf("%w: the leader is %s, not %s", errNotLeader, lid, from)
+			}
+			return nil
+		}
+	}
+	for _, p := range SelectVoters(s.livePeers(), s.cfg.Voters) {
+		if p.ID == from {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s is none of the voters membership selects", errNotLeader, from)
 }
 
 // noteState records another member's status.
