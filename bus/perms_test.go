@@ -104,7 +104,7 @@ func TestEmbeddedEnforcesPermissions(t *testing.T) {
 	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1, Users: []bus.User{
 		{Name: "h1", Nkey: h1Pub, Perms: bus.AgentPermissions("r", "h1")},
 		{Name: "h2", Nkey: h2Pub, Perms: bus.AgentPermissions("r", "h2")},
-		{Name: "observer", Nkey: obsPub, Perms: bus.ObserverPermissions("r")},
+		{Name: "observer", Nkey: obsPub, Perms: bus.ObserverPermissions("r", obsPub)},
 	}})
 	if err != nil {
 		t.Fatal(err)

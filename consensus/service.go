@@ -234,7 +234,7 @@ func NewService(cfg ServiceConfig, t bus.Transport, now func() time.Time, log ze
 		}
 	}
 	s.self = wireState{ID: cfg.ID, Addr: s.addr}
-	s.replySubj = ReplySubject(cfg.Region) + "." + newToken()
+	s.replySubj = ReplySubject(cfg.Region) + "." + cfg.ID + "." + newToken()
 	sub, err := bus.SubscribeFrom(t, s.replySubj, s.onReply)
 	if err != nil {
 		if s.mux != nil {

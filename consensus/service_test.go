@@ -574,7 +574,7 @@ func TestServiceMalformedRequests(t *testing.T) {
 		c.start(fmt.Sprintf("h%d", i+1), "", "127.0.0.1:0")
 	}
 	leader := c.converged(20 * time.Second)
-	reply := consensus.ReplySubject(c.region) + ".x"
+	reply := consensus.ReplySubject(c.region) + ".b.x"
 	bad := []string{
 		``, `not json`, `null`, `[]`, `{}`, `{"v":2,"id":"a","from":"b","reply":"` + reply + `","kind":"get","key":"p"}`,
 		`{"v":1,"id":"a","from":"b","reply":"` + reply + `","kind":"register"}`,

@@ -23,7 +23,7 @@ func TestServiceTakesOnlyWhatItsSignerSays(t *testing.T) {
 	}
 	status := func(from string) []byte {
 		st := wireState{ID: from, Running: true, Member: true, IsLeader: true, Voters: []string{from}, Group: "0-" + from}
-		data, _ := json.Marshal(wireReq{V: wireVersion, ID: "x-" + from, From: from, Reply: ReplySubject("r") + ".t", Kind: kindStatus, State: &st})
+		data, _ := json.Marshal(wireReq{V: wireVersion, ID: "x-" + from, From: from, Reply: ReplySubject("r") + "." + from + ".t", Kind: kindStatus, State: &st})
 		return data
 	}
 	seen := func(id string) bool {
