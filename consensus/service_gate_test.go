@@ -3,14 +3,18 @@ package consensus_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/consensus"
 )
 
@@ -102,5 +106,53 @@ func TestServiceRaftRPCBoundToPeer(t *testing.T) {
 	}
 	if d, err := follower.svc.Register(ctx, reg("q", follower.id)); err != nil || !d.Committed {
 		t.Fatalf("register after the forged RPCs: %+v %v", d, err)
+	}
+
+	// A voter that does not lead answers the follower's requests first,
+	// signed with its own key, "committed": the follower, a member of
+	// the group, takes answers from the leader its raft node follows
+	// only. The merge of two unregistered partitions stays refused.
+	var other *agent
+	for _, a := range c.live() {
+		if a.id != leader.id && a.id != follower.id && a.id != "h4" {
+			other = a
+		}
+	}
+	tr2, err := bus.ConnectNATS(ctx, bus.Config{URL: c.url, Name: "forger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr2.Close()
+	forger := keys.signed(t)(other.id, tr2)
+	forgedN := 0
+	var fmu sync.Mutex
+	sub, err := forger.Subscribe(consensus.RequestSubject(c.region), func(_ string, data []byte) {
+		var req struct{ ID, From, Reply, Kind string }
+		if json.Unmarshal(data, &req) != nil || req.From != follower.id || req.Kind != "merge" {
+			return
+		}
+		ans, _ := json.Marshal(map[string]any{"v": 1, "id": req.ID, "from": other.id,
+			"decision": map[string]any{"Committed": true, "Version": 99, "Nodes": []string{"h4"}}})
+		_ = forger.Publish(context.Background(), req.Reply, ans)
+		fmu.Lock()
+		forgedN++
+		fmu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	_ = tr2.Flush(ctx)
+	for i := range 5 {
+		d, err := follower.svc.Merge(ctx, consensus.Ref{ID: fmt.Sprintf("ghost-%d", i), Version: 1}, consensus.Ref{ID: "p", Version: 1})
+		if d.Committed || d.Version == 99 {
+			t.Fatalf("forged merge %d taken from %s, a voter that does not lead: %+v %v", i, other.id, d, err)
+		}
+	}
+	fmu.Lock()
+	n := forgedN
+	fmu.Unlock()
+	if n < 5 {
+		t.Fatalf("only %d requests were answered by the forger: the attack did not run", n)
 	}
 }
