@@ -684,12 +684,21 @@ func (s *Service) mayAnswer(from string) error {
 			return nil
 		}
 	}
+	if err := s.selected(from); err != nil {
+		return fmt.Errorf("%w: %v", errNotLeader, err)
+	}
+	return nil
+}
+
+// selected reports whether id is one of the voters SelectVoters picks
+// from the live membership, the group every agent computes alike.
+func (s *Service) selected(id string) error {
 	for _, p := range SelectVoters(s.livePeers(), s.cfg.Voters) {
-		if p.ID == from {
+		if p.ID == id {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %s is none of the voters membership selects", errNotLeader, from)
+	return fmt.Errorf("%s is none of the voters membership selects", id)
 }
 
 // noteState records another member's status.
@@ -727,7 +736,7 @@ func (s *Service) startNode() error {
 	if s.mux.sec != nil {
 		// Every inbound RPC is checked against the peer its connection
 		// authenticated (see gatedTransport).
-		trans = newGatedTransport(sess, tc, func(peer string, cmd any) error { return admitRPC(node.Load(), peer, cmd) })
+		trans = newGatedTransport(sess, tc, func(peer string, cmd any) error { return admitRPC(node.Load(), peer, cmd, s.selected) })
 	} else {
 		trans = raft.NewNetworkTransportWithConfig(&tc)
 	}

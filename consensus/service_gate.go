@@ -252,11 +252,11 @@ func (d dialOnly) Dial(a raft.ServerAddress, t time.Duration) (net.Conn, error) 
 // group's latest configuration at the address the RPC gives. Only a
 // leader or a candidate sends RPCs (AppendEntries, InstallSnapshot,
 // TimeoutNow from the leader; RequestVote and RequestPreVote from a
-// candidate), and both are voters. A node in no group yet takes RPCs
-// from any live candidate (the handshake checked that much): the leader
-// that adds it is not in its configuration before its first
-// AppendEntries.
-func admitRPC(node *RaftNode, peer string, cmd any) error {
+// candidate), and both are voters. A node in no group yet has no
+// configuration to go by: it takes RPCs from a peer outside answers
+// (nil: from any), the voters membership selects, of which the leader
+// that adds it is one (see Service.selected).
+func admitRPC(node *RaftNode, peer string, cmd any, outside func(peer string) error) error {
 	h, ok := cmd.(raft.WithRPCHeader)
 	if !ok {
 		return fmt.Errorf("%w: %T has no header", errRPCRefused, cmd)
@@ -274,6 +274,12 @@ func admitRPC(node *RaftNode, peer string, cmd any) error {
 	}
 	conf := f.Configuration()
 	if len(conf.Servers) == 0 {
+		if outside == nil {
+			return nil
+		}
+		if err := outside(peer); err != nil {
+			return fmt.Errorf("%w: in no group yet: %v", errRPCRefused, err)
+		}
 		return nil
 	}
 	for _, s := range conf.Servers {
