@@ -49,14 +49,7 @@ func TestPermissionMatrixOnARealServer(t *testing.T) {
 	t.Cleanup(ns.Shutdown)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	connect := func(seed string, l *errLog) *bus.NATS {
-		tr, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: seed, NkeySeedFile: seed, OnStateChange: l.on})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = tr.Close() })
-		return tr
-	}
+	connect := func(seed string, l *errLog) *bus.NATS { return connectAs(ctx, t, ns, seed, l) }
 	var spyLog errLog
 	spy := connect(spySeed, &spyLog)
 	var mu sync.Mutex

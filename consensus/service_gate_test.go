@@ -43,18 +43,8 @@ func (s tlsStream) Dial(a raft.ServerAddress, timeout time.Duration) (net.Conn, 
 func TestServiceRaftRPCBoundToPeer(t *testing.T) {
 	hosts := []string{"h1", "h2", "h3", "h4"}
 	keys := ringTLS(t, hosts)
-	c := newCluster(t, 3, time.Now)
-	c.security = func(id string) consensus.PeerSecurity { return keys.tls[id] }
-	c.wrap = keys.signed(t)
-	for _, h := range hosts {
-		c.start(h, "", "127.0.0.1:0")
-	}
-	leader := c.converged(40 * time.Second)
+	c, leader, follower := keys.cluster(t, hosts)
 	ctx := context.Background()
-	follower := c.nonLeader(leader)
-	if d, err := follower.svc.Register(ctx, reg("p", follower.id)); err != nil || !d.Committed {
-		t.Fatalf("register over mutual TLS: %+v %v", d, err)
-	}
 	done := make(chan struct{})
 	defer close(done)
 	tr := raft.NewNetworkTransport(tlsStream{cfg: keys.tls["h4"].Client(""), done: done}, 1, 3*time.Second, io.Discard)

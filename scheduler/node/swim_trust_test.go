@@ -9,38 +9,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-	"github.com/nats-io/nkeys"
 
-	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/bus/auth/authtest"
 	"github.com/dvms-project/dvms/internal/testwait"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
-
-// testSigners makes a key per host and the keyring of the members.
-func testSigners(t *testing.T, members []string, others ...string) (map[string]*auth.Signer, *auth.Keyring) {
-	t.Helper()
-	signers, pubs := map[string]*auth.Signer{}, map[string]string{}
-	for i, h := range append(slices.Clone(members), others...) {
-		kp, err := nkeys.CreateUser()
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed, _ := kp.Seed()
-		s, err := auth.NewSigner(h, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		signers[h] = s
-		if i < len(members) {
-			pubs[h] = s.PublicKey()
-		}
-	}
-	ring, err := auth.NewKeyring(pubs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signers, ring
-}
 
 // ghostMeta is a SWIM delegate that announces fixed metadata.
 type ghostMeta struct{ meta []byte }
@@ -60,7 +33,7 @@ func (ghostMeta) MergeRemoteState(buf []byte, _ bool) {}
 func TestSwimGhostWithTheRegionKeyIsIgnored(t *testing.T) {
 	sn := newSwimNet(t, 0)
 	key := []byte("0123456789abcdef0123456789abcdef")
-	signers, ring := testSigners(t, []string{"k0", "k1", "k2", "k3"}, "nokey")
+	signers, ring := authtest.Signers(t, []string{"k0", "k1", "k2", "k3"}, "nokey")
 	hosts := []string{"k0", "k1", "k2", "nokey", "k3"}
 	cfgs := make([]node.SwimConfig, len(hosts))
 	for i, h := range hosts {
