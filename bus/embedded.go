@@ -48,8 +48,8 @@ func (e *Embedded) start() error {
 	}
 	for _, u := range e.cfg.Users {
 		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.Nkey, Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: u.Perms.Publish},
-			Subscribe: &server.SubjectPermission{Allow: u.Perms.Subscribe},
+			Publish:   serverPerm(u.Perms.Publish),
+			Subscribe: serverPerm(u.Perms.Subscribe),
 		}})
 	}
 	srv, err := server.NewServer(opts)
@@ -69,6 +69,15 @@ func (e *Embedded) start() error {
 		}
 	}
 	return nil
+}
+
+// serverPerm is an allow list as nats-server takes it: an empty one
+// denies everything (nats-server reads no allow list as no limit).
+func serverPerm(allow []string) *server.SubjectPermission {
+	if len(allow) == 0 {
+		return &server.SubjectPermission{Deny: []string{">"}}
+	}
+	return &server.SubjectPermission{Allow: allow}
 }
 
 func portOf(addr string) int {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/dvms-project/dvms/internal/backoff"
 )
@@ -74,6 +76,36 @@ type NATS struct {
 	// up is closed once the connection is first established (at once
 	// unless Config.RetryOnFailedConnect and no server answered).
 	up chan struct{}
+	// inbox starts this connection's request inboxes (InboxFor).
+	inbox string
+}
+
+// Inbox is the prefix of this connection's request inboxes: InboxPrefix,
+// then the nkeys public key it authenticates with, if any (the NATS
+// permissions of such a client allow only its own key's inboxes).
+func (n *NATS) Inbox() string { return n.inbox }
+
+// InboxFor is the inbox prefix of requests sent over t (a *NATS, or a
+// transport wrapping one that says its Inbox); InboxPrefix otherwise.
+func InboxFor(t Transport) string {
+	if i, ok := t.(interface{ Inbox() string }); ok {
+		return i.Inbox()
+	}
+	return InboxPrefix
+}
+
+// seedPublicKey is the public key of an nkeys seed file.
+func seedPublicKey(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	kp, err := nkeys.ParseDecoratedNKey(data)
+	if err != nil {
+		return "", err
+	}
+	defer kp.Wipe()
+	return kp.PublicKey()
 }
 
 // ConnectNATS connects; it fails if the first connection fails, unless
@@ -86,7 +118,7 @@ func ConnectNATS(ctx context.Context, c Config) (*NATS, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	n := &NATS{up: make(chan struct{})}
+	n := &NATS{up: make(chan struct{}), inbox: InboxPrefix}
 	var upOnce sync.Once
 	markUp := func(*nats.Conn) { upOnce.Do(func() { close(n.up) }) }
 	opts := []nats.Option{
@@ -112,6 +144,11 @@ func ConnectNATS(ctx context.Context, c Config) (*NATS, error) {
 			return nil, fmt.Errorf("nats nkey %s: %w", c.NkeySeedFile, err)
 		}
 		opts = append(opts, o)
+		pub, err := seedPublicKey(c.NkeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats nkey %s: %w", c.NkeySeedFile, err)
+		}
+		n.inbox = InboxPrefix + pub + "."
 	}
 	if c.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(c.TLSCA))

@@ -21,34 +21,47 @@ type Permissions struct {
 	Publish, Subscribe []string
 }
 
-// arbiterSubjects are the merge arbiter's request and reply subjects
-// (consensus.RequestSubject and consensus.ReplySubject + "." + token;
-// consensus checks that they stay inside this).
-func arbiterSubjects(region string) []string {
-	return []string{"dvms." + region + ".arbiter.req", "dvms." + region + ".arbiter.reply.*"}
+// The arbiter's subjects (consensus.RequestSubject, and
+// consensus.ReplySubject + "." + host + "." + token: each agent reads
+// answers under its own host only; consensus checks that its subjects
+// stay inside these).
+func arbiterRequest(region string) string { return "dvms." + region + ".arbiter.req" }
+func arbiterReplies(region, host string) string {
+	return "dvms." + region + ".arbiter.reply." + host + ".*"
 }
 
 // InboxPrefix starts the reply subject of a CLI or service request
-// (`dvms status`): "_INBOX.dvms." + random token.
+// (`dvms status`): "_INBOX.dvms." + [the client's nkey public key + "."]
+// + random token (InboxFor). A client with an nkey reads only the inbox
+// of its own key.
 const InboxPrefix = "_INBOX.dvms."
 
-// AgentPermissions are what the agent of host needs in region.
+// anyHost matches a host name in a subject: host names may hold dots, so
+// one token ("*") is not enough.
+const anyHost = ">"
+
+// AgentPermissions are what the agent of host needs in region. It reads
+// only what is addressed to host or to every agent; it publishes to any
+// agent (protocol messages, queries and their answers, RTT probes: any
+// agent may lead a partition or the arbiter group) but the host summary
+// of its own host only.
 func AgentPermissions(region, host string) Permissions {
-	all := "*"
-	p := Permissions{
+	return Permissions{
 		Publish: []string{
-			AgentSubject(region, all), // protocol messages to any agent
+			AgentSubject(region, anyHost), // protocol messages to any agent
 			HeartbeatSubject(region),
 			EventsSubject(region),
-			ServiceSubject(region, all), // the maintenance watch speaks for every host (a hint, re-read from Nova)
+			ServiceSubject(region, anyHost), // the maintenance watch speaks for every host (a hint, re-read from Nova)
 			ShelvedSubject(region),
-			DemandSubject(region, all), // queries to any agent
-			ReplySubject(region, all),  // answers to any asker
+			DemandSubject(region, anyHost), // queries to any agent
+			ReplySubject(region, anyHost),  // answers to any asker
 			SummarySubject(region, host),
-			InboxPrefix + all,           // answers to `dvms status` and to operators' controls
-			ControlStateSubject(region), // controls passed on to agents that missed them
-			PingSubject(region, all),    // RTT probes (Vivaldi coordinates) to any agent
-			PongSubject(region, all),    // and their answers
+			InboxPrefix + anyHost,        // answers to `dvms status` and to operators' controls
+			ControlStateSubject(region),  // controls passed on to agents that missed them (signed by an operator)
+			PingSubject(region, anyHost), // RTT probes (Vivaldi coordinates) to any agent
+			PongSubject(region, anyHost), // and their answers
+			arbiterRequest(region),
+			"dvms." + region + ".arbiter.reply." + anyHost, // the arbiter's leader answers any agent
 		},
 		Subscribe: []string{
 			AgentSubject(region, host),
@@ -58,28 +71,45 @@ func AgentPermissions(region, host string) Permissions {
 			DemandSubject(region, host),
 			ReplySubject(region, host),
 			StatusSubject(region),
-			ControlSubject(region),
+			ControlSubject(region), // the operators' commands: the agent obeys them
 			ControlStateSubject(region),
 			PingSubject(region, host),
 			PongSubject(region, host),
+			arbiterRequest(region),
+			arbiterReplies(region, host),
 		},
 	}
-	p.Publish = append(p.Publish, arbiterSubjects(region)...)
-	p.Subscribe = append(p.Subscribe, arbiterSubjects(region)...)
-	return p
 }
 
-// ObserverPermissions are what the operator's tools need in region: `dvms
-// status`, `events` and `plans` (ask on the status subject, read answers
-// in their own inbox and the events stream), `dvms drain`'s notice, the
-// run-time controls (`dvms pause`, `mode`, `exclude`: the agents act on
-// one only when an operator key of theirs signed it), and `dvms
-// scheduler-api` (reads every host's summary). None of these can speak
-// as an agent: the agents drop what an unlisted key signs.
-func ObserverPermissions(region string) Permissions {
+// ReaderPermissions are what read-only tools need in region: `dvms
+// status`, `events` and `plans` ask on the status subject and read the
+// answers in the inbox of their own key (pub, its nkeys public key), and
+// the events stream.
+func ReaderPermissions(region, pub string) Permissions {
 	return Permissions{
-		Publish:   []string{StatusSubject(region), ServiceSubject(region, "*"), ControlSubject(region)},
-		Subscribe: []string{InboxPrefix + "*", EventsSubject(region), SummarySubject(region, "*")},
+		Publish:   []string{StatusSubject(region)},
+		Subscribe: []string{InboxPrefix + pub + ".*", EventsSubject(region)},
+	}
+}
+
+// SchedulerAPIPermissions are what `dvms scheduler-api` needs: every
+// host's summary, nothing else.
+func SchedulerAPIPermissions(region string) Permissions {
+	return Permissions{Subscribe: []string{SummarySubject(region, anyHost)}}
+}
+
+// ObserverPermissions are what the operator's tools need in region
+// (pub: the key's nkeys public key): what ReaderPermissions allow, `dvms
+// drain`'s notice, the run-time controls (`dvms pause`, `mode`,
+// `exclude`: the agents act on one only when an operator key of theirs
+// signed it), and what SchedulerAPIPermissions allow (one key may serve
+// both). None of these can speak as an agent: the agents drop what an
+// unlisted key signs.
+func ObserverPermissions(region, pub string) Permissions {
+	r, a := ReaderPermissions(region, pub), SchedulerAPIPermissions(region)
+	return Permissions{
+		Publish:   append(r.Publish, ServiceSubject(region, anyHost), ControlSubject(region)),
+		Subscribe: append(r.Subscribe, a.Subscribe...),
 	}
 }
 
@@ -118,11 +148,20 @@ func (c ServerConfig) Render() string {
 	}
 	b.WriteString("authorization {\n  users = [\n")
 	for _, u := range c.Users {
-		fmt.Fprintf(&b, "    # %s\n    { nkey: %q, permissions: { publish: { allow: %s }, subscribe: { allow: %s } } }\n",
-			u.Name, u.Nkey, quoteList(u.Perms.Publish), quoteList(u.Perms.Subscribe))
+		fmt.Fprintf(&b, "    # %s\n    { nkey: %q, permissions: { publish: %s, subscribe: %s } }\n",
+			u.Name, u.Nkey, renderPerm(u.Perms.Publish), renderPerm(u.Perms.Subscribe))
 	}
 	b.WriteString("  ]\n}\n")
 	return b.String()
+}
+
+// renderPerm is an allow list in nats-server's syntax; an empty one
+// denies everything (nats-server reads no allow list as no limit).
+func renderPerm(allow []string) string {
+	if len(allow) == 0 {
+		return `{ deny: [">"] }`
+	}
+	return "{ allow: " + quoteList(allow) + " }"
 }
 
 func quoteList(xs []string) string {

@@ -67,6 +67,18 @@ func seedFile(t *testing.T, dir, name string) (string, string) {
 	return path, pub
 }
 
+// connectAs connects to ns with the nkey seed file seed, asynchronous
+// errors to l, closed when the test ends.
+func connectAs(ctx context.Context, t *testing.T, ns *bus.Embedded, seed string, l *errLog) *bus.NATS {
+	t.Helper()
+	tr, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: seed, NkeySeedFile: seed, OnStateChange: l.on})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close() })
+	return tr
+}
+
 // errLog collects a connection's asynchronous errors (the server's
 // permission violations arrive that way).
 type errLog struct {
@@ -104,7 +116,7 @@ func TestEmbeddedEnforcesPermissions(t *testing.T) {
 	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1, Users: []bus.User{
 		{Name: "h1", Nkey: h1Pub, Perms: bus.AgentPermissions("r", "h1")},
 		{Name: "h2", Nkey: h2Pub, Perms: bus.AgentPermissions("r", "h2")},
-		{Name: "observer", Nkey: obsPub, Perms: bus.ObserverPermissions("r")},
+		{Name: "observer", Nkey: obsPub, Perms: bus.ObserverPermissions("r", obsPub)},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -117,14 +129,7 @@ func TestEmbeddedEnforcesPermissions(t *testing.T) {
 		_ = tr.Close()
 		t.Fatal("a client without a key connected")
 	}
-	connect := func(seed string, l *errLog) *bus.NATS {
-		tr, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: seed, NkeySeedFile: seed, OnStateChange: l.on})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = tr.Close() })
-		return tr
-	}
+	connect := func(seed string, l *errLog) *bus.NATS { return connectAs(ctx, t, ns, seed, l) }
 	var l1, l2, lo errLog
 	h1, h2, obs := connect(h1Seed, &l1), connect(h2Seed, &l2), connect(obsSeed, &lo)
 

@@ -79,7 +79,18 @@ type raftFSM struct {
 	// group names the group (set by the first group entry, see
 	// raftEntry); two groups of one region meeting is detected with it.
 	group string
+	// now is this member's clock (the one its leader stamps entries
+	// with); nil: entries are not checked against it.
+	now func() time.Time
 }
+
+// maxEntryAhead is how far ahead of a member's clock an entry may be
+// dated. The leader stamps entries with its own clock, so an entry much
+// later than every member's clock is none the leader wrote: applied, it
+// would expire every lease at once and keep the arbiter's clock there.
+// It is refused instead. The bound is far above any clock skew the
+// members can have, so the replicas decide alike.
+const maxEntryAhead = time.Hour
 
 // dedupWindow is how long, in entry time, a request id is remembered.
 // It must exceed the time a caller keeps retrying one request.
@@ -100,8 +111,8 @@ type raftEntry struct {
 	Group string `json:",omitempty"`
 }
 
-func newRaftFSM() *raftFSM {
-	return &raftFSM{fsm: NewFSM(), seen: make(map[string]seenDecision)}
+func newRaftFSM(now func() time.Time) *raftFSM {
+	return &raftFSM{fsm: NewFSM(), seen: make(map[string]seenDecision), now: now}
 }
 
 func (f *raftFSM) Apply(l *raft.Log) any {
@@ -111,6 +122,11 @@ func (f *raftFSM) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.now != nil {
+		if limit := f.now().Add(maxEntryAhead); e.Time.After(limit) {
+			return Decision{Reason: fmt.Sprintf("entry dated %s, more than %s ahead of this member's clock: refused", e.Time.UTC().Format(time.RFC3339), maxEntryAhead)}
+		}
+	}
 	if e.Group != "" {
 		if f.group == "" {
 			f.group = e.Group
@@ -203,7 +219,7 @@ func newRaftNode(cfg RaftConfig, t raft.Transport, now func() time.Time, bootstr
 	rc.LeaderLeaseTimeout, rc.CommitTimeout = cfg.LeaderLeaseTimeout, cfg.CommitTimeout
 	rc.Logger = logger
 	logs, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
-	f := newRaftFSM()
+	f := newRaftFSM(now)
 	if len(bootstrap) > 0 {
 		if err := raft.BootstrapCluster(rc, logs, logs, snaps, t, raft.Configuration{Servers: bootstrap}); err != nil {
 			return nil, fmt.Errorf("raft bootstrap %s: %w", cfg.ID, err)

@@ -177,11 +177,18 @@ type seenState struct {
 // serviceNode is a running raft node and what goes with it.
 type serviceNode struct {
 	raft       *RaftNode
-	trans      *raft.NetworkTransport
+	trans      raftTransport
 	sub        bus.Subscription
 	started    time.Time
 	wasMember  bool // manager goroutine only
 	wasLearner bool // manager goroutine only
+}
+
+// raftTransport is the transport of a service's raft node: plain
+// NetworkTransport, or gatedTransport over mutual TLS.
+type raftTransport interface {
+	raft.Transport
+	raft.WithClose
 }
 
 // withLeader is st with what n knows of its group's leader.
@@ -227,7 +234,7 @@ func NewService(cfg ServiceConfig, t bus.Transport, now func() time.Time, log ze
 		}
 	}
 	s.self = wireState{ID: cfg.ID, Addr: s.addr}
-	s.replySubj = ReplySubject(cfg.Region) + "." + newToken()
+	s.replySubj = ReplySubject(cfg.Region) + "." + cfg.ID + "." + newToken()
 	sub, err := bus.SubscribeFrom(t, s.replySubj, s.onReply)
 	if err != nil {
 		if s.mux != nil {
@@ -641,11 +648,57 @@ func (s *Service) onReply(_, signer string, data []byte) {
 	ch := s.pending[rep.ID]
 	s.mu.Unlock()
 	if ch != nil {
+		if err := s.mayAnswer(rep.From); err != nil {
+			// Anyone holding a key of the region reads requests and may
+			// answer them: only the group's leader is listened to.
+			s.log.Warn().Err(err).Str("from", rep.From).Str("request", rep.ID).Msg("merge arbiter: answer rejected")
+			return
+		}
 		select {
 		case ch <- rep:
 		default:
 		}
 	}
+}
+
+// errNotLeader: an answer from a member this agent does not know as
+// its group's leader.
+var errNotLeader = errors.New("not the leader this agent knows")
+
+// mayAnswer reports whether from may answer this agent's requests. When
+// this agent's raft node is in a group, from must be a voter of its
+// latest configuration and the leader it follows (if it knows one).
+// Otherwise from must be one of the voters SelectVoters picks from the
+// live membership, the group every agent computes alike (membership is
+// bound to the region's keys): a ring member outside the group cannot
+// answer, whatever it signs.
+func (s *Service) mayAnswer(from string) error {
+	if n := s.currentNode(); n != nil {
+		if f := n.raft.r.GetConfiguration(); f.Error() == nil && len(f.Configuration().Servers) > 0 {
+			if !slices.Contains(members(f.Configuration(), raft.Voter), from) {
+				return fmt.Errorf("%w: %s is not a voter of the group", errNotLeader, from)
+			}
+			if _, lid := n.raft.r.LeaderWithID(); lid != "" && string(lid) != from {
+				return fmt.Errorf("%w: the leader is %s, not %s", errNotLeader, lid, from)
+			}
+			return nil
+		}
+	}
+	if err := s.selected(from); err != nil {
+		return fmt.Errorf("%w: %v", errNotLeader, err)
+	}
+	return nil
+}
+
+// selected reports whether id is one of the voters SelectVoters picks
+// from the live membership, the group every agent computes alike.
+func (s *Service) selected(id string) error {
+	for _, p := range SelectVoters(s.livePeers(), s.cfg.Voters) {
+		if p.ID == id {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is none of the voters membership selects", id)
 }
 
 // noteState records another member's status.
@@ -677,15 +730,22 @@ func (s *Service) noteLeader(id string) {
 func (s *Service) startNode() error {
 	sess := s.mux.session()
 	logger := s.raftLogger()
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: sess, MaxPool: 3, Timeout: max(2*time.Second, 4*s.cfg.Raft.ElectionTimeout),
-		Logger: logger,
-	})
+	tc := raft.NetworkTransportConfig{Stream: sess, MaxPool: 3, Timeout: max(2*time.Second, 4*s.cfg.Raft.ElectionTimeout), Logger: logger}
+	var trans raftTransport
+	var node atomic.Pointer[RaftNode]
+	if s.mux.sec != nil {
+		// Every inbound RPC is checked against the peer its connection
+		// authenticated (see gatedTransport).
+		trans = newGatedTransport(sess, tc, func(peer string, cmd any) error { return admitRPC(node.Load(), peer, cmd, s.selected) })
+	} else {
+		trans = raft.NewNetworkTransportWithConfig(&tc)
+	}
 	rn, err := newRaftNode(s.cfg.Raft, trans, s.now, nil, logger)
 	if err != nil {
 		_ = trans.Close()
 		return err
 	}
+	node.Store(rn)
 	sub, err := bus.SubscribeFrom(s.bus, RequestSubject(s.cfg.Region), s.onRequest)
 	if err != nil {
 		_ = rn.Shutdown()

@@ -56,7 +56,7 @@ func TestRequestIDAppliedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newRaftFSM()
+	f := newRaftFSM(nil)
 	var s fsmSnapshot
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestRequestIDAppliedOnce(t *testing.T) {
 // request it accepts has every field its kind needs.
 func FuzzDecodeReq(f *testing.F) {
 	const region = "r1"
-	reply := ReplySubject(region) + ".abc"
+	reply := ReplySubject(region) + ".h1.abc"
 	for _, s := range []string{
 		``, `null`, `{}`, `not json`, `{"v":1}`,
 		`{"v":1,"id":"a","from":"h1","reply":"` + reply + `","kind":"register","reg":{"ID":"p","Version":1,"Initiator":"h1","Nodes":["h1"],"Lease":1000}}`,

@@ -574,7 +574,7 @@ func TestServiceMalformedRequests(t *testing.T) {
 		c.start(fmt.Sprintf("h%d", i+1), "", "127.0.0.1:0")
 	}
 	leader := c.converged(20 * time.Second)
-	reply := consensus.ReplySubject(c.region) + ".x"
+	reply := consensus.ReplySubject(c.region) + ".b.x"
 	bad := []string{
 		``, `not json`, `null`, `[]`, `{}`, `{"v":2,"id":"a","from":"b","reply":"` + reply + `","kind":"get","key":"p"}`,
 		`{"v":1,"id":"a","from":"b","reply":"` + reply + `","kind":"register"}`,
@@ -717,11 +717,21 @@ func TestServiceTwoGroupsMeet(t *testing.T) {
 // Once Run has returned, nothing it started is left running: no raft
 // goroutine, no connection handler, no accept loop, no worker.
 func TestServiceRunLeavesNoGoroutines(t *testing.T) {
+	t.Run("plain TCP", func(t *testing.T) { testServiceRunLeavesNoGoroutines(t, false) })
+	t.Run("mutual TLS, RPCs gated", func(t *testing.T) { testServiceRunLeavesNoGoroutines(t, true) })
+}
+
+func testServiceRunLeavesNoGoroutines(t *testing.T, secure bool) {
 	c := newCluster(t, 3, time.Now)
+	if secure {
+		keys := ringTLS(t, []string{"h1", "h2", "h3"})
+		c.security = func(id string) consensus.PeerSecurity { return keys.tls[id] }
+		c.wrap = keys.signed(t)
+	}
 	for i := range 3 {
 		c.start(fmt.Sprintf("h%d", i+1), "", "127.0.0.1:0")
 	}
-	leader := c.converged(20 * time.Second)
+	leader := c.converged(30 * time.Second)
 	if d, err := c.nonLeader(leader).svc.Register(context.Background(), reg("p", "h9")); err != nil || !d.Committed {
 		t.Fatalf("register: %+v %v", d, err)
 	}

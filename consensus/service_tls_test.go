@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/nats-io/nkeys"
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/bus/auth/authtest"
 	"github.com/dvms-project/dvms/consensus"
 )
 
@@ -35,31 +35,29 @@ func (k ringKeys) signed(t *testing.T) func(id string, tr bus.Transport) bus.Tra
 	}
 }
 
+// cluster runs hosts as agents do (signed messages, raft over mutual
+// TLS), waits for the group, and registers "p" through a follower.
+func (k ringKeys) cluster(t *testing.T, hosts []string) (c *cluster, leader, follower *agent) {
+	t.Helper()
+	c = newCluster(t, 3, time.Now)
+	c.security = func(id string) consensus.PeerSecurity { return k.tls[id] }
+	c.wrap = k.signed(t)
+	for _, h := range hosts {
+		c.start(h, "", "127.0.0.1:0")
+	}
+	leader = c.converged(40 * time.Second)
+	follower = c.nonLeader(leader)
+	if d, err := follower.svc.Register(context.Background(), reg("p", follower.id)); err != nil || !d.Committed {
+		t.Fatalf("register over mutual TLS: %+v %v", d, err)
+	}
+	return c, leader, follower
+}
+
 // ringTLS makes a key per host and the keyring of the ring members
 // (strangers have keys but are not in the ring).
 func ringTLS(t *testing.T, members []string, strangers ...string) ringKeys {
 	t.Helper()
-	signers := map[string]*auth.Signer{}
-	pubs := map[string]string{}
-	for i, h := range append(append([]string{}, members...), strangers...) {
-		kp, err := nkeys.CreateUser()
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed, _ := kp.Seed()
-		s, err := auth.NewSigner(h, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		signers[h] = s
-		if i < len(members) {
-			pubs[h] = s.PublicKey()
-		}
-	}
-	ring, err := auth.NewKeyring(pubs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signers, ring := authtest.Signers(t, members, strangers...)
 	out := ringKeys{tls: map[string]*auth.PeerTLS{}, signers: signers, ring: ring}
 	for h, s := range signers {
 		p, err := auth.NewPeerTLS(s, ring)
@@ -119,18 +117,8 @@ func TestServiceRaftMutualTLS(t *testing.T) {
 
 	// As agents run it: signed messages (statuses taken only from live
 	// voter candidates) and raft over mutual TLS.
-	c := newCluster(t, 3, time.Now)
-	c.security = func(id string) consensus.PeerSecurity { return keys.tls[id] }
-	c.wrap = keys.signed(t)
-	for _, h := range hosts {
-		c.start(h, "", "127.0.0.1:0")
-	}
-	leader := c.converged(30 * time.Second)
+	c, leader, follower := keys.cluster(t, hosts)
 	ctx := context.Background()
-	follower := c.nonLeader(leader)
-	if d, err := follower.svc.Register(ctx, reg("p", follower.id)); err != nil || !d.Committed {
-		t.Fatalf("register over mutual TLS: %+v %v", d, err)
-	}
 	for _, a := range c.live() {
 		for _, entries := range []bool{false, true} {
 			if err := inject(t, a.svc.RaftAddr(), entries); err == nil {

@@ -1,7 +1,10 @@
 package consensus
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +23,7 @@ func TestServiceTakesOnlyWhatItsSignerSays(t *testing.T) {
 	}
 	status := func(from string) []byte {
 		st := wireState{ID: from, Running: true, Member: true, IsLeader: true, Voters: []string{from}, Group: "0-" + from}
-		data, _ := json.Marshal(wireReq{V: wireVersion, ID: "x-" + from, From: from, Reply: ReplySubject("r") + ".t", Kind: kindStatus, State: &st})
+		data, _ := json.Marshal(wireReq{V: wireVersion, ID: "x-" + from, From: from, Reply: ReplySubject("r") + "." + from + ".t", Kind: kindStatus, State: &st})
 		return data
 	}
 	seen := func(id string) bool {
@@ -67,5 +70,67 @@ func TestArbiterSubjectsArePermitted(t *testing.T) {
 		if !bus.Allows(p.Publish, subj) || !bus.Allows(p.Subscribe, subj) {
 			t.Errorf("%s: not both published and subscribed under the agent's NATS permissions", subj)
 		}
+	}
+}
+
+// Issue 27: any ring member reads the arbiter's requests and can sign
+// an answer in its own name. The client takes an answer only from the
+// leader of the group it knows (here, a client outside the group: one of
+// the voters membership selects), so h9's five forged "committed" merge
+// decisions are all refused (the merge ends with an unknown outcome, as
+// with no answer); the same answer signed by a selected voter is taken
+// (the control).
+func TestServiceTakesAnswersOnlyFromTheLeader(t *testing.T) {
+	hub := bus.NewHub(1)
+	s, err := NewService(ServiceConfig{Region: "r", ID: "h5", RequestTimeout: 400 * time.Millisecond}, hub.Transport("h5"), time.Now, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetPeers([]Peer{{ID: "h1", RaftAddr: "10.0.0.1:7420"}, {ID: "h2", RaftAddr: "10.0.0.2:7420"},
+		{ID: "h3", RaftAddr: "10.0.0.3:7420"}, {ID: "h9", RaftAddr: "10.0.0.9:7420"}, {ID: "h5"}})
+	reqs := make(chan wireReq, 64)
+	if _, err := bus.SubscribeFrom(hub.Transport("spy"), RequestSubject("r"), func(_, _ string, data []byte) {
+		if r, err := decodeReq(data, "r"); err == nil {
+			reqs <- r
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var answered atomic.Int64
+	// answer signs a committed decision as signer for every request s sends.
+	answer := func(signer string) (Decision, error) {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					hub.DeliverAll(100)
+				case r := <-reqs:
+					data, _ := json.Marshal(wireReply{V: wireVersion, ID: r.ID, From: signer,
+						Decision: &Decision{Committed: true, Version: 7, Nodes: []string{"h9"}}})
+					s.onReply(r.Reply, signer, data)
+					answered.Add(1)
+				case <-stop:
+					return
+				}
+			}
+		}()
+		return s.Merge(context.Background(), Ref{ID: "ghost-a", Version: 1}, Ref{ID: "ghost-b", Version: 1})
+	}
+	for i := range 5 {
+		if d, err := answer("h9"); err == nil || d.Committed {
+			t.Fatalf("forged merge %d: taken from h9, a ring member outside the group: %+v %v", i, d, err)
+		} else if !errors.Is(err, ErrUnknownOutcome) {
+			t.Fatalf("forged merge %d: %v, want an unknown outcome", i, err)
+		}
+	}
+	if answered.Load() < 5 {
+		t.Fatalf("only %d requests were answered: the attack did not run", answered.Load())
+	}
+	if d, err := answer("h1"); err != nil || !d.Committed {
+		t.Fatalf("an answer of a selected voter was not taken (control): %+v %v", d, err)
 	}
 }

@@ -12,7 +12,8 @@ import (
 //
 // Requests go to RequestSubject(region); every member running a raft node
 // subscribes. Answers go to the reply subject the caller named, a subject
-// of its own under ReplySubject(region, ...), matched by request id.
+// of its own under ReplySubject(region) + "." + its host (decodeReq
+// checks), matched by request id.
 //
 //   - register, merge, dissolve, get: only the member that leads answers:
 //     the decision, or err "no_quorum" (not applied: it lost leadership
@@ -113,8 +114,12 @@ func decodeReq(data []byte, region string) (wireReq, error) {
 	if r.ID == "" || len(r.ID) > maxIDLen || r.From == "" || len(r.From) > maxIDLen {
 		errs = append(errs, errors.New("id and from are required"))
 	}
-	if !strings.HasPrefix(r.Reply, ReplySubject(region)+".") || strings.ContainsAny(r.Reply, " \t\r\n*>") {
-		errs = append(errs, fmt.Errorf("reply subject %q outside %s", r.Reply, ReplySubject(region)))
+	// Answers go under the sender's own host (the only replies NATS
+	// lets it read): a request cannot aim the leader's answers at
+	// another agent.
+	if own := ReplySubject(region) + "." + r.From + "."; !strings.HasPrefix(r.Reply, own) || strings.ContainsAny(r.Reply, " \t\r\n*>") ||
+		strings.Contains(r.Reply[len(own):], ".") {
+		errs = append(errs, fmt.Errorf("reply subject %q outside %s", r.Reply, own+"*"))
 	}
 	switch r.Kind {
 	case kindRegister:

@@ -167,3 +167,27 @@ func Unverified(data []byte) (host string, payload []byte, ok bool) {
 func (s *Signer) Seal(subject string, payload []byte, now time.Time) []byte {
 	return newSealer(s).seal(subject, payload, now)
 }
+
+// SignDetached signs msg for purpose as s: a bare ed25519 signature (64
+// bytes) over purpose, s's host and msg, for records that name their
+// signer elsewhere and have no room for an envelope (SWIM metadata).
+func (s *Signer) SignDetached(purpose string, msg []byte) []byte {
+	return ed25519.Sign(s.priv, detachedBytes(purpose, s.host, msg))
+}
+
+// VerifyDetached reports whether sig is host's SignDetached signature of
+// msg for purpose, by the key the keyring has for host.
+func (k *Keyring) VerifyDetached(host, purpose string, msg, sig []byte) bool {
+	pub, ok := k.keys[host]
+	return ok && len(sig) == ed25519.SignatureSize && ed25519.Verify(pub, detachedBytes(purpose, host, msg), sig)
+}
+
+func detachedBytes(purpose, host string, msg []byte) []byte {
+	b := make([]byte, 0, len("dvms-detached-v1\x00")+len(purpose)+len(host)+2+len(msg))
+	b = append(b, "dvms-detached-v1\x00"...)
+	b = append(b, purpose...)
+	b = append(b, 0)
+	b = append(b, host...)
+	b = append(b, 0)
+	return append(b, msg...)
+}

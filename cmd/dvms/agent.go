@@ -200,6 +200,9 @@ func swimConfig(cfg fileConfig, natsURL string, self node.Heartbeat, coords *nod
 		}
 	}
 	var err error
+	if sc.Signer, sc.Keyring, err = swimKeys(cfg); err != nil {
+		return sc, err
+	}
 	if sc.Seeds, err = cfg.swimSeeds(); err != nil {
 		return sc, err
 	}

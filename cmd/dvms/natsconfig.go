@@ -19,14 +19,18 @@ func init() {
 		Usage:     "write the nats-server configuration that admits only the region's keys, each with its subject permissions",
 		ArgsUsage: " ",
 		Description: "Every agent key in --keys-dir (HOST.pub) becomes a NATS user that may read its own subjects and the\n" +
-			"region's broadcasts and publish its own host summary only; each --observer key (a `dvms keygen` key\n" +
-			"kept OUTSIDE keys_dir) may run dvms status/events/plans, dvms drain's notice and dvms scheduler-api.\n" +
-			"Agents then set [nats] nkey_auth = true; observers [nats] nkey_seed or --nats-nkey. Include the\n" +
-			"output in nats-server.conf (or run nats-server -c on it) and restart NATS when a key is added or removed.",
+			"region's broadcasts and publish its own host summary only. Keys of tools (`dvms keygen` keys kept OUTSIDE\n" +
+			"keys_dir), by role: --reader runs dvms status/events/plans; --scheduler-api reads the hosts' summaries;\n" +
+			"--observer (an operator's tools) may do both, send dvms drain's notice and the run-time controls.\n" +
+			"A tool reads only the request inboxes of its own key. Agents then set [nats] nkey_auth = true; tools\n" +
+			"[nats] nkey_seed or --nats-nkey. Include the output in nats-server.conf (or run nats-server -c on it)\n" +
+			"and restart NATS when a key is added or removed.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "keys-dir", Required: true, Usage: "the region's keys directory (the agents' keys_dir)"},
 			&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms region"},
-			&cli.StringSliceFlag{Name: "observer", Usage: "public key file (NAME.pub) of an operator tool or scheduler-api; repeatable"},
+			&cli.StringSliceFlag{Name: "observer", Usage: "public key file (NAME.pub) of an operator's tools (status, controls, drain notice, scheduler-api); repeatable"},
+			&cli.StringSliceFlag{Name: "reader", Usage: "public key file (NAME.pub) of a read-only tool (dvms status, events, plans); repeatable"},
+			&cli.StringSliceFlag{Name: "scheduler-api", Usage: "public key file (NAME.pub) of a dvms scheduler-api (summaries only); repeatable"},
 			&cli.StringFlag{Name: "listen", Usage: "host:port for the server's client listener (optional)"},
 			&cli.StringFlag{Name: "tls-cert", Usage: "the server's TLS certificate (optional; clients then set tls_ca)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "the server's TLS key (with --tls-cert)"},
@@ -35,7 +39,11 @@ func init() {
 			if (c.String("tls-cert") == "") != (c.String("tls-key") == "") {
 				return usageError(fmt.Errorf("--tls-cert and --tls-key go together"))
 			}
-			sc, err := natsServerConfig(c.String("keys-dir"), c.String("region"), c.StringSlice("observer"))
+			tools := map[string][]string{}
+			for _, r := range toolRoles {
+				tools[r.flag] = c.StringSlice(r.flag)
+			}
+			sc, err := natsServerConfigRoles(c.String("keys-dir"), c.String("region"), tools)
 			if err != nil {
 				return err
 			}
@@ -63,9 +71,25 @@ func withNATSAuth(c *cli.Context, bc bus.Config) bus.Config {
 	return bc
 }
 
+// toolRoles are the NATS roles of the tools' keys, by nats-config flag.
+var toolRoles = []struct {
+	flag  string
+	perms func(region, pub string) bus.Permissions
+}{
+	{"observer", bus.ObserverPermissions},
+	{"reader", bus.ReaderPermissions},
+	{"scheduler-api", func(region, _ string) bus.Permissions { return bus.SchedulerAPIPermissions(region) }},
+}
+
 // natsServerConfig lists one NATS user per agent key of keysDir and per
 // observer public key file.
 func natsServerConfig(keysDir, region string, observers []string) (bus.ServerConfig, error) {
+	return natsServerConfigRoles(keysDir, region, map[string][]string{"observer": observers})
+}
+
+// natsServerConfigRoles lists one NATS user per agent key of keysDir and
+// per tool public key file, by role (toolRoles' flags).
+func natsServerConfigRoles(keysDir, region string, tools map[string][]string) (bus.ServerConfig, error) {
 	ents, err := os.ReadDir(keysDir)
 	if err != nil {
 		return bus.ServerConfig{}, fmt.Errorf("keys directory: %w", err)
@@ -93,22 +117,32 @@ func natsServerConfig(keysDir, region string, observers []string) (bus.ServerCon
 		hosts = append(hosts, h)
 	}
 	slices.Sort(hosts)
+	seen := map[string]string{}
 	for _, h := range hosts {
-		sc.Users = append(sc.Users, bus.User{Name: "agent " + h, Nkey: strings.TrimSpace(pubs[h]), Perms: bus.AgentPermissions(region, h)})
+		pub := strings.TrimSpace(pubs[h])
+		seen[pub] = "agent " + h
+		sc.Users = append(sc.Users, bus.User{Name: "agent " + h, Nkey: pub, Perms: bus.AgentPermissions(region, h)})
 	}
-	for _, f := range observers {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return sc, fmt.Errorf("observer key: %w", err)
+	for _, role := range toolRoles {
+		for _, f := range tools[role.flag] {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return sc, fmt.Errorf("%s key: %w", role.flag, err)
+			}
+			name := strings.TrimSuffix(filepath.Base(f), auth.PubExt)
+			if _, err := auth.NewKeyring(map[string]string{name: string(b)}); err != nil {
+				return sc, fmt.Errorf("%s key %s: %w", role.flag, f, err)
+			}
+			if _, clash := pubs[name]; clash || filepath.Clean(filepath.Dir(f)) == filepath.Clean(keysDir) {
+				return sc, fmt.Errorf("%s key %s: keep tools' keys outside the keys directory (the agents would take it for a host)", role.flag, f)
+			}
+			pub := strings.TrimSpace(string(b))
+			if other, dup := seen[pub]; dup {
+				return sc, fmt.Errorf("%s key %s: the same key is already %s (NATS takes one user per key)", role.flag, f, other)
+			}
+			seen[pub] = role.flag + " " + f
+			sc.Users = append(sc.Users, bus.User{Name: role.flag + " " + name, Nkey: pub, Perms: role.perms(region, pub)})
 		}
-		name := strings.TrimSuffix(filepath.Base(f), auth.PubExt)
-		if _, err := auth.NewKeyring(map[string]string{name: string(b)}); err != nil {
-			return sc, fmt.Errorf("observer key %s: %w", f, err)
-		}
-		if _, clash := pubs[name]; clash || filepath.Clean(filepath.Dir(f)) == filepath.Clean(keysDir) {
-			return sc, fmt.Errorf("observer key %s: keep observer keys outside the keys directory (the agents would take it for a host)", f)
-		}
-		sc.Users = append(sc.Users, bus.User{Name: "observer " + name, Nkey: strings.TrimSpace(string(b)), Perms: bus.ObserverPermissions(region)})
 	}
 	return sc, nil
 }

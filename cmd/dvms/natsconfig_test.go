@@ -25,7 +25,16 @@ func TestNATSConfigParsesAsNATSServerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := natsServerConfig(keys, "r1", []string{filepath.Join(obs, "ops.pub")})
+	rd, err := auth.GenerateKey(obs, "dash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := auth.GenerateKey(obs, "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := natsServerConfigRoles(keys, "r1", map[string][]string{"observer": {filepath.Join(obs, "ops.pub")},
+		"reader": {filepath.Join(obs, "dash.pub")}, "scheduler-api": {filepath.Join(obs, "api.pub")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,19 +47,26 @@ func TestNATSConfigParsesAsNATSServerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nats-server does not parse it: %v\n%s", err, sc.Render())
 	}
-	if len(opts.Nkeys) != 3 || opts.Port != 4333 {
-		t.Fatalf("nkey users %d, port %d; want 3 users on 4333", len(opts.Nkeys), opts.Port)
+	if len(opts.Nkeys) != 5 || opts.Port != 4333 {
+		t.Fatalf("nkey users %d, port %d; want 5 users on 4333", len(opts.Nkeys), opts.Port)
 	}
 	for _, u := range opts.Nkeys {
 		want := bus.AgentPermissions("r1", "compute-1")
 		switch {
 		case u.Nkey == o.PublicKey():
-			want = bus.ObserverPermissions("r1")
+			want = bus.ObserverPermissions("r1", o.PublicKey())
+		case u.Nkey == rd.PublicKey():
+			want = bus.ReaderPermissions("r1", rd.PublicKey())
+		case u.Nkey == api.PublicKey():
+			want = bus.SchedulerAPIPermissions("r1")
 		case u.Nkey == sc.Users[1].Nkey:
 			want = bus.AgentPermissions("r1", "compute-2")
 		}
 		if u.Permissions == nil || !slices.Equal(u.Permissions.Publish.Allow, want.Publish) || !slices.Equal(u.Permissions.Subscribe.Allow, want.Subscribe) {
 			t.Errorf("user %s: permissions %+v, want %+v", u.Nkey, u.Permissions, want)
+		}
+		if u.Nkey == api.PublicKey() && (u.Permissions.Publish == nil || !slices.Equal(u.Permissions.Publish.Deny, []string{">"})) {
+			t.Errorf("scheduler-api may publish: %+v (no allow list is no limit to nats-server)", u.Permissions.Publish)
 		}
 	}
 	// An observer key inside the keys directory would be taken for a host.
@@ -59,6 +75,11 @@ func TestNATSConfigParsesAsNATSServerConfig(t *testing.T) {
 	}
 	if _, err := natsServerConfig(keys, "r1", []string{filepath.Join(keys, "ops.pub")}); err == nil {
 		t.Error("an observer key inside keys_dir was accepted")
+	}
+	// One key, two roles: nats-server would take one user per key.
+	if _, err := natsServerConfigRoles(keys, "r1", map[string][]string{"observer": {filepath.Join(obs, "ops.pub")},
+		"reader": {filepath.Join(obs, "ops.pub")}}); err == nil {
+		t.Error("one key given two roles was accepted")
 	}
 }
 

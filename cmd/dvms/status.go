@@ -294,7 +294,7 @@ func gatherAnswers[T any](ctx context.Context, tr bus.Transport, timeout time.Du
 	req func(inbox string) []byte, decode func([]byte) (T, string, []string, bool)) (map[string]T, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	inbox := bus.InboxPrefix + hex.EncodeToString(b)
+	inbox := bus.InboxFor(tr) + hex.EncodeToString(b)
 	var mu sync.Mutex
 	got := map[string]T{}
 	lists := map[string][]string{}

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/coordinate"
 	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/bus/auth"
 )
 
 // SwimConfig configures the SWIM membership of one agent (issue 12): a
@@ -62,7 +65,19 @@ type SwimConfig struct {
 	Observe func(peer string, c *coordinate.Coordinate, rtt time.Duration) error
 	// Tune, if set, adjusts memberlist's LAN defaults before start.
 	Tune func(*memberlist.Config)
+	// Signer and Keyring, when set (both or neither), bind members to
+	// the region's keys (keys_dir): this agent's metadata travels signed
+	// by Signer, and a member whose name has no key in Keyring, or whose
+	// metadata that name's key did not sign, is ignored (never up, its
+	// Raft address never used). Without them anyone holding Key can join
+	// under any name and any Raft address.
+	Signer  *auth.Signer
+	Keyring *auth.Keyring
 }
+
+// SwimMetaSubject is the purpose SWIM metadata is signed for (it keeps
+// a signature made for anything else from being taken for metadata).
+const SwimMetaSubject = "dvms.swim.meta"
 
 // Validate lists every problem.
 func (c SwimConfig) Validate() error {
@@ -78,6 +93,11 @@ func (c SwimConfig) Validate() error {
 	}
 	if k := len(c.Key); k != 0 && k != 16 && k != 24 && k != 32 {
 		errs = append(errs, fmt.Errorf("swim: key of %d bytes: want 16, 24 or 32", k))
+	}
+	if (c.Signer == nil) != (c.Keyring == nil) {
+		errs = append(errs, errors.New("swim: signer and keyring go together"))
+	} else if c.Signer != nil && c.Signer.Host() != c.Self.Host {
+		errs = append(errs, fmt.Errorf("swim: signer is %s, not %s", c.Signer.Host(), c.Self.Host))
 	}
 	if c.MetaRefresh < 0 {
 		errs = append(errs, fmt.Errorf("swim: meta refresh %s must not be negative", c.MetaRefresh))
@@ -106,6 +126,11 @@ type Swim struct {
 	// was full (it says so only in its log).
 	badAcks   atomic.Int64
 	queueFull atomic.Int64
+	// badMeta counts members ignored for metadata that is malformed or
+	// not signed by their name's key; signedAt is the signing time of
+	// each member's latest accepted metadata (older ones are replays).
+	badMeta  atomic.Int64
+	signedAt map[string]time.Time
 }
 
 type swimEvent struct {
@@ -122,7 +147,7 @@ func NewSwim(cfg SwimConfig, log zerolog.Logger) (*Swim, error) {
 	if cfg.MetaRefresh == 0 {
 		cfg.MetaRefresh = 10 * time.Second
 	}
-	return &Swim{cfg: cfg, log: log, members: map[string]Member{}, wake: make(chan struct{}, 1)}, nil
+	return &Swim{cfg: cfg, log: log, members: map[string]Member{}, wake: make(chan struct{}, 1), signedAt: map[string]time.Time{}}, nil
 }
 
 // Members returns the live members, sorted by host, this agent included.
@@ -155,6 +180,11 @@ func (s *Swim) RejectedAcks() int64 { return s.badAcks.Load() }
 // memberlist dropped unread because its handler queue was full: a
 // process that does not keep up loses them on top of the network's loss.
 func (s *Swim) QueueFullDrops() int64 { return s.queueFull.Load() }
+
+// RejectedMeta is the number of membership updates ignored because the
+// member's metadata was malformed, not signed by its name's key, or
+// older than the one already taken.
+func (s *Swim) RejectedMeta() int64 { return s.badMeta.Load() }
 
 // Run joins the region, reports changes until ctx ends, then leaves.
 func (s *Swim) Run(ctx context.Context) error {
@@ -289,8 +319,15 @@ func (s *Swim) change(n *memberlist.Node, alive bool) {
 	}
 	var hb Heartbeat
 	if alive {
-		if err := json.Unmarshal(n.Meta, &hb); err != nil || hb.V != 1 || hb.Host != n.Name || hb.Incarnation == "" {
-			s.log.Warn().Str("member", n.Name).Int("bytes", len(n.Meta)).Msg("swim: malformed member metadata rejected")
+		meta, err := s.openMeta(n.Name, n.Meta)
+		if err == nil {
+			if err = json.Unmarshal(meta, &hb); err == nil && (hb.V != 1 || hb.Host != n.Name || hb.Incarnation == "") {
+				err = errors.New("not a heartbeat of this member")
+			}
+		}
+		if err != nil {
+			s.badMeta.Add(1)
+			s.log.Warn().Err(err).Str("member", n.Name).Int("bytes", len(n.Meta)).Msg("swim: member metadata rejected: member ignored")
 			return
 		}
 	}
@@ -305,6 +342,7 @@ func (s *Swim) change(n *memberlist.Node, alive bool) {
 	old, known := s.members[n.Name]
 	switch {
 	case !alive:
+		delete(s.signedAt, n.Name) // a restart may sign with a clock set back
 		if known {
 			delete(s.members, n.Name)
 			s.events = append(s.events, swimEvent{n.Name, false})
@@ -328,6 +366,52 @@ func (s *Swim) change(n *memberlist.Node, alive bool) {
 	}
 }
 
+// Signed metadata: swimMetaMagic, the signing time (Unix nanoseconds,
+// 8 bytes big-endian), the heartbeat's JSON, and the signer's detached
+// signature (64 bytes) of everything before it, for the member's name.
+// It is smaller than a bus envelope: memberlist allows 512 bytes and the
+// coordinate must fit.
+const (
+	swimMetaMagic = "dvS1"
+	swimSigLen    = 64
+)
+
+// sealMeta signs the heartbeat hb (JSON) as this agent.
+func (s *Swim) sealMeta(hb []byte, now time.Time) []byte {
+	b := make([]byte, 0, len(swimMetaMagic)+8+len(hb)+swimSigLen)
+	b = append(b, swimMetaMagic...)
+	b = binary.BigEndian.AppendUint64(b, uint64(now.UnixNano()))
+	b = append(b, hb...)
+	return append(b, s.cfg.Signer.SignDetached(SwimMetaSubject, b)...)
+}
+
+// openMeta is the heartbeat a member's metadata carries: with a keyring,
+// signed by its name's key, not older than the last one taken.
+func (s *Swim) openMeta(name string, meta []byte) ([]byte, error) {
+	if s.cfg.Keyring == nil {
+		return meta, nil
+	}
+	head := len(swimMetaMagic) + 8
+	if len(meta) < head+swimSigLen || string(meta[:len(swimMetaMagic)]) != swimMetaMagic {
+		return nil, errors.New("metadata not signed")
+	}
+	body, sig := meta[:len(meta)-swimSigLen], meta[len(meta)-swimSigLen:]
+	if !s.cfg.Keyring.VerifyDetached(name, SwimMetaSubject, body, sig) {
+		if !s.cfg.Keyring.Has(name) {
+			return nil, fmt.Errorf("no key for %q in keys_dir", name)
+		}
+		return nil, fmt.Errorf("metadata not signed by %s's key", name)
+	}
+	at := time.Unix(0, int64(binary.BigEndian.Uint64(meta[len(swimMetaMagic):head])))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if last, ok := s.signedAt[name]; ok && at.Before(last) {
+		return nil, fmt.Errorf("metadata signed at %s, before the last taken (%s): replayed", at.UTC().Format(time.RFC3339Nano), last.UTC().Format(time.RFC3339Nano))
+	}
+	s.signedAt[name] = at
+	return body[head:], nil
+}
+
 type swimEvents struct{ s *Swim }
 
 func (e swimEvents) NotifyJoin(n *memberlist.Node)   { e.s.change(n, true) }
@@ -342,10 +426,17 @@ func (d swimMeta) NodeMeta(limit int) []byte {
 	d.s.mu.Lock()
 	hb := d.s.cfg.Self
 	d.s.mu.Unlock()
-	b, _ := json.Marshal(hb)
+	enc := func() []byte {
+		b, _ := json.Marshal(hb)
+		if d.s.cfg.Signer != nil {
+			b = d.s.sealMeta(b, time.Now())
+		}
+		return b
+	}
+	b := enc()
 	if len(b) > limit && hb.Coord != nil {
 		hb.Coord = nil // the membership matters more than the coordinate
-		b, _ = json.Marshal(hb)
+		b = enc()
 	}
 	if len(b) > limit {
 		d.s.log.Error().Int("bytes", len(b)).Int("limit", limit).Msg("swim: metadata too large; sent empty")
