@@ -81,6 +81,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Writer:       stdout,
 		ErrWriter:    stderr,
 		OnUsageError: onUsage,
+		// dvms completion bash (manpage.go): the script asks the binary.
+		EnableBashCompletion: true,
 		// Exit codes are run's: urfave/cli must not exit on its own.
 		ExitErrHandler: func(*cli.Context, error) {},
 		CommandNotFound: func(c *cli.Context, name string) {
