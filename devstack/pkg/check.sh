@@ -31,6 +31,7 @@
 # libvirt) is masked. Work dir: $DVMS_PKG_DIR (default /tmp/dvms-pkg);
 # DVMS_PKG_KEEP=1 leaves the root booted (pkg-exec.sh-style: nsenter -t
 # $(cat $DVMS_PKG_DIR/systemd.pid) -a).
+# DVMS_PKG_DEBS=DIR checks the packages in DIR instead of building them.
 # DVMS_PKG_JOIN=0 skips the region join, =1 requires it (fails without a
 # cloud); default: joins when the cloud answers.
 set -euo pipefail
@@ -103,9 +104,15 @@ if [ ! -f "$BASE/.dvms-root" ]; then
   bash "$top/devstack/hosts/root.sh"
 fi
 shutdown_root
-rm -rf "$PKG_DIR/upper" "$PKG_DIR/work" "$PKG_DIR/deb"
-log "building the packages (devstack/pkg/build-deb.sh)"
-mapfile -t debs < <(bash "$here/build-deb.sh" "$PKG_DIR/deb")
+rm -rf "$PKG_DIR/upper" "$PKG_DIR/work"
+if [ -n "${DVMS_PKG_DEBS:-}" ]; then
+  # Packages built already (build-deb.sh OUTDIR): checked as they are.
+  mapfile -t debs < <(ls "$DVMS_PKG_DEBS"/dvms_*_amd64.deb "$DVMS_PKG_DEBS"/python3-dvms-nova_*_all.deb)
+else
+  rm -rf "$PKG_DIR/deb"
+  log "building the packages (devstack/pkg/build-deb.sh)"
+  mapfile -t debs < <(bash "$here/build-deb.sh" "$PKG_DIR/deb")
+fi
 [ "${#debs[@]}" = 2 ] || die "build-deb.sh made ${#debs[@]} packages, want 2"
 version=$(dpkg-deb -f "${debs[0]}" Version)
 log "packages (version $version): ${debs[*]##*/}"
@@ -194,8 +201,8 @@ check "user dvms made by sysusers.d (a system user, no login)" sh -c \
 check "/etc/dvms and /etc/dvms/keys root:dvms 0750, /var/lib/dvms dvms:dvms 0750 (tmpfiles.d)" sh -c \
   '[ "$(stat -c %U:%G:%a /etc/dvms /etc/dvms/keys /var/lib/dvms | tr "\n" " ")" = "root:dvms:750 root:dvms:750 dvms:dvms:750 " ]'
 check "the units are known to systemd with /usr/bin/dvms" sh -c \
-  'systemctl cat dvms-agent@x.service | grep -q "^ExecStart=/usr/bin/dvms agent --host x " &&
-   systemctl cat dvms-scheduler-api.service | grep -q "^ExecStart=/usr/bin/dvms scheduler-api "'
+  'systemctl show -p ExecStart dvms-agent@x.service | grep -qF "argv[]=/usr/bin/dvms agent --host x " &&
+   systemctl show -p ExecStart dvms-scheduler-api.service | grep -qF "argv[]=/usr/bin/dvms scheduler-api "'
 check "man page dvms(1) of this version" sh -c "zcat /usr/share/man/man1/dvms.1.gz | grep -qF '.TH dvms 1 \"\" \"dvms $version\"'"
 check "bash completion" bash -c '. /usr/share/bash-completion/completions/dvms && complete -p dvms | grep -q _dvms_bash_autocomplete &&
   dvms --generate-bash-completion | grep -qx agent'
@@ -217,9 +224,10 @@ host_version() {
   ops_status | "$PYTHON" -c '
 import json, sys
 st = json.load(sys.stdin)
-for a in st.get("agents") or []:
-    if a.get("host") == sys.argv[1] and a.get("version"):
-        print(a["version"])
+rows = st.get("agents") or [] if isinstance(st, dict) else st
+for a in rows:  # the agents table of dvms status -f json
+    if a.get("Host") == sys.argv[1] and a.get("State") != "no answer" and a.get("Version"):
+        print(a["Version"])
         break
 ' "$1"
 }
