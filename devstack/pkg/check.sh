@@ -229,7 +229,7 @@ for a in rows:  # the agents table of dvms status -f json
     if a.get("Host") == sys.argv[1] and a.get("State") != "no answer" and a.get("Version"):
         print(a["Version"])
         break
-' "$1"
+' "$1" 2>>"$PLOG" || true
 }
 # agent_config HOST NATS_URL NATS_AUTH KEYSTONE_URL: /etc/dvms/dvms.conf and
 # /etc/openstack/clouds.yaml of the root's agent (devstack/lib/dvms's
