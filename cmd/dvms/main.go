@@ -17,7 +17,8 @@ import (
 )
 
 // version is the build's version, set with
-// -ldflags "-X main.version=..." (DevStack's plugin does).
+// -ldflags "-X main.version=..." (devstack/pkg/build-deb.sh does: dvms
+// --version, every agent's status and dvms_build_info show it).
 var version = "dev"
 
 // commands is filled by the init functions of this package's files.
