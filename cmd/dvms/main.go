@@ -17,7 +17,8 @@ import (
 )
 
 // version is the build's version, set with
-// -ldflags "-X main.version=..." (DevStack's plugin does).
+// -ldflags "-X main.version=..." (devstack/pkg/build-deb.sh does: dvms
+// --version, every agent's status and dvms_build_info show it).
 var version = "dev"
 
 // commands is filled by the init functions of this package's files.
@@ -81,6 +82,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Writer:       stdout,
 		ErrWriter:    stderr,
 		OnUsageError: onUsage,
+		// dvms completion bash (manpage.go): the script asks the binary.
+		EnableBashCompletion: true,
 		// Exit codes are run's: urfave/cli must not exit on its own.
 		ExitErrHandler: func(*cli.Context, error) {},
 		CommandNotFound: func(c *cli.Context, name string) {

@@ -246,6 +246,9 @@ weight_classes = nova.scheduler.weights.all_weighers,dvms_nova.weigher.DvmsWeigh
 [dvms]
 url = http://$DVMS_FUNC_HOST_IP:$SCHEDAPI_PORT/scheduler/nova/external
 timeout = 1.0
+# The functional tests measure dvms' order: it must prevail over Nova's
+# weighers (the default, 1.0, makes dvms one weigher among Nova's).
+weight_multiplier = 1000.0
 EOT
   authtoken_section keystone_authtoken nova
   authtoken_section service_user nova

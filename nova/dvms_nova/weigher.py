@@ -10,7 +10,7 @@ weights it sends are theirs::
     url = http://127.0.0.1:8095/scheduler/nova/external
     timeout = 1.0
     retry_after = 10.0
-    weight_multiplier = 1000.0
+    weight_multiplier = 1.0
 
 For each scheduling request (each instance of a multi-instance boot, as
 Nova weighs them) the weigher makes one POST with the request and response
@@ -62,16 +62,20 @@ dvms_opts = [
              'scheduler-api then costs one timeout per period, not one per '
              'weighing). 0: ask every time.'),
     cfg.FloatOpt(
-        'weight_multiplier', default=1000.0,
+        'weight_multiplier', default=1.0,
         help='Multiplier of the dvms weight (in [0, 1] after Nova\'s '
-             'normalization). The weights come from ranks: among n '
+             'normalization, as every weigher\'s). The default is Nova\'s '
+             'for its own weighers (RAM, CPU, disk, soft affinity, soft '
+             'anti-affinity: 1.0 each): dvms counts as one more of them '
+             'and server groups\' soft policies keep their effect. Among n '
              'candidates two neighbours in dvms\' order differ by '
-             'multiplier / (n - 1), while Nova\'s default weighers (RAM, '
-             'CPU, disk, I/O ops: 1.0 each) span about 4 together. 1000 '
-             'keeps dvms\' order, which already counts Nova\'s weights, '
-             'for up to ~250 candidates, and below Nova\'s '
-             'BuildFailureWeigher (1000000). The aggregate metadata '
-             'dvms_weight_multiplier overrides it per aggregate.'),
+             'multiplier / (n - 1), against about 4 for Nova\'s RAM, CPU, '
+             'disk and I/O ops weighers together: about 4 * (n - 1) lets '
+             'dvms\' order (which already counts Nova\'s weights) '
+             'prevail; then raise soft_affinity_weight_multiplier and '
+             'soft_anti_affinity_weight_multiplier above it, and stay '
+             'below BuildFailureWeigher\'s 1000000. The aggregate '
+             'metadata dvms_weight_multiplier overrides it per aggregate.'),
 ]
 
 CONF.register_group(dvms_group)
@@ -79,7 +83,8 @@ CONF.register_opts(dvms_opts, group=dvms_group)
 
 
 def list_opts():
-    return {dvms_group: dvms_opts}
+    # oslo-config-generator --namespace dvms_nova (nova/pyproject.toml).
+    return [(dvms_group, dvms_opts)]
 
 
 class DvmsError(Exception):

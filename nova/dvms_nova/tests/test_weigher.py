@@ -14,6 +14,7 @@ import unittest
 from nova import context as nova_context
 from nova import objects
 from nova.scheduler import weights
+from nova.scheduler.weights import affinity
 
 from dvms_nova import weigher
 
@@ -160,6 +161,11 @@ class DvmsWeigherTest(unittest.TestCase):
         self.addCleanup(weigher.CONF.clear_override, 'url', group='dvms')
         self.addCleanup(weigher.CONF.clear_override, 'timeout',
                         group='dvms')
+        # dvms' order must prevail over NovaOrderWeigher (1.0): among 3
+        # candidates above 1 * (3 - 1), as the option's help says.
+        weigher.CONF.set_override('weight_multiplier', 10.0, group='dvms')
+        self.addCleanup(weigher.CONF.clear_override, 'weight_multiplier',
+                        group='dvms')
         self.hosts = [FakeHostState(h) for h in ('busy', 'drain', 'idle')]
         NovaOrderWeigher.order = ['busy', 'drain', 'idle']
         self.dvms = weigher.DvmsWeigher()
@@ -190,11 +196,41 @@ class DvmsWeigherTest(unittest.TestCase):
                          data['flavor']['nova_object.data']['memory_mb'])
         self.assertFalse(body['rebuild'])
 
-    def test_default_multiplier_keeps_dvms_order_over_nova_weighers(self):
-        # Four weighers of Nova's (as RAM, CPU, disk and I/O ops: 1.0
-        # each) all prefer h1, far emptier in placement, and rate the
-        # others alike; dvms answers h8 ... h1 (h1 busy). Ranks give
-        # neighbours 1/7 apart: the default multiplier must outweigh 4.
+    def test_default_multiplier_leaves_soft_anti_affinity_first(self):
+        # Nova's own soft anti-affinity weigher (multiplier 1.0) with dvms
+        # at its default: a member of the group is on h8, which dvms puts
+        # first (h8 ... h1). The group's policy keeps h8 out of first
+        # place; among the other hosts dvms' order stands.
+        names = ['h%d' % i for i in range(1, 9)]
+        self.hosts = [FakeHostState(h) for h in names]
+        for h in self.hosts:
+            h.instances = {}
+        self.hosts[-1].instances = {'member-1': None}
+        g = objects.InstanceGroup(policy='soft-anti-affinity',
+                                  members=['member-1'], hosts=['h8'])
+        self.server.answer = {'hosts': list(reversed(names))}
+        handler = weights.HostWeightHandler()
+
+        def order():
+            return [w.obj.host for w in handler.get_weighed_objects(
+                [affinity.ServerGroupSoftAntiAffinityWeigher(), self.dvms],
+                self.hosts, spec(group=g))]
+
+        weigher.CONF.clear_override('weight_multiplier', group='dvms')
+        self.assertEqual(1.0, weigher.CONF.dvms.weight_multiplier)
+        self.assertEqual(['h7', 'h6', 'h5', 'h4', 'h3', 'h2'], order()[:6])
+        # The test can fail: the former default, 1000, put dvms' h8 first.
+        weigher.CONF.set_override('weight_multiplier', 1000.0, group='dvms')
+        self.addCleanup(weigher.CONF.clear_override, 'weight_multiplier',
+                        group='dvms')
+        self.assertEqual('h8', order()[0])
+
+    def test_multiplier_above_4_per_neighbour_keeps_dvms_order(self):
+        # The option's help: four weighers of Nova's (as RAM, CPU, disk
+        # and I/O ops: 1.0 each) all prefer h1, far emptier in placement,
+        # and rate the others alike; dvms answers h8 ... h1 (h1 busy).
+        # Among n = 8 candidates neighbours are multiplier / 7 apart:
+        # above 4 * 7 dvms' order prevails, below it h1 climbs.
         names = ['h%d' % i for i in range(1, 9)]
         self.hosts = [FakeHostState(h) for h in names]
         self.server.answer = {'hosts': list(reversed(names))}
@@ -204,18 +240,17 @@ class DvmsWeigherTest(unittest.TestCase):
             def _weigh_object(self, host_state, weight_properties):
                 return 1.0 if host_state.host == 'h1' else 0.0
 
-        def order():
+        def order(multiplier):
+            weigher.CONF.set_override('weight_multiplier', multiplier,
+                                      group='dvms')
             return [w.obj.host for w in handler.get_weighed_objects(
                 [EmptiestWeigher() for _ in range(4)] + [self.dvms],
                 self.hosts, spec())]
 
-        self.assertEqual(list(reversed(names)), order())
-        # The test can fail: with a multiplier of 10, Nova's four put h1
-        # (4.0) before h2 and h3 (10/7, 20/7).
-        weigher.CONF.set_override('weight_multiplier', 10.0, group='dvms')
         self.addCleanup(weigher.CONF.clear_override, 'weight_multiplier',
                         group='dvms')
-        self.assertNotEqual(list(reversed(names)), order())
+        self.assertEqual(list(reversed(names)), order(29.0))
+        self.assertNotEqual(list(reversed(names)), order(27.0))
 
     def test_hosts_left_out_weigh_least(self):
         self.server.answer = {'hosts': ['idle', 'busy']}
