@@ -13,6 +13,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/scheduler/control"
 )
 
 // errUnsigned: no keys and no explicit opt-out.
@@ -85,7 +86,7 @@ func operatorKeys(cfg fileConfig, log zerolog.Logger) *auth.Keyring {
 		log.Warn().Msg("insecure_unsigned: operator commands (dvms pause, mode, exclude) are taken unsigned from anyone able to publish on NATS")
 		return nil
 	}
-	dir := filepath.Join(cfg.KeysDir, operatorsDir)
+	dir := filepath.Join(cfg.KeysDir, control.OperatorsDir)
 	ring, err := auth.LoadKeyring(dir)
 	if err != nil {
 		log.Warn().Err(err).Str("dir", dir).Msg("no operator key: operator commands (dvms pause, mode, exclude) will be refused")
