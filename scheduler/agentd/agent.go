@@ -410,6 +410,9 @@ func (a *Agent) Registers() *control.Registers { return a.controls }
 // Journal is the agent's journal of events.
 func (a *Agent) Journal() *journal.Journal { return a.journal }
 
+// Coordinates are the agent's Vivaldi coordinates (nil: it runs none).
+func (a *Agent) Coordinates() *node.Vivaldi { return a.viv }
+
 // Incarnation is this run's incarnation.
 func (a *Agent) Incarnation() string { return a.opt.Agent.Incarnation }
 
