@@ -79,7 +79,7 @@ func raftTLS(cfg fileConfig) (*auth.PeerTLS, error) {
 // use: [DEFAULT] message_window, and dropped messages logged at most ten
 // per 10 s (dlog is that sampled logger).
 // operatorKeys are the public keys of the operators allowed to send
-// run-time controls (keys_dir/operators/*.pub; control.go); nil when
+// run-time controls (keys_dir/operators/*.pub; scheduler/control); nil when
 // keys_dir is not set or has none (every signed command is then refused).
 func operatorKeys(cfg fileConfig, log zerolog.Logger) *auth.Keyring {
 	if cfg.KeysDir == "" {

@@ -20,7 +20,7 @@ import (
 	"github.com/dvms-project/dvms/scheduler/status"
 )
 
-// The operators' run-time control commands (control.go has the agents'
+// The operators' run-time control commands (scheduler/control has the agents'
 // side and the protocol).
 
 func init() {
