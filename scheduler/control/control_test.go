@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dvms-project/dvms/internal/testbus"
+
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/internal/testwait"
@@ -66,15 +68,7 @@ func TestControlsLastWriterWins(t *testing.T) {
 // when a peer passes it on (it was verified when it was new, and its
 // signature still holds); a tampered one is refused either way.
 func TestControlCommandFreshness(t *testing.T) {
-	dir := t.TempDir()
-	op, err := auth.GenerateKey(dir, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := auth.LoadKeyring(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	op, ring := operator(t, "alice")
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	s := &Service{Region: "r", Secure: true, Ring: ring, Window: 30 * time.Second, Now: func() time.Time { return now }}
 	old := now.Add(-time.Hour)
@@ -104,32 +98,11 @@ func TestControlCommandFreshness(t *testing.T) {
 // an agent that starts later learns it from its peer; an unsigned one is
 // refused with its reason and changes nothing.
 func TestServicePassesCommandsOn(t *testing.T) {
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	url := testbus.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	connect := func(name string) *bus.NATS {
-		bc := bus.DefaultConfig()
-		bc.URL, bc.Name = ns.ClientURL(), name
-		tr, err := bus.ConnectNATS(ctx, bc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = tr.Close() })
-		return tr
-	}
-	dir := t.TempDir()
-	op, err := auth.GenerateKey(dir, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := auth.LoadKeyring(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	connect := func(name string) *bus.NATS { return testbus.Connect(t, ctx, url, name) }
+	op, ring := operator(t, "alice")
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -191,4 +164,19 @@ func TestServicePassesCommandsOn(t *testing.T) {
 	testwait.Until(t, 20*time.Second, "c2 learns the pause from c1", func() (bool, string) {
 		return c2.Paused(), fmt.Sprintf("c2 holds %+v", c2.View())
 	})
+}
+
+// operator is an operator's key and the keyring that holds it.
+func operator(t *testing.T, name string) (*auth.Signer, *auth.Keyring) {
+	t.Helper()
+	dir := t.TempDir()
+	op, err := auth.GenerateKey(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := auth.LoadKeyring(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op, ring
 }

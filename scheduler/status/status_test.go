@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dvms-project/dvms/internal/testbus"
+
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/scheduler/journal"
 )
@@ -30,23 +32,10 @@ func TestEncodeReportFits(t *testing.T) {
 // The CLI stops waiting once every member any answer lists has answered,
 // and waits for the timeout when one is missing.
 func TestGatherReports(t *testing.T) {
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	url := testbus.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	connect := func(name string) *bus.NATS {
-		bc := bus.DefaultConfig()
-		bc.URL, bc.Name = ns.ClientURL(), name
-		tr, err := bus.ConnectNATS(ctx, bc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = tr.Close() })
-		return tr
-	}
+	connect := func(name string) *bus.NATS { return testbus.Connect(t, ctx, url, name) }
 	var mu sync.Mutex
 	members := []MemberInfo{{Host: "c1"}, {Host: "c2"}}
 	for _, h := range []string{"c1", "c2"} {
@@ -74,7 +63,7 @@ func TestGatherReports(t *testing.T) {
 		t.Fatalf("reports %+v", reps)
 	}
 	start = time.Now()
-	reps, err = Gather(ctx, cli, GatherConfig{Region: "g", Timeout: time.Minute})
+	reps, err := Gather(ctx, cli, GatherConfig{Region: "g", Timeout: time.Minute})
 	if err != nil || len(reps) != 2 || time.Since(start) > 30*time.Second {
 		t.Fatalf("all members answered, yet waited %s: %v %v", time.Since(start), reps, err)
 	}
