@@ -631,7 +631,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			tr = delayed
 		}
 		o := agentd.Options{
-			Runtime: cfg.Runtime, Agent: ac, Version: "simulate", Bus: tr,
+			// The sites' delays are on the protocol (Signed); status,
+			// controls and the journal's updates take the plain
+			// connection.
+			Runtime: cfg.Runtime, Agent: ac, Version: "simulate", Bus: nc, Signed: tr,
 			// Each agent measures only its own host, as a cgroup source
 			// does, and has its own Nova client, metered under its name.
 			Nova: cloud.Client(hosts[i]), Demand: node.OnlyHost(countDemand{cloud, &samples}, hosts[i]), DemandName: "simulated",
