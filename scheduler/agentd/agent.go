@@ -45,7 +45,6 @@ type Membership struct {
 	Signed   bus.Transport
 	Clock    node.Clock
 	Log      zerolog.Logger
-	Region   string
 }
 
 // Options are everything one agent is built from. `dvms agent` fills
@@ -226,7 +225,6 @@ func New(o Options) (*Agent, error) {
 		mb := Membership{
 			Self: node.Heartbeat{Host: host, Site: o.Site, Version: o.Version, Incarnation: o.Agent.Incarnation, Raft: o.Arbiter.RaftAddr()},
 			Up:   a.MemberUp, Down: a.MemberDown, Vivaldi: a.viv, Signed: o.Signed, Clock: o.Clock, Log: o.Log,
-			Region: o.Runtime.Region,
 		}
 		if o.Coords != nil {
 			mb.Coords = o.Coords.Table
