@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	mrand "math/rand"
 	"net"
 	"net/url"
 	"os"
@@ -16,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,15 +19,13 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/dvms-project/dvms/bus"
-	"github.com/dvms-project/dvms/bus/auth"
-	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/nova/demand/diagnostics"
 	"github.com/dvms-project/dvms/nova/demand/file"
 	"github.com/dvms-project/dvms/nova/demand/prometheus"
 	"github.com/dvms-project/dvms/nova/openstack"
-	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/agentd"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -177,13 +170,6 @@ func runAgent(c *cli.Context) error {
 	}
 }
 
-// members is what an agent needs of its membership: heartbeats over NATS
-// (node.Membership) or SWIM (node.Swim), by [consensus] membership.
-type members interface {
-	Members() []node.Member
-	Run(ctx context.Context) error
-}
-
 // swimConfig is the agent's SWIM membership from its configuration: the
 // region key read from swim_key_file, bind, advertise (derived as Raft's
 // when empty, see advertiseAddr) and seed addresses. viv, if not nil, is
@@ -230,38 +216,16 @@ func swimConfig(cfg fileConfig, natsURL string, self node.Heartbeat, coords *nod
 	return sc, sc.Validate()
 }
 
-// agentProc is a running agent: its runner, membership, arbiter and the
-// connections they share. Stop order matters: the runner first (it may
-// still need the arbiter and the bus to end its partition), then the
-// goodbye heartbeat, then the arbiter, then the connections.
+// agentProc is a running `dvms agent`: the agent (scheduler/agentd) and
+// the connections this command made for it, closed after it stopped.
 type agentProc struct {
+	*agentd.Agent
 	log      zerolog.Logger
-	runner   *node.Runner
-	member   members
-	arbiter  agentArbiter
-	reviver  reviver
 	tr       *bus.NATS
-	signed   *auth.Transport // nil when unsigned
 	embedded *bus.Embedded
-	journal  *journal
 	meter    *nova.Meter // requests to Nova, placement, Keystone (nil in some tests)
-	controls *controls   // the operators' run-time controls
-	metrics  *agentMetrics
-	demand   nova.DemandSource
-	httpSrv  *metricsServer // /metrics and /healthz, nil when off
-	stopping atomic.Bool    // ctx ended: the runner is retiring
-	running  atomic.Bool    // the runner's Run has not returned
-	started  time.Time
-
-	runDone  chan error
-	stopRest context.CancelFunc
-	wg       sync.WaitGroup
-}
-
-func newIncarnation() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return strconv.FormatInt(time.Now().Unix(), 36) + hex.EncodeToString(b)
+	// running: the agent's runner runs (the systemd watchdog's test).
+	running func() bool
 }
 
 // novaDeps are the agent's Nova client, the meter of its requests and its
@@ -273,17 +237,17 @@ type novaDeps struct {
 	demand nova.DemandSource
 }
 
-// startAgent wires and starts every part; the runner stops when ctx ends.
-// It waits (sw, nil for defaultStartWait) for NATS, Keystone and Nova
-// while they do not answer; errors of the configuration, keys or
-// credentials are errConfig.
+// startAgent connects, builds the agent's options from cfg and starts
+// it; the runner stops when ctx ends. It waits (sw, nil for
+// defaultStartWait) for NATS, Keystone and Nova while they do not
+// answer; errors of the configuration, keys or credentials are
+// errConfig.
 func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps, log zerolog.Logger, sw *startWait) (*agentProc, error) {
 	if sw == nil {
 		sw = defaultStartWait(log, nil)
 	}
-	p := &agentProc{log: log, runDone: make(chan error, 1), started: time.Now()}
+	p := &agentProc{log: log}
 	host := cfg.Agent.ID
-	cfg.Agent.Incarnation = newIncarnation()
 	ok := false
 	defer func() {
 		if !ok {
@@ -321,7 +285,6 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	if err != nil {
 		return nil, configError(err)
 	}
-	p.signed = signed
 	if !tr.Connected() {
 		where := bus.RedactURLs(natsURL)
 		sw.report("waiting for NATS at " + where)
@@ -355,10 +318,8 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 		}
 		nd = &novaDeps{client: cl, meter: cl.Meter(), demand: src}
 	}
-	nc, src := nd.client, nd.demand
-	p.demand = src
 	p.meter = nd.meter
-	err = sw.until(ctx, "Nova", func(ctx context.Context) error { _, err := nc.Host(ctx, host); return err }, unavailable)
+	err = sw.until(ctx, "Nova", func(ctx context.Context) error { _, err := nd.client.Host(ctx, host); return err }, unavailable)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -367,248 +328,96 @@ func startAgent(ctx context.Context, cfg fileConfig, embedded bool, nd *novaDeps
 	}
 	sw.report("starting: NATS connected, Nova answered")
 
-	arb, err := newArbiter(cfg, bt, natsURL, log)
+	o, err := agentOptions(cfg, natsURL, tr, bt, nd, log)
 	if err != nil {
 		return nil, err
 	}
-	p.arbiter = arb
-
-	// The region's maintenance watch runs in the live member with the
-	// smallest host name (membership is set below, before Run).
-	watcher := func() bool {
-		ms := p.member.Members()
-		return len(ms) > 0 && ms[0].Host == host
-	}
-	// Operators' view: the journal behind `dvms status` / `dvms events`
-	// and the Prometheus metrics, both fed by the runner's hooks.
-	p.journal = newJournal(host, time.Now)
-	// `dvms events --follow` listens on the plain connection, as status.
-	p.journal.onUpdate = func(u followUpdate) {
-		if data, err := json.Marshal(u); err == nil {
-			_ = tr.Publish(context.Background(), bus.EventsSubject(cfg.Runtime.Region), data)
-		}
-	}
-	// The operators' run-time controls (control.go).
-	p.controls = newControls(cfg.Runtime.Exec.DryRun)
-	p.metrics = newAgentMetrics(metricsSources{
-		host: host, meter: nd.meter,
-		advise:    func() bool { return p.controls.Advise(host) },
-		paused:    p.controls.Paused,
-		excluded:  func() bool { return p.controls.Excluded(host) },
-		dropped:   func() int64 { return p.runner.Dropped() },
-		members:   func() int { return len(p.member.Members()) },
-		watch:     watcher,
-		partition: func() *scheduler.Partition { return p.runner.Partition() },
-		arbiter:   func() *arbiterInfo { return arbiterStatus(arb) },
-		coverage:  p.coverage,
-	})
-	// Vivaldi coordinates (DESIGN §5.3): RTT probes over the signed bus,
-	// members' coordinates from their heartbeats.
-	coords := node.NewCoordTable()
-	viv, err := node.NewVivaldi(cfg.Coord, cfg.Runtime.Region, host, bt, node.Wall{}, coords, time.Now().UnixNano(), log)
-	if err != nil {
+	if p.Agent, err = agentd.New(o); err != nil {
 		return nil, err
 	}
-	cfg.Agent.Distance = coords.Distance(cfg.Coord.MaxError)
-	// nova/openstack retries failed reads itself: one retry layer.
-	cfg.Runtime.Exec.Retries = 0
-	p.runner, err = node.New(cfg.Runtime, cfg.Agent, []string{host}, node.Deps{
-		Bus: bt, Nova: nc, Demand: src, Arbiter: arb, Clock: node.Wall{}, Log: log,
-		Seed: time.Now().UnixNano(), Watcher: watcher, Hooks: observeHooks(p.metrics, p.journal, time.Now),
-		Controls: p.controls,
-	})
-	if err != nil {
-		return nil, err
-	}
-	self := node.Heartbeat{Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation, Raft: arb.RaftAddr()}
-	peers := func() {
-		var ps []consensus.Peer
-		for _, m := range p.member.Members() {
-			ps = append(ps, consensus.Peer{ID: m.Host, Site: m.Site, RaftAddr: m.Raft})
-		}
-		arb.SetPeers(ps)
-	}
-	up := func(h string) { p.runner.MemberUp(h); viv.PeerUp(h); peers() }
-	down := func(h string) { p.runner.MemberDown(h); viv.PeerDown(h); peers() }
-	if cfg.Membership == "swim" {
-		sc, err := swimConfig(cfg, natsURL, self, coords, viv)
-		if err != nil {
-			return nil, err
-		}
-		sw, err := node.NewSwim(sc, log.With().Str("component", "swim").Logger())
-		if err != nil {
-			return nil, err
-		}
-		sw.OnUp, sw.OnDown = up, down
-		p.member = sw
-		ev := log.Info().Str("bind", cfg.SwimBind)
-		if sc.AdvertiseAddr != "" {
-			ev = ev.Str("advertise", net.JoinHostPort(sc.AdvertiseAddr, strconv.Itoa(sc.AdvertisePort)))
-		}
-		ev.Strs("seeds", sc.Seeds).Bool("encrypted", len(sc.Key) > 0).Bool("bus_rtt_probes", cfg.Coord.Probe > 0).Msg("membership: swim")
-	} else {
-		mc := node.MembershipConfig{Region: cfg.Runtime.Region, Interval: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, Self: self}
-		m, err := node.NewMembership(mc, bt, node.Wall{}, log)
-		if err != nil {
-			return nil, err
-		}
-		m.Coords, m.SelfCoord = coords, viv.Coordinate
-		m.OnUp, m.OnDown = up, down
-		p.member = m
-	}
-	peers()
-
-	if p.reviver, err = newReviver(cfg, nc, src, p.runner.LastSample, log); err != nil {
-		return nil, err
-	}
-
-	if cfg.MetricsListen != "" {
-		// Metrics are not worth stopping the scheduling for (several
-		// agents on one test host share the default port): logged.
-		if p.httpSrv, err = startMetricsServer(cfg.MetricsListen, p.metrics.reg, p.healthy); err != nil {
-			log.Error().Err(err).Str("listen", cfg.MetricsListen).Msg("no /metrics nor /healthz: [DEFAULT] metrics_listen unusable")
-		} else {
-			log.Info().Str("listen", p.httpSrv.Addr()).Msg("serving /metrics and /healthz")
-		}
-	}
-
-	// Arbiter, membership and reviver outlive the runner's ctx: they stop
-	// after it (see agentProc).
-	rest, stopRest := context.WithCancel(context.WithoutCancel(ctx))
-	p.stopRest = stopRest
-	p.goRun(func() error { return arb.Run(rest) }, "merge arbiter")
-	memberCtx, stopMember := context.WithCancel(rest)
-	p.goRun(func() error { return p.member.Run(memberCtx) }, "membership")
-	p.goRun(func() error { return viv.Run(memberCtx) }, "coordinates")
-	if p.reviver != nil {
-		p.goRun(func() error {
-			return p.reviver.Run(ctx, bt, func() bool { return p.runner.Partition() != nil })
-		}, "unshelve")
-	}
-	p.goRun(func() error { return p.runner.PublishSummaries(ctx, cfg.Summary) }, "host summaries")
-	status := &statusService{region: cfg.Runtime.Region, tr: tr, log: log, report: func(req statusRequest) agentReport {
-		return p.report(cfg, req)
-	}}
-	p.goRun(func() error { return status.run(rest) }, "status service")
-	ctlSvc := &controlService{region: cfg.Runtime.Region, host: host, tr: tr, secure: cfg.KeysDir != "", window: cfg.MessageWindow,
-		ring: operatorKeys(cfg, log), ctl: p.controls, watch: watcher, log: log, dlog: log.Sample(&zerolog.BurstSampler{Burst: 10, Period: 10 * time.Second}),
-		now: time.Now, rng: mrand.New(mrand.NewSource(time.Now().UnixNano())),
-		members: func() []string {
-			var hs []string
-			for _, m := range p.member.Members() {
-				hs = append(hs, m.Host)
-			}
-			return hs
-		},
-		apply: func() { p.runner.Control(p.controls.Paused(), p.controls.Excluded(host)) },
-	}
-	p.goRun(func() error { return ctlSvc.run(rest) }, "operator controls")
-	p.running.Store(true)
-	go func() {
-		err := p.runner.Run(ctx)
-		p.running.Store(false)
-		stopMember() // goodbye heartbeat once the partition role is handed back
-		p.runDone <- err
-	}()
-	go func() {
-		<-ctx.Done()
-		p.stopping.Store(true)
-	}()
-	log.Info().Str("version", version).Str("incarnation", cfg.Agent.Incarnation).Str("nats", bus.RedactURLs(natsURL)).Bool("signed", signed != nil).
-		Str("raft", arb.RaftAddr()).Str("demand", cfg.MonitorSource).Bool("advise_only", cfg.Runtime.Exec.DryRun).
+	p.running = p.Running
+	p.Start(ctx)
+	log.Info().Str("version", version).Str("incarnation", p.Incarnation()).Str("nats", bus.RedactURLs(natsURL)).Bool("signed", signed != nil).
+		Str("raft", o.Arbiter.RaftAddr()).Str("demand", cfg.MonitorSource).Bool("advise_only", cfg.Runtime.Exec.DryRun).
 		Msg("agent started")
 	ok = true
 	return p, nil
 }
 
-func (p *agentProc) goRun(f func() error, what string) {
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		if err := f(); err != nil {
-			p.log.Error().Err(err).Str("part", what).Msg("stopped with an error")
-		}
-	}()
+// agentOptions are the options of the agent cfg describes, over the
+// plain connection tr and the signing one bt.
+func agentOptions(cfg fileConfig, natsURL string, tr, bt bus.Transport, nd *novaDeps, log zerolog.Logger) (agentd.Options, error) {
+	arb, err := newArbiter(cfg, bt, natsURL, log)
+	if err != nil {
+		return agentd.Options{}, err
+	}
+	// Vivaldi coordinates (DESIGN §5.3): RTT probes over the signed bus,
+	// members' coordinates from their heartbeats.
+	coords := node.NewCoordTable()
+	cfg.Agent.Distance = coords.Distance(cfg.Coord.MaxError)
+	// nova/openstack retries failed reads itself: one retry layer.
+	cfg.Runtime.Exec.Retries = 0
+	summary := cfg.Summary
+	return agentd.Options{
+		Runtime: cfg.Runtime, Agent: cfg.Agent, Site: cfg.Site, Version: version,
+		Bus: tr, Signed: bt, Nova: nd.client, Meter: nd.meter, Demand: nd.demand, DemandName: cfg.MonitorSource,
+		Arbiter: arb, Clock: node.Wall{}, Log: log, Seed: time.Now().UnixNano(),
+		Membership: func(m agentd.Membership) (agentd.Members, error) { return membership(cfg, natsURL, m) },
+		Coords:     &agentd.Coords{Config: cfg.Coord, Table: coords},
+		Secure:     cfg.KeysDir != "", OperatorKeys: operatorKeys(cfg, log), Window: cfg.MessageWindow,
+		Summary: &summary, Reviver: reviverConfig(cfg), MetricsListen: cfg.MetricsListen,
+	}, nil
 }
 
-// wait returns when the runner has stopped (ctx ended), after the other
-// parts stopped too.
+// membership is [consensus] membership: swim, or heartbeats over NATS.
+func membership(cfg fileConfig, natsURL string, m agentd.Membership) (agentd.Members, error) {
+	if cfg.Membership == "swim" {
+		sc, err := swimConfig(cfg, natsURL, m.Self, m.Coords, m.Vivaldi)
+		if err != nil {
+			return nil, err
+		}
+		sw, err := node.NewSwim(sc, m.Log.With().Str("component", "swim").Logger())
+		if err != nil {
+			return nil, err
+		}
+		sw.OnUp, sw.OnDown = m.Up, m.Down
+		ev := m.Log.Info().Str("bind", cfg.SwimBind)
+		if sc.AdvertiseAddr != "" {
+			ev = ev.Str("advertise", net.JoinHostPort(sc.AdvertiseAddr, strconv.Itoa(sc.AdvertisePort)))
+		}
+		ev.Strs("seeds", sc.Seeds).Bool("encrypted", len(sc.Key) > 0).Bool("bus_rtt_probes", cfg.Coord.Probe > 0).Msg("membership: swim")
+		return sw, nil
+	}
+	mc := node.MembershipConfig{Region: cfg.Runtime.Region, Interval: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, Self: m.Self}
+	hb, err := node.NewMembership(mc, m.Signed, m.Clock, m.Log)
+	if err != nil {
+		return nil, err
+	}
+	hb.Coords, hb.SelfCoord = m.Coords, m.Vivaldi.Coordinate
+	hb.OnUp, hb.OnDown = m.Up, m.Down
+	return hb, nil
+}
+
+// wait returns when the agent has stopped (ctx ended), its connections
+// closed.
 func (p *agentProc) wait() error {
-	err := <-p.runDone
+	err := p.Wait()
 	p.close()
 	if err != nil {
-		return fmt.Errorf("agent: %w", err)
+		return err
 	}
 	p.log.Info().Msg("agent stopped")
 	return nil
 }
 
+// close closes the connections startAgent made (the agent stopped).
 func (p *agentProc) close() {
-	if p.httpSrv != nil {
-		p.httpSrv.Close()
-	}
-	if p.stopRest != nil {
-		p.stopRest()
-	}
-	p.wg.Wait()
 	if p.tr != nil {
 		_ = p.tr.Close()
 	}
 	if p.embedded != nil {
 		p.embedded.Shutdown()
 	}
-}
-
-// healthy is /healthz: the runner runs and NATS is connected.
-func (p *agentProc) healthy() error {
-	switch {
-	case !p.running.Load():
-		return errors.New("agent: runner stopped")
-	case p.stopping.Load():
-		return errors.New("agent: stopping")
-	case !p.tr.Connected():
-		return errors.New("agent: NATS disconnected")
-	}
-	return nil
-}
-
-// report is this agent's answer to a status request.
-func (p *agentProc) report(cfg fileConfig, req statusRequest) agentReport {
-	part := p.runner.Partition()
-	host := cfg.Agent.ID
-	ms := p.member.Members()
-	return agentReport{
-		V: 1, Host: host, Site: cfg.Site, Version: version, Incarnation: cfg.Agent.Incarnation,
-		Started: p.started, Now: time.Now(), State: agentState(host, part, p.stopping.Load()),
-		Advise: p.controls.Advise(host), Excluded: p.controls.Excluded(host), Control: p.controls.view(),
-		Watch:     len(ms) > 0 && ms[0].Host == host,
-		Partition: partInfo(part), Members: membersInfo(ms), Arbiter: arbiterStatus(p.arbiter),
-		Demand: p.demandInfo(cfg.MonitorSource),
-		Events: filterEvents(p.journal.snapshot(), req.Since, req.MaxEvents),
-	}
-}
-
-// coverage is the demand source's coverage, ok false when it does not say.
-func (p *agentProc) coverage() (cgroup.Coverage, bool) {
-	cs, ok := p.demand.(coverageSource)
-	if !ok {
-		return cgroup.Coverage{}, false
-	}
-	return cs.Coverage(), true
-}
-
-// coverageSource is a demand source that says what it sees of its host
-// (the cgroup source).
-type coverageSource interface{ Coverage() cgroup.Coverage }
-
-// demandInfo is the demand source's coverage for `dvms status` (nil when
-// the source does not say).
-func (p *agentProc) demandInfo(source string) *demandInfo {
-	cs, ok := p.demand.(coverageSource)
-	if !ok {
-		return nil
-	}
-	return &demandInfo{Source: source, Coverage: cs.Coverage()}
 }
 
 // embeddedConfig turns [nats] url into the address an embedded server

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -9,24 +8,15 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/scheduler/agentd"
 )
-
-// agentArbiter is the merge arbiter as the agent runs it.
-type agentArbiter interface {
-	consensus.Arbiter
-	// RaftAddr is advertised in heartbeats ("" = not a voter candidate).
-	RaftAddr() string
-	// SetPeers follows membership.
-	SetPeers([]consensus.Peer)
-	Run(ctx context.Context) error
-}
 
 // newArbiter builds [consensus] arbiter: raft (the region's standing
 // Raft group, requests forwarded over NATS) or local (one agent alone).
-func newArbiter(cfg fileConfig, tr bus.Transport, natsURL string, log zerolog.Logger) (agentArbiter, error) {
+func newArbiter(cfg fileConfig, tr bus.Transport, natsURL string, log zerolog.Logger) (agentd.Arbiter, error) {
 	if cfg.Arbiter == "local" {
 		log.Warn().Msg("[consensus] arbiter = local: merges decided by this agent alone (one-host trial only)")
-		return localArbiter{consensus.NewLocal(time.Now)}, nil
+		return agentd.Shared{Arbiter: consensus.NewLocal(time.Now)}, nil
 	}
 	rc := consensus.DefaultRaftConfig(cfg.Agent.ID)
 	advertise, err := advertiseAddr(cfg.RaftBind, cfg.RaftAdvertise, natsURL)
@@ -51,10 +41,3 @@ func newArbiter(cfg fileConfig, tr bus.Transport, natsURL string, log zerolog.Lo
 	}
 	return s, nil
 }
-
-// localArbiter adapts the single-process arbiter.
-type localArbiter struct{ *consensus.Local }
-
-func (localArbiter) RaftAddr() string              { return "" }
-func (localArbiter) SetPeers([]consensus.Peer)     {}
-func (localArbiter) Run(ctx context.Context) error { <-ctx.Done(); return nil }

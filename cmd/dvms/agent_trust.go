@@ -13,6 +13,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/scheduler/control"
 )
 
 // errUnsigned: no keys and no explicit opt-out.
@@ -78,14 +79,14 @@ func raftTLS(cfg fileConfig) (*auth.PeerTLS, error) {
 // use: [DEFAULT] message_window, and dropped messages logged at most ten
 // per 10 s (dlog is that sampled logger).
 // operatorKeys are the public keys of the operators allowed to send
-// run-time controls (keys_dir/operators/*.pub; control.go); nil when
+// run-time controls (keys_dir/operators/*.pub; scheduler/control); nil when
 // keys_dir is not set or has none (every signed command is then refused).
 func operatorKeys(cfg fileConfig, log zerolog.Logger) *auth.Keyring {
 	if cfg.KeysDir == "" {
 		log.Warn().Msg("insecure_unsigned: operator commands (dvms pause, mode, exclude) are taken unsigned from anyone able to publish on NATS")
 		return nil
 	}
-	dir := filepath.Join(cfg.KeysDir, operatorsDir)
+	dir := filepath.Join(cfg.KeysDir, control.OperatorsDir)
 	ring, err := auth.LoadKeyring(dir)
 	if err != nil {
 		log.Warn().Err(err).Str("dir", dir).Msg("no operator key: operator commands (dvms pause, mode, exclude) will be refused")

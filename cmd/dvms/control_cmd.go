@@ -16,9 +16,11 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/scheduler/control"
+	"github.com/dvms-project/dvms/scheduler/status"
 )
 
-// The operators' run-time control commands (control.go has the agents'
+// The operators' run-time control commands (scheduler/control has the agents'
 // side and the protocol).
 
 func init() {
@@ -50,14 +52,14 @@ func init() {
 				"their actions skipped, reason \"paused\"); actions Nova already accepted are followed\n" +
 				"to their end. dvms status shows the region paused." + how,
 			Flags:  flags(),
-			Action: func(c *cli.Context) error { return runControl(c, controlCommand{Op: opPause}) },
+			Action: func(c *cli.Context) error { return runControl(c, control.Command{Op: control.OpPause}) },
 		},
 		&cli.Command{
 			Name:        "resume",
 			Usage:       "resume dvms in the region after dvms pause",
 			Description: "Agents raise events and execute plans again." + how,
 			Flags:       flags(),
-			Action:      func(c *cli.Context) error { return runControl(c, controlCommand{Op: opResume}) },
+			Action:      func(c *cli.Context) error { return runControl(c, control.Command{Op: control.OpResume}) },
 		},
 		&cli.Command{
 			Name:      "exclude",
@@ -67,7 +69,7 @@ func init() {
 				"partition; a plan already made that moves servers from or to HOST has those moves\n" +
 				"skipped (reason \"excluded\"). dvms include HOST ends it." + how,
 			Flags:  flags(),
-			Action: func(c *cli.Context) error { return runHostControl(c, opExclude) },
+			Action: func(c *cli.Context) error { return runHostControl(c, control.OpExclude) },
 		},
 		&cli.Command{
 			Name:        "include",
@@ -75,7 +77,7 @@ func init() {
 			ArgsUsage:   "HOST",
 			Description: "HOST takes part in dvms's moves again." + how,
 			Flags:       flags(),
-			Action:      func(c *cli.Context) error { return runHostControl(c, opInclude) },
+			Action:      func(c *cli.Context) error { return runHostControl(c, control.OpInclude) },
 		},
 	)
 }
@@ -84,7 +86,7 @@ func runMode(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageError(errors.New("dvms mode advise|enforce [--host HOST] (dvms mode --help)"))
 	}
-	cmd := controlCommand{Op: opMode, Mode: c.Args().First(), Host: c.String("host")}
+	cmd := control.Command{Op: control.OpMode, Mode: c.Args().First(), Host: c.String("host")}
 	return runControl(c, cmd)
 }
 
@@ -92,16 +94,16 @@ func runHostControl(c *cli.Context, op string) error {
 	if c.NArg() != 1 {
 		return usageError(fmt.Errorf("dvms %s HOST (dvms %s --help)", op, op))
 	}
-	return runControl(c, controlCommand{Op: op, Host: c.Args().First()})
+	return runControl(c, control.Command{Op: op, Host: c.Args().First()})
 }
 
 // runControl signs cmd (with --key), publishes it and prints the agents'
 // answers. It fails when no agent answered or any refused.
-func runControl(c *cli.Context, cmd controlCommand) error {
+func runControl(c *cli.Context, cmd control.Command) error {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	cmd.V, cmd.ID, cmd.At = 1, hex.EncodeToString(b), time.Now().UTC()
-	if err := cmd.validate(); err != nil {
+	if err := cmd.Validate(); err != nil {
 		return usageError(fmt.Errorf("dvms %s: %w", cmd.Op, err))
 	}
 	signer, err := operatorSigner(c.String("key"))
@@ -114,14 +116,14 @@ func runControl(c *cli.Context, cmd controlCommand) error {
 	}
 	defer func() { _ = tr.Close() }()
 	subject := bus.ControlSubject(c.String("region"))
-	acks, err := gatherAnswers(c.Context, tr, c.Duration("timeout"), subject, func(inbox string) []byte {
+	acks, err := status.GatherAnswers(c.Context, tr, c.Duration("timeout"), subject, func(inbox string) []byte {
 		cmd.Reply = inbox
 		data, _ := json.Marshal(cmd)
 		if signer != nil {
 			return signer.Seal(subject, data, time.Now())
 		}
 		return data
-	}, func(data []byte) (a controlAck, host string, members []string, ok bool) {
+	}, func(data []byte) (a control.Ack, host string, members []string, ok bool) {
 		if json.Unmarshal(data, &a) != nil || a.V != 1 || a.Host == "" || a.ID != cmd.ID {
 			return a, "", nil, false
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/demand/cgroup"
+	"github.com/dvms-project/dvms/scheduler/status"
 )
 
 // countedSource counts the samples of a cgroup source (its other
@@ -84,7 +85,7 @@ func TestAgentSaysWhenItIsBlind(t *testing.T) {
 	if !strings.Contains(logs.String(), "5 of the 5 servers nova lists running on this host not found") {
 		t.Errorf("the log does not say what is missing:\n%s", logs.String())
 	}
-	if h, ok := p.runner.LastSample(); ok {
+	if h, ok := p.Runner().LastSample(); ok {
 		t.Errorf("a blind agent sampled its host (%+v): it measures nothing, not zero", h)
 	}
 	var out lockedBuffer
@@ -110,11 +111,11 @@ func TestAgentSaysWhenItIsBlind(t *testing.T) {
 		m := scrape(t, p)
 		return sum(m, "dvms_demand_blind") == 0 && sum(m, "dvms_demand_servers_measured") == 5
 	})
-	waitUntil(t, 20*time.Second, "a sample", func() bool { _, ok := p.runner.LastSample(); return ok })
+	waitUntil(t, 20*time.Second, "a sample", func() bool { _, ok := p.Runner().LastSample(); return ok })
 	if !strings.Contains(logs.String(), "demand source measures again") || blindLines() != 1 {
 		t.Errorf("recovery not logged once:\n%s", logs.String())
 	}
-	if r := p.report(cfg, statusRequest{}); r.Demand == nil || r.Demand.Blind || r.Demand.Measured != 5 || r.Demand.Layout != "v2 machine.slice" {
+	if r := p.Report(status.Request{}); r.Demand == nil || r.Demand.Blind || r.Demand.Measured != 5 || r.Demand.Layout != "v2 machine.slice" {
 		t.Errorf("status report demand %+v, want 5 of 5 measured in v2 machine.slice", r.Demand)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/journal"
+	"github.com/dvms-project/dvms/scheduler/status"
 )
 
 // An event's end class travels with its journal entry (`dvms events -f
@@ -17,12 +19,12 @@ import (
 // when its text says nothing known.
 func TestJournalEndClassAndOlderAgents(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	j := newJournal("c1", func() time.Time { return now })
+	j := journal.New("c1", func() time.Time { return now })
 	ev := scheduler.Event{ID: "c1-1", Kind: scheduler.Overload, Host: "c1", Detected: now}
-	j.record(scheduler.Record{Kind: scheduler.RecEventRaised, Event: ev, Partition: "p1", Size: 1})
-	j.record(scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Partition: "p1", Size: 1,
+	j.Record(scheduler.Record{Kind: scheduler.RecEventRaised, Event: ev, Partition: "p1", Size: 1})
+	j.Record(scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Partition: "p1", Size: 1,
 		Outcome: scheduler.Aborted, Class: scheduler.EndVanished, Reason: "words that do not say it"})
-	mine := joinEvents([]agentReport{{Events: j.snapshot()}})
+	mine := joinEvents([]status.Report{{Events: j.Snapshot()}})
 	if len(mine) != 1 || mine[0].Class != "vanished" || mine[0].Outcome != "aborted" || mine[0].Steps[1].Class != "vanished" {
 		t.Fatalf("this version's entry: %+v", mine)
 	}
@@ -36,11 +38,11 @@ func TestJournalEndClassAndOlderAgents(t *testing.T) {
 	 {"id":"c2-3","kind":"overload","host":"c2","agent":"c2","raised":"2026-01-01T00:00:03Z","ended":"2026-01-01T00:00:07Z",
 	  "outcome":"aborted","reason":"something a future or past version says"},
 	 {"id":"c2-4","kind":"overload","host":"c2","agent":"c2","raised":"2026-01-01T00:00:04Z"}]`
-	var olds []eventEntry
+	var olds []journal.Entry
 	if err := json.Unmarshal([]byte(older), &olds); err != nil {
 		t.Fatal(err)
 	}
-	es := joinEvents([]agentReport{{Events: olds}})
+	es := joinEvents([]status.Report{{Events: olds}})
 	want := map[string]string{"c2-1": "vanished", "c2-2": "partition_timeout", "c2-3": "unknown", "c2-4": ""}
 	for _, e := range es {
 		if e.Class != want[e.ID] {

@@ -83,7 +83,7 @@ func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, ho
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.httpSrv == nil {
+	if p.MetricsAddr() == "" {
 		t.Fatal("no metrics server")
 	}
 	return p
@@ -92,7 +92,7 @@ func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, ho
 // scrape returns the samples of /metrics: series (name{labels}) -> value.
 func scrape(t *testing.T, p *agentProc) map[string]float64 {
 	t.Helper()
-	return scrapeAt(t, p.httpSrv.Addr())
+	return scrapeAt(t, p.MetricsAddr())
 }
 
 // scrapeAt returns the samples of the /metrics served at addr.
@@ -169,7 +169,7 @@ func hasSeries(samples map[string]float64, name string) bool {
 
 func healthz(t *testing.T, p *agentProc) int {
 	t.Helper()
-	resp, err := http.Get("http://" + p.httpSrv.Addr() + "/healthz")
+	resp, err := http.Get("http://" + p.MetricsAddr() + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dvms-project/dvms/bus/auth"
+	ctlproto "github.com/dvms-project/dvms/scheduler/control"
 )
 
 // operatorControls checks issue 13's run-time controls on the real cloud,
@@ -33,9 +34,9 @@ import (
 func (w *world) operatorControls(f *fleet, bin, first, second string) {
 	t := w.t
 	cfg := w.agentConfig()
-	keys, _ := filepath.Glob(filepath.Join(cfg.KeysDir, operatorsDir, "*"+auth.SeedExt))
+	keys, _ := filepath.Glob(filepath.Join(cfg.KeysDir, ctlproto.OperatorsDir, "*"+auth.SeedExt))
 	if len(keys) == 0 {
-		t.Fatalf("no operator key %s: devstack/functional/up.sh provisions one", filepath.Join(cfg.KeysDir, operatorsDir, "*"+auth.SeedExt))
+		t.Fatalf("no operator key %s: devstack/functional/up.sh provisions one", filepath.Join(cfg.KeysDir, ctlproto.OperatorsDir, "*"+auth.SeedExt))
 	}
 	key := keys[0]
 	type ack struct {
@@ -129,8 +130,8 @@ func (w *world) operatorControls(f *fleet, bin, first, second string) {
 
 	// 1. Advise: a plan, no migration.
 	before := w.lastMigration()
-	control(func(a ack) bool { return a.Advise && a.Mode == modeAdvise }, "mode", modeAdvise)
-	controlsAre(false, modeAdvise, "dvms_advise_mode", float64(len(w.hosts)))
+	control(func(a ack) bool { return a.Advise && a.Mode == ctlproto.ModeAdvise }, "mode", ctlproto.ModeAdvise)
+	controlsAre(false, ctlproto.ModeAdvise, "dvms_advise_mode", float64(len(w.hosts)))
 	overloaded := w.overloadOnly(first)
 	wrote := time.Now()
 	t.Logf("advise: wrote an overload of %s: %v", first, overloaded())
@@ -182,9 +183,9 @@ func (w *world) operatorControls(f *fleet, bin, first, second string) {
 	}
 
 	// 2. Enforce at run time: the plan runs.
-	control(func(a ack) bool { return !a.Advise && a.Mode == modeEnforce }, "mode", modeEnforce)
+	control(func(a ack) bool { return !a.Advise && a.Mode == ctlproto.ModeEnforce }, "mode", ctlproto.ModeEnforce)
 	enforced := time.Now()
-	controlsAre(false, modeEnforce, "dvms_advise_mode", 0)
+	controlsAre(false, ctlproto.ModeEnforce, "dvms_advise_mode", 0)
 	if !w.eventually("overload of "+first+" solved in enforce mode", 4*time.Minute, func() bool { return len(overloaded()) == 0 }) {
 		t.Fatalf("still overloaded 4 min after dvms mode enforce: %v; agent logs in %s", overloaded(), f.logDir)
 	}
@@ -206,7 +207,7 @@ func (w *world) operatorControls(f *fleet, bin, first, second string) {
 	}
 	control(func(a ack) bool { return a.Paused }, "pause")
 	paused := time.Now()
-	controlsAre(true, modeEnforce, "dvms_paused", float64(len(w.hosts)))
+	controlsAre(true, ctlproto.ModeEnforce, "dvms_paused", float64(len(w.hosts)))
 	window := 3 * max(planned, time.Duration(cfg.Agent.K)*cfg.Runtime.Monitor)
 	window = min(window, time.Minute).Round(100 * time.Millisecond)
 	known := map[string]bool{}
@@ -240,7 +241,7 @@ func (w *world) operatorControls(f *fleet, bin, first, second string) {
 	// 4. Resumed: solved.
 	control(func(a ack) bool { return !a.Paused }, "resume")
 	resumed := time.Now()
-	controlsAre(false, modeEnforce, "dvms_paused", 0)
+	controlsAre(false, ctlproto.ModeEnforce, "dvms_paused", 0)
 	if !w.eventually("overload of "+second+" solved after dvms resume", 4*time.Minute, func() bool { return len(overloaded()) == 0 }) {
 		t.Fatalf("still overloaded 4 min after dvms resume: %v; agent logs in %s", overloaded(), f.logDir)
 	}

@@ -131,7 +131,7 @@ func (s *sdService) setStatus(text string) {
 // backoff); a started one while its runner runs.
 func (s *sdService) alive() bool {
 	if p := s.agent.Load(); p != nil {
-		return p.running.Load()
+		return p.running()
 	}
 	return true
 }

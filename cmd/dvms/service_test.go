@@ -170,11 +170,12 @@ func TestSDServiceNotifications(t *testing.T) {
 	}
 
 	tr := &bus.NATS{}
-	p := &agentProc{tr: tr}
-	p.running.Store(true)
+	var up atomic.Bool
+	p := &agentProc{tr: tr, running: up.Load}
+	up.Store(true)
 	svc.agent.Store(p)
 	sock.waitFor(t, i+1, "WATCHDOG=1") // fed while running
-	p.running.Store(false)
+	up.Store(false)
 	if svc.alive() {
 		t.Error("alive with its runner stopped: the watchdog would be fed")
 	}

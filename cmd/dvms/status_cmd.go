@@ -18,7 +18,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/scheduler/journal"
 	"github.com/dvms-project/dvms/scheduler/node"
+	"github.com/dvms-project/dvms/scheduler/status"
 )
 
 // statusEvents is how many recent events `dvms status` shows.
@@ -76,7 +78,7 @@ func init() {
 }
 
 // askAgents connects to the agents' NATS and gathers their reports.
-func askAgents(c *cli.Context, since time.Time, maxEvents int) ([]agentReport, error) {
+func askAgents(c *cli.Context, since time.Time, maxEvents int) ([]status.Report, error) {
 	tr, err := connectCLI(c)
 	if err != nil {
 		return nil, err
@@ -100,10 +102,10 @@ func connectCLI(c *cli.Context) (*bus.NATS, error) {
 	return bus.ConnectNATS(ctx, withNATSAuth(c, bc))
 }
 
-func askOn(c *cli.Context, tr bus.Transport, since time.Time, maxEvents int) ([]agentReport, error) {
+func askOn(c *cli.Context, tr bus.Transport, since time.Time, maxEvents int) ([]status.Report, error) {
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout")+10*time.Second)
 	defer cancel()
-	return gatherReports(ctx, tr, gatherConfig{Region: c.String("region"), Timeout: c.Duration("timeout"), Since: since, Max: maxEvents})
+	return status.Gather(ctx, tr, status.GatherConfig{Region: c.String("region"), Timeout: c.Duration("timeout"), Since: since, Max: maxEvents})
 }
 
 func runStatus(c *cli.Context) error {
@@ -116,14 +118,14 @@ func runStatus(c *cli.Context) error {
 
 // statusTables are the agents, the partitions in flight and the recent
 // events of the region, from the agents' reports.
-func statusTables(reps []agentReport, now time.Time) []table {
+func statusTables(reps []status.Report, now time.Time) []table {
 	agents := table{Name: "agents", Columns: []string{"Host", "Site", "State", "Partition", "Version", "Last Heard", "Watch", "Advise", "Excluded", "Demand"}}
-	answered := map[string]agentReport{}
+	answered := map[string]status.Report{}
 	for _, r := range reps {
 		answered[r.Host] = r
 	}
 	// Members the answering agents hear, with the latest time heard.
-	heard := map[string]memberInfo{}
+	heard := map[string]status.MemberInfo{}
 	for _, r := range reps {
 		for _, m := range r.Members {
 			if m.Host == r.Host {
@@ -226,7 +228,7 @@ func statusTables(reps []agentReport, now time.Time) []table {
 // controlTable: the operators' controls as the agents hold them, one row
 // per distinct view (more than one: a command has not reached everyone
 // yet).
-func controlTable(reps []agentReport) table {
+func controlTable(reps []status.Report) table {
 	t := table{Name: "control", Columns: []string{"Paused", "Mode", "Host Modes", "Excluded", "Latest", "Seen By"}}
 	var order []string
 	rows := map[string][]any{}
@@ -259,50 +261,16 @@ func controlTable(reps []agentReport) table {
 	return t
 }
 
-// joinEvents merges the agents' entries of each event (the raising agent
-// has raised/ended, the leader planned/actions), oldest raised first.
-func joinEvents(reps []agentReport) []eventEntry {
-	byID := map[string]*eventEntry{}
-	var order []string
+// joinEvents merges the agents' entries of each event (journal.Join).
+func joinEvents(reps []status.Report) []journal.Entry {
+	lists := make([][]journal.Entry, 0, len(reps))
 	for _, r := range reps {
-		for _, e := range r.Events {
-			j, ok := byID[e.ID]
-			if !ok {
-				c := e
-				c.Steps, c.Actions = slices.Clone(e.Steps), slices.Clone(e.Actions)
-				byID[e.ID] = &c
-				order = append(order, e.ID)
-				continue
-			}
-			if j.Raised.IsZero() || (!e.Raised.IsZero() && e.Raised.Before(j.Raised)) {
-				j.Raised = e.Raised
-			}
-			if e.Planned != nil && (j.Planned == nil || e.Planned.After(*j.Planned)) {
-				j.Planned, j.Leader, j.Moves, j.PlanReason = e.Planned, e.Leader, e.Moves, e.PlanReason
-			}
-			if e.Ended != nil && (j.Ended == nil || e.Ended.After(*j.Ended)) {
-				j.Ended, j.Outcome, j.Class, j.Reason = e.Ended, e.Outcome, e.Class, e.Reason
-			}
-			if e.Host == e.Agent { // the raising agent's view of the partition
-				j.Partition, j.Size = e.Partition, e.Size
-			}
-			j.Steps = append(j.Steps, e.Steps...)
-			j.Actions = append(j.Actions, e.Actions...)
-		}
+		lists = append(lists, r.Events)
 	}
-	out := make([]eventEntry, 0, len(order))
-	for _, id := range order {
-		e := byID[id]
-		slices.SortStableFunc(e.Steps, func(a, b eventStep) int { return a.At.Compare(b.At) })
-		slices.SortStableFunc(e.Actions, func(a, b actionEntry) int { return a.Ended.Compare(b.Ended) })
-		e.Class = endClassOf(*e) // an older agent's entry has none
-		out = append(out, *e)
-	}
-	sortEntries(out)
-	return out
+	return journal.Join(lists...)
 }
 
-func outcomeOf(e eventEntry) string {
+func outcomeOf(e journal.Entry) string {
 	switch {
 	case e.Outcome != "":
 		return e.Outcome
@@ -323,10 +291,10 @@ func runEvents(c *cli.Context) error {
 	}
 	defer func() { _ = tr.Close() }()
 	// Subscribed before the history is asked: no update falls between.
-	updates := make(chan followUpdate, 4096)
+	updates := make(chan journal.Update, 4096)
 	if c.Bool("follow") {
 		sub, err := tr.Subscribe(bus.EventsSubject(c.String("region")), func(_ string, data []byte) {
-			var u followUpdate
+			var u journal.Update
 			if json.Unmarshal(data, &u) != nil || u.V != 1 {
 				return
 			}
@@ -342,7 +310,7 @@ func runEvents(c *cli.Context) error {
 	}
 	host := c.String("host")
 	reps, err := askOn(c, tr, since, 0)
-	if err != nil && !(c.Bool("follow") && errors.Is(err, errNoAgent)) {
+	if err != nil && !(c.Bool("follow") && errors.Is(err, status.ErrNoAgent)) {
 		return err
 	}
 	evs := filterHost(joinEvents(reps), host)
@@ -369,7 +337,7 @@ func runEvents(c *cli.Context) error {
 
 // writeUpdate prints one followed update: a JSON line with -f json, else
 // "TIME AGENT EVENT KIND HOST what".
-func writeUpdate(w io.Writer, format string, u followUpdate) {
+func writeUpdate(w io.Writer, format string, u journal.Update) {
 	if format == "json" {
 		data, _ := json.Marshal(u)
 		fmt.Fprintf(w, "%s\n", data)
@@ -416,14 +384,14 @@ const advised = string(node.ReasonAdvise)
 // moves with the same re-check results) is one row, the latest event's,
 // with how many times it was advised and when first. A plan that differs
 // in anything (a move, a destination, a re-check) is a row of its own.
-func plansTable(es []eventEntry) table {
+func plansTable(es []journal.Entry) table {
 	t := table{Name: "plans", Columns: []string{"Event", "Kind", "Host", "Planned", "Leader", "Reason", "Moves", "Advised", "First Planned"}}
 	rowOf := map[string]int{} // plan key -> row
 	for _, e := range es {
 		var moves []orderedMap
 		var key []string
 		for _, a := range e.Actions {
-			if a.Class != advised && !slices.ContainsFunc(e.Actions, func(b actionEntry) bool { return b.Class == advised }) {
+			if a.Class != advised && !slices.ContainsFunc(e.Actions, func(b journal.Action) bool { return b.Class == advised }) {
 				continue
 			}
 			check := "holds"
@@ -465,11 +433,11 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 }
 
 // filterHost keeps the events of host or that moved servers from or to it.
-func filterHost(es []eventEntry, host string) []eventEntry {
+func filterHost(es []journal.Entry, host string) []journal.Entry {
 	if host == "" {
 		return es
 	}
-	return slices.DeleteFunc(es, func(e eventEntry) bool {
+	return slices.DeleteFunc(es, func(e journal.Entry) bool {
 		if e.Host == host {
 			return false
 		}
@@ -482,7 +450,7 @@ func filterHost(es []eventEntry, host string) []eventEntry {
 	})
 }
 
-func eventsTable(es []eventEntry, steps bool) table {
+func eventsTable(es []journal.Entry, steps bool) table {
 	t := table{Name: "events", Columns: []string{"Event", "Kind", "Host", "Raised", "Planned", "Ended", "Outcome", "Class", "Reason", "Partition", "Size", "Leader", "Actions"}}
 	if steps {
 		t.Columns = append(t.Columns, "Steps")

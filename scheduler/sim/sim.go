@@ -28,6 +28,7 @@ import (
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/agentd"
 	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
@@ -96,6 +97,11 @@ type Config struct {
 	MembershipDrop float64
 	// Clock is ClockWall ("" too) or ClockVirtual (see runVirtual).
 	Clock string
+	// OnAgents, if set, is called in a goroutine of its own once every
+	// agent runs (wall clock, mode dvms), with the URL of the
+	// simulation's NATS server: what `dvms status` or `dvms pause` reach
+	// there. Its ctx ends with the run, which waits for it.
+	OnAgents func(ctx context.Context, natsURL string)
 	// Progress, if set, receives a live status line every wall second.
 	Progress io.Writer
 	Log      zerolog.Logger
@@ -466,8 +472,7 @@ type agentSlot struct {
 	host   string
 	cancel context.CancelFunc
 	done   chan struct{}
-	r      *node.Runner
-	viv    *node.Vivaldi
+	a      *agentd.Agent
 }
 
 // Run runs one simulation and returns its report.
@@ -540,6 +545,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("connect nats: %w", err)
 	}
 	defer nc.Close()
+	var onAgents sync.WaitGroup
+	defer onAgents.Wait()
 
 	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
 		simNow: clock.Now, raisedSim: map[string]time.Time{}}
@@ -611,6 +618,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	// Every agent is built as `dvms agent` builds its own (agentd.New):
+	// the same runner, controls, status service and journal.
 	start := func(i int) error {
 		ac := cfg.Agent
 		ac.ID = hosts[i]
@@ -621,71 +630,41 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			delayed = sts.transport(nc, hosts[i])
 			tr = delayed
 		}
-		var viv *node.Vivaldi
+		o := agentd.Options{
+			// The sites' delays are on the protocol (Signed); status,
+			// controls and the journal's updates take the plain
+			// connection.
+			Runtime: cfg.Runtime, Agent: ac, Version: "simulate", Bus: nc, Signed: tr,
+			// Each agent measures only its own host, as a cgroup source
+			// does, and has its own Nova client, metered under its name.
+			Nova: cloud.Client(hosts[i]), Demand: node.OnlyHost(countDemand{cloud, &samples}, hosts[i]), DemandName: "simulated",
+			Arbiter: agentd.Shared{Arbiter: arb}, Clock: clock, Log: cfg.Log, Seed: rng.Int63(),
+			Ring: &ring, Watcher: watcher(i), Hooks: hooks,
+		}
 		if cfg.coordinates() {
 			// The agents' coordinates are shared in one table: the
 			// simulator's membership is ideal (every coordinate known to
 			// every agent at once), the RTT samples are real probes.
-			if viv, err = node.NewVivaldi(cfg.Sites.Coord, cfg.Runtime.Region, hosts[i], tr, clock, sts.table, rng.Int63(), cfg.Log); err != nil {
-				return err
-			}
-			viv.SetPeers(hosts)
+			o.Coords = &agentd.Coords{Config: cfg.Sites.Coord, Table: sts.table, Peers: hosts}
 		}
-		r, err := node.New(cfg.Runtime, ac, nil, node.Deps{Ring: &ring,
-			// Each agent measures only its own host, as a cgroup source
-			// does, and has its own Nova client, metered under its name.
-			Bus: tr, Nova: cloud.Client(hosts[i]), Demand: node.OnlyHost(countDemand{cloud, &samples}, hosts[i]), Arbiter: arb, Clock: clock, Hooks: hooks,
-			Log: cfg.Log, Seed: rng.Int63(), Watcher: watcher(i),
-		})
+		if swims != nil {
+			o.Membership = func(m agentd.Membership) (agentd.Members, error) {
+				return swims.agent(i, ac.Incarnation, m.Up, m.Down)
+			}
+		}
+		a, err := agentd.New(o)
 		if err != nil {
 			return err
 		}
-		var sw *node.Swim
-		if swims != nil {
-			up := func(h string) {
-				r.MemberUp(h)
-				if viv != nil {
-					viv.PeerUp(h)
-				}
-			}
-			gone := func(h string) {
-				r.MemberDown(h)
-				if viv != nil {
-					viv.PeerDown(h)
-				}
-			}
-			if sw, err = swims.agent(i, ac.Incarnation, up, gone); err != nil {
-				return err
-			}
-		}
 		actx, acancel := context.WithCancel(ctx)
-		s := &agentSlot{host: hosts[i], cancel: acancel, done: make(chan struct{}), r: r, viv: viv}
+		s := &agentSlot{host: hosts[i], cancel: acancel, done: make(chan struct{}), a: a}
+		a.Start(actx)
 		go func() {
 			defer close(s.done)
-			var vwg sync.WaitGroup
-			if sw != nil {
-				vwg.Add(1)
-				go func() {
-					defer vwg.Done()
-					if err := sw.Run(actx); err != nil {
-						cfg.Log.Error().Err(err).Str("host", s.host).Msg("membership stopped")
-					}
-				}()
-			}
-			if viv != nil {
-				vwg.Add(1)
-				go func() {
-					defer vwg.Done()
-					if err := viv.Run(actx); err != nil {
-						cfg.Log.Error().Err(err).Str("host", s.host).Msg("coordinates stopped")
-					}
-				}()
-			}
-			if err := r.Run(actx); err != nil {
+			if err := a.Wait(); err != nil {
 				cfg.Log.Error().Err(err).Str("host", s.host).Msg("agent stopped")
 			}
-			vwg.Wait()
-			if viv != nil {
+			if viv := a.Coordinates(); viv != nil {
 				coordSamples.Add(viv.Samples())
 			}
 			if delayed != nil {
@@ -735,6 +714,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if swims != nil {
 			swims.warmup(ctx)
 		}
+		if cfg.OnAgents != nil {
+			onAgents.Add(1)
+			go func() {
+				defer onAgents.Done()
+				cfg.OnAgents(ctx, ns.ClientURL())
+			}()
+		}
 	}
 	defer func() {
 		cancel()
@@ -776,7 +762,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if !ok || i >= len(slots) || down[i].Load() {
 				return extsched.Summary{}, false
 			}
-			sm, ok := slots[i].r.Summary("")
+			sm, ok := slots[i].a.Runner().Summary("")
 			// As node.PublishSummaries: no summary from an old sample.
 			return sm, ok && sm.At.Sub(sm.SampledAt) <= node.DefaultSummaryConfig().Interval
 		})
@@ -832,10 +818,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					use.stop(hosts[kl.i])
 					for _, s := range slots {
 						if swims == nil && s != slots[kl.i] {
-							s.r.MemberDown(hosts[kl.i])
-							if s.viv != nil {
-								s.viv.PeerDown(hosts[kl.i])
-							}
+							s.a.MemberDown(hosts[kl.i])
 						}
 					}
 				default:
@@ -853,10 +836,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					if swims != nil {
 						break // SWIM tells them
 					}
-					s.r.MemberUp(hosts[kl.i])
-					if s.viv != nil {
-						s.viv.PeerUp(hosts[kl.i])
-					}
+					s.a.MemberUp(hosts[kl.i])
 				}
 				kl.back = -1
 			}
@@ -906,7 +886,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	<-centralDone
 	for _, s := range slots {
 		<-s.done
-		rep.Messages.Dropped += s.r.Dropped()
+		rep.Messages.Dropped += s.a.Runner().Dropped()
 	}
 	cloud.Advance()
 	finish(rep, st, cloud, cfg, hosts, wallStart)

@@ -1,13 +1,15 @@
-package main
-
-// The agents' status service: every agent answers the requests published
-// on its region's status subject (bus.StatusSubject) with a report of
+// Package status is the agents' status protocol: every agent answers
+// the requests published on its region's status subject (bus.StatusSubject) with a report of
 // itself: state, partition, members as it hears them, and its journal.
 // `dvms status` and `dvms events` publish one request and gather the
 // answers. Plain publish / reply-subject over the bus, not nats.go's micro
 // framework: the agent talks to NATS only through bus.Transport (which
 // also runs on the in-memory hub), and the CLI must gather every agent's
 // answer anyway, which micro's request-reply does not do.
+//
+// It must not import the command line (cmd/) or the agent's assembly
+// (scheduler/agentd), which fills a Report.
+package status
 
 import (
 	"context"
@@ -24,14 +26,15 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
-	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/control"
+	"github.com/dvms-project/dvms/scheduler/journal"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
-// statusRequest asks every agent of the region for its report.
-type statusRequest struct {
+// Request asks every agent of the region for its report.
+type Request struct {
 	V     int    `json:"v"`
 	Reply string `json:"reply"` // subject the answers go to
 	// Since: only events raised or changed at or after it (zero: all).
@@ -40,29 +43,30 @@ type statusRequest struct {
 	MaxEvents int `json:"max_events,omitempty"`
 }
 
-// agentReport is one agent's answer.
-type agentReport struct {
-	V           int            `json:"v"`
-	Host        string         `json:"host"`
-	Site        string         `json:"site,omitempty"`
-	Version     string         `json:"version"`
-	Incarnation string         `json:"incarnation"`
-	Started     time.Time      `json:"started"`
-	Now         time.Time      `json:"now"`
-	State       string         `json:"state"`    // free, member, leader, stopping
-	Advise      bool           `json:"advise"`   // this host's mode now (control.go)
-	Excluded    bool           `json:"excluded"` // this host is excluded by the operator
-	Control     controlView    `json:"control"`  // the operators' controls this agent holds
-	Watch       bool           `json:"maintenance_watch"`
-	Partition   *partitionInfo `json:"partition,omitempty"`
-	Arbiter     *arbiterInfo   `json:"arbiter,omitempty"`
-	Members     []memberInfo   `json:"members"`
-	Demand      *demandInfo    `json:"demand,omitempty"` // the demand source's view of its host
-	Events      []eventEntry   `json:"events"`
-	Truncated   int            `json:"truncated,omitempty"` // events left out to fit a NATS message
+// Report is one agent's answer.
+type Report struct {
+	V           int             `json:"v"`
+	Host        string          `json:"host"`
+	Site        string          `json:"site,omitempty"`
+	Version     string          `json:"version"`
+	Incarnation string          `json:"incarnation"`
+	Started     time.Time       `json:"started"`
+	Now         time.Time       `json:"now"`
+	State       string          `json:"state"`    // free, member, leader, stopping
+	Advise      bool            `json:"advise"`   // this host's mode now (scheduler/control)
+	Excluded    bool            `json:"excluded"` // this host is excluded by the operator
+	Control     control.View    `json:"control"`  // the operators' controls this agent holds
+	Watch       bool            `json:"maintenance_watch"`
+	Partition   *PartitionInfo  `json:"partition,omitempty"`
+	Arbiter     *ArbiterInfo    `json:"arbiter,omitempty"`
+	Members     []MemberInfo    `json:"members"`
+	Demand      *DemandInfo     `json:"demand,omitempty"` // the demand source's view of its host
+	Events      []journal.Entry `json:"events"`
+	Truncated   int             `json:"truncated,omitempty"` // events left out to fit a NATS message
 }
 
-type partitionInfo struct {
+// PartitionInfo is the partition an agent is in.
+type PartitionInfo struct {
 	ID        string    `json:"id"`
 	Initiator string    `json:"initiator"`
 	Leader    string    `json:"leader"`
@@ -73,15 +77,15 @@ type partitionInfo struct {
 	Detected  time.Time `json:"detected,omitzero"`
 }
 
-// demandInfo is what the agent's demand source says of its coverage
+// DemandInfo is what the agent's demand source says of its coverage
 // (sources that map guests to servers themselves: cgroup).
-type demandInfo struct {
+type DemandInfo struct {
 	Source string `json:"source"`
 	cgroup.Coverage
 }
 
 // String is the status column: "cgroup 3/4", "cgroup BLIND 0/4".
-func (d *demandInfo) String() string {
+func (d *DemandInfo) String() string {
 	if d == nil {
 		return ""
 	}
@@ -94,8 +98,8 @@ func (d *demandInfo) String() string {
 	return fmt.Sprintf("%s %d/%d", d.Source, d.Measured, d.Listed)
 }
 
-// arbiterInfo is what an agent knows of its region's merge arbiter.
-type arbiterInfo struct {
+// ArbiterInfo is what an agent knows of its region's merge arbiter.
+type ArbiterInfo struct {
 	Kind   string   `json:"kind"` // raft or local
 	Voter  bool     `json:"voter"`
 	Leader string   `json:"leader,omitempty"`
@@ -105,45 +109,34 @@ type arbiterInfo struct {
 	Term uint64 `json:"term,omitempty"`
 }
 
-// arbiterStatus reads what arb knows of its group (nil: it cannot say).
-func arbiterStatus(arb any) *arbiterInfo {
-	switch a := arb.(type) {
-	case interface {
-		Status() consensus.ServiceStatus
-	}:
-		st := a.Status()
-		return &arbiterInfo{Kind: "raft", Voter: st.Voter, Leader: st.Leader, Voters: slices.Clone(st.Voters), Term: st.Term}
-	case localArbiter:
-		return &arbiterInfo{Kind: "local"}
-	}
-	return nil
-}
-
-type memberInfo struct {
+// MemberInfo is a member as an agent hears it.
+type MemberInfo struct {
 	Host      string    `json:"host"`
 	Site      string    `json:"site,omitempty"`
 	Version   string    `json:"version,omitempty"`
 	LastHeard time.Time `json:"last_heard"`
 }
 
-// maxReport bounds an answer (NATS's default max_payload is 1 MiB).
-const maxReport = 512 << 10
+// MaxReport bounds an answer (NATS's default max_payload is 1 MiB).
+const MaxReport = 512 << 10
 
-// statusService answers status requests for one agent.
-type statusService struct {
-	region string
-	tr     bus.Transport
-	log    zerolog.Logger
-	report func(req statusRequest) agentReport
+// Service answers status requests for one agent.
+type Service struct {
+	Region string
+	Bus    bus.Transport // plain: `dvms status` has no key
+	Log    zerolog.Logger
+	// Answer is this agent's report for a request; called from Run's
+	// goroutine.
+	Answer func(req Request) Report
 }
 
-// run subscribes and answers until ctx ends.
-func (s *statusService) run(ctx context.Context) error {
-	reqs := make(chan statusRequest, 16)
-	sub, err := s.tr.Subscribe(bus.StatusSubject(s.region), func(_ string, data []byte) {
-		var r statusRequest
+// Run subscribes and answers until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	reqs := make(chan Request, 16)
+	sub, err := s.Bus.Subscribe(bus.StatusSubject(s.Region), func(_ string, data []byte) {
+		var r Request
 		if err := json.Unmarshal(data, &r); err != nil || r.V != 1 || r.Reply == "" {
-			s.log.Debug().Int("bytes", len(data)).Msg("malformed status request ignored")
+			s.Log.Debug().Int("bytes", len(data)).Msg("malformed status request ignored")
 			return
 		}
 		select {
@@ -152,7 +145,7 @@ func (s *statusService) run(ctx context.Context) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("subscribe %s: %w", bus.StatusSubject(s.region), err)
+		return fmt.Errorf("subscribe %s: %w", bus.StatusSubject(s.Region), err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	for {
@@ -160,20 +153,20 @@ func (s *statusService) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case r := <-reqs:
-			data := encodeReport(s.report(r))
-			if err := s.tr.Publish(ctx, r.Reply, data); err != nil && ctx.Err() == nil {
-				s.log.Warn().Err(err).Msg("status answer not sent")
+			data := Encode(s.Answer(r))
+			if err := s.Bus.Publish(ctx, r.Reply, data); err != nil && ctx.Err() == nil {
+				s.Log.Warn().Err(err).Msg("status answer not sent")
 			}
 		}
 	}
 }
 
-// encodeReport marshals rep, leaving out its oldest events until it fits
-// maxReport.
-func encodeReport(rep agentReport) []byte {
+// Encode marshals rep, leaving out its oldest events until it fits
+// MaxReport.
+func Encode(rep Report) []byte {
 	for {
 		data, _ := json.Marshal(rep)
-		if len(data) <= maxReport || len(rep.Events) == 0 {
+		if len(data) <= MaxReport || len(rep.Events) == 0 {
 			return data
 		}
 		drop := max(1, len(rep.Events)/4)
@@ -182,40 +175,8 @@ func encodeReport(rep agentReport) []byte {
 	}
 }
 
-// filterEvents keeps the entries raised or changed since, newest max.
-func filterEvents(es []eventEntry, since time.Time, maxN int) []eventEntry {
-	if !since.IsZero() {
-		es = slices.DeleteFunc(es, func(e eventEntry) bool { return lastChange(e).Before(since) })
-	}
-	if maxN > 0 && len(es) > maxN {
-		es = es[len(es)-maxN:]
-	}
-	return es
-}
-
-// lastChange is the latest time an entry shows.
-func lastChange(e eventEntry) time.Time {
-	t := e.Raised
-	for _, p := range []*time.Time{e.Planned, e.Ended} {
-		if p != nil && p.After(t) {
-			t = *p
-		}
-	}
-	for _, s := range e.Steps {
-		if s.At.After(t) {
-			t = s.At
-		}
-	}
-	for _, a := range e.Actions {
-		if a.Ended.After(t) {
-			t = a.Ended
-		}
-	}
-	return t
-}
-
-// agentState names what the agent is doing.
-func agentState(host string, p *scheduler.Partition, stopping bool) string {
+// StateOf names what the agent is doing.
+func StateOf(host string, p *scheduler.Partition, stopping bool) string {
 	switch {
 	case stopping:
 		return "stopping"
@@ -227,29 +188,31 @@ func agentState(host string, p *scheduler.Partition, stopping bool) string {
 	return "member"
 }
 
-func partInfo(p *scheduler.Partition) *partitionInfo {
+// PartitionOf is p for a report (nil: in none).
+func PartitionOf(p *scheduler.Partition) *PartitionInfo {
 	if p == nil {
 		return nil
 	}
-	pi := &partitionInfo{ID: p.ID, Initiator: p.Initiator, Leader: p.Leader, Nodes: slices.Clone(p.Nodes), State: p.State.String()}
+	pi := &PartitionInfo{ID: p.ID, Initiator: p.Initiator, Leader: p.Leader, Nodes: slices.Clone(p.Nodes), State: p.State.String()}
 	if len(p.Events) > 0 {
 		pi.Event, pi.EventKind, pi.Detected = p.Events[0].ID, p.Events[0].Kind.String(), p.Events[0].Detected
 	}
 	return pi
 }
 
-func membersInfo(ms []node.Member) []memberInfo {
-	out := make([]memberInfo, 0, len(ms))
+// MembersOf are ms for a report.
+func MembersOf(ms []node.Member) []MemberInfo {
+	out := make([]MemberInfo, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, memberInfo{Host: m.Host, Site: m.Site, Version: m.Version, LastHeard: m.Seen})
+		out = append(out, MemberInfo{Host: m.Host, Site: m.Site, Version: m.Version, LastHeard: m.Seen})
 	}
 	return out
 }
 
 // ---- the CLI side ----
 
-// gatherConfig says how long to wait for the agents' answers.
-type gatherConfig struct {
+// GatherConfig says how long to wait for the agents' answers.
+type GatherConfig struct {
 	Region string
 	// Timeout bounds the wait; it ends earlier once every member any
 	// answer lists has answered.
@@ -258,15 +221,15 @@ type gatherConfig struct {
 	Max     int
 }
 
-// errNoAgent: no agent answered within the timeout.
-var errNoAgent = errors.New("no dvms agent answered (is --nats-url the agents' NATS, --region their region?)")
+// ErrNoAgent: no agent answered within the timeout.
+var ErrNoAgent = errors.New("no dvms agent answered (is --nats-url the agents' NATS, --region their region?)")
 
-// gatherReports asks every agent of the region for its report.
-func gatherReports(ctx context.Context, tr bus.Transport, gc gatherConfig) ([]agentReport, error) {
-	got, err := gatherAnswers(ctx, tr, gc.Timeout, bus.StatusSubject(gc.Region), func(inbox string) []byte {
-		req, _ := json.Marshal(statusRequest{V: 1, Reply: inbox, Since: gc.Since, MaxEvents: gc.Max})
+// Gather asks every agent of the region for its report.
+func Gather(ctx context.Context, tr bus.Transport, gc GatherConfig) ([]Report, error) {
+	got, err := GatherAnswers(ctx, tr, gc.Timeout, bus.StatusSubject(gc.Region), func(inbox string) []byte {
+		req, _ := json.Marshal(Request{V: 1, Reply: inbox, Since: gc.Since, MaxEvents: gc.Max})
 		return req
-	}, func(data []byte) (r agentReport, host string, members []string, ok bool) {
+	}, func(data []byte) (r Report, host string, members []string, ok bool) {
 		if json.Unmarshal(data, &r) != nil || r.V != 1 || r.Host == "" {
 			return r, "", nil, false
 		}
@@ -278,19 +241,19 @@ func gatherReports(ctx context.Context, tr bus.Transport, gc gatherConfig) ([]ag
 	if err != nil {
 		return nil, err
 	}
-	out := make([]agentReport, 0, len(got))
+	out := make([]Report, 0, len(got))
 	for _, h := range slices.Sorted(maps.Keys(got)) {
 		out = append(out, got[h])
 	}
 	return out, nil
 }
 
-// gatherAnswers publishes the request req builds (given the reply
+// GatherAnswers publishes the request req builds (given the reply
 // subject) on subject and collects the agents' answers, by host, until
 // every member any answer lists has answered or timeout passed; decode
 // returns an answer's host and the members it lists (ok false: ignored).
-// No answer at all is errNoAgent.
-func gatherAnswers[T any](ctx context.Context, tr bus.Transport, timeout time.Duration, subject string,
+// No answer at all is ErrNoAgent.
+func GatherAnswers[T any](ctx context.Context, tr bus.Transport, timeout time.Duration, subject string,
 	req func(inbox string) []byte, decode func([]byte) (T, string, []string, bool)) (map[string]T, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -333,7 +296,7 @@ func gatherAnswers[T any](ctx context.Context, tr bus.Transport, timeout time.Du
 		mu.Lock()
 		defer mu.Unlock()
 		if len(got) == 0 {
-			return nil, errNoAgent
+			return nil, ErrNoAgent
 		}
 		return maps.Clone(got), nil
 	}

@@ -1,4 +1,4 @@
-package main
+package agentd
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/journal"
 	"github.com/dvms-project/dvms/scheduler/node"
+	"github.com/dvms-project/dvms/scheduler/status"
 )
 
 // agentMetrics are the Prometheus metrics of one agent, on a registry of
@@ -45,11 +47,12 @@ type metricsSources struct {
 	members   func() int   // live members, this agent included
 	watch     func() bool  // this agent is the maintenance watch
 	partition func() *scheduler.Partition
-	arbiter   func() *arbiterInfo // nil result: unknown
+	arbiter   func() *status.ArbiterInfo // nil result: unknown
 	// coverage: what the demand source sees of the host (ok false: it
 	// does not say; the gauges read 0 then).
 	coverage func() (cgroup.Coverage, bool)
 	host     string
+	version  string // the agent's build version
 	meter    *nova.Meter
 	// The operators' controls as they apply to this agent (nil: not
 	// registered).
@@ -103,7 +106,7 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 	m.reg.MustRegister(m.records, m.raised, m.ended, m.solveTime, m.fixTime, m.partSize, m.merges, m.actions, m.completion, m.sent, m.stale, m.solverTime)
 
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dvms_build_info", Help: "Always 1: the agent's build version and host."}, []string{"version", "host"})
-	info.WithLabelValues(version, src.host).Set(1)
+	info.WithLabelValues(src.version, src.host).Set(1)
 	m.reg.MustRegister(info)
 	for _, g := range []struct {
 		name, help string
@@ -196,14 +199,14 @@ func b2f(b bool) float64 {
 }
 
 // hooks returns the runner hooks that feed m, then j (either may be nil).
-func observeHooks(m *agentMetrics, j *journal, now func() time.Time) node.Hooks {
+func observeHooks(m *agentMetrics, j *journal.Journal, now func() time.Time) node.Hooks {
 	return node.Hooks{
 		OnRecord: func(_ string, r scheduler.Record) {
 			if m != nil {
 				m.record(r, now())
 			}
 			if j != nil {
-				j.record(r)
+				j.Record(r)
 			}
 		},
 		OnSend: func(_ string, msg scheduler.Message) {
@@ -216,7 +219,7 @@ func observeHooks(m *agentMetrics, j *journal, now func() time.Time) node.Hooks 
 				m.exec(res)
 			}
 			if j != nil {
-				j.exec(ev, res)
+				j.Exec(ev, res)
 			}
 		},
 		OnSolve: func(_ string, _ scheduler.SolveRequest, _ scheduler.Solution, took time.Duration) {

@@ -1,6 +1,4 @@
-package main
-
-// Operators' run-time controls (issue 13): `dvms mode`, `dvms pause` /
+// Package control is the operators' run-time controls: `dvms mode`, `dvms pause` /
 // `resume` and `dvms exclude` / `include` reach every agent of the region
 // over NATS, without restarts.
 //
@@ -22,8 +20,8 @@ package main
 // received it, signature included, and passes it on: an agent that starts
 // publishes what it holds on the state subject (an ask); an agent holding
 // something newer than a message it hears answers after a random delay of
-// up to controlAnswerJitter, unless an answer covering its own came
-// first; the maintenance watch re-publishes every controlRepublish, which
+// up to AnswerJitter, unless an answer covering its own came
+// first; the maintenance watch re-publishes every Republish, which
 // heals an agent that missed a command. Every command passed on is
 // verified again with the operators' keys by the agent that takes it, so
 // no agent can forge one. Not a NATS JetStream KV bucket: the agents run
@@ -32,6 +30,8 @@ package main
 // memory anyway. The limit: a region whose agents all stop at once
 // forgets the controls (each agent's advise_only applies again); `dvms
 // status` shows what every agent holds.
+
+package control
 
 import (
 	"context"
@@ -52,36 +52,36 @@ import (
 )
 
 const (
-	// controlRepublish: how often the maintenance watch re-publishes the
+	// Republish: how often the maintenance watch re-publishes the
 	// controls it holds (one message to the region, only when there are
 	// controls).
-	controlRepublish = 30 * time.Second
-	// controlAnswerJitter bounds the random delay before an agent answers
+	Republish = 30 * time.Second
+	// AnswerJitter bounds the random delay before an agent answers
 	// a state message that lacks something it holds.
-	controlAnswerJitter = time.Second
-	// operatorsDir is the subdirectory of keys_dir with the operators'
+	AnswerJitter = time.Second
+	// OperatorsDir is the subdirectory of keys_dir with the operators'
 	// public keys.
-	operatorsDir = "operators"
+	OperatorsDir = "operators"
 )
 
-// Modes of `dvms mode`; modeRegion (one host only) follows the region's.
+// Modes of `dvms mode`; ModeRegion (one host only) follows the region's.
 const (
-	modeAdvise  = "advise"
-	modeEnforce = "enforce"
-	modeRegion  = "region"
+	ModeAdvise  = "advise"
+	ModeEnforce = "enforce"
+	ModeRegion  = "region"
 )
 
 // Operations of a control command.
 const (
-	opMode    = "mode"
-	opPause   = "pause"
-	opResume  = "resume"
-	opExclude = "exclude"
-	opInclude = "include"
+	OpMode    = "mode"
+	OpPause   = "pause"
+	OpResume  = "resume"
+	OpExclude = "exclude"
+	OpInclude = "include"
 )
 
-// controlCommand is what an operator sends.
-type controlCommand struct {
+// Command is what an operator sends.
+type Command struct {
 	V  int    `json:"v"`
 	ID string `json:"id"` // random: orders equal times, names the command in logs
 	// At is the operator's clock when sending: the latest command of a
@@ -94,8 +94,8 @@ type controlCommand struct {
 	Reply string `json:"reply,omitempty"`
 }
 
-// validate says what is wrong with a command.
-func (c controlCommand) validate() error {
+// Validate says what is wrong with a command.
+func (c Command) Validate() error {
 	switch {
 	case c.V != 1:
 		return fmt.Errorf("version %d", c.V)
@@ -105,16 +105,16 @@ func (c controlCommand) validate() error {
 		return fmt.Errorf("host %q", c.Host)
 	}
 	switch c.Op {
-	case opPause, opResume:
+	case OpPause, OpResume:
 		if c.Host != "" {
 			return fmt.Errorf("%s is region-wide: no host", c.Op)
 		}
-	case opExclude, opInclude:
+	case OpExclude, OpInclude:
 		if c.Host == "" {
 			return fmt.Errorf("%s needs a host", c.Op)
 		}
-	case opMode:
-		if c.Mode != modeAdvise && c.Mode != modeEnforce && !(c.Mode == modeRegion && c.Host != "") {
+	case OpMode:
+		if c.Mode != ModeAdvise && c.Mode != ModeEnforce && !(c.Mode == ModeRegion && c.Host != "") {
 			return fmt.Errorf("mode %q: want advise or enforce (region: a host follows the region's)", c.Mode)
 		}
 	default:
@@ -124,12 +124,12 @@ func (c controlCommand) validate() error {
 }
 
 // register is the one register a command sets, and the value it sets.
-func (c controlCommand) register() (key, value string) {
+func (c Command) register() (key, value string) {
 	switch c.Op {
-	case opPause, opResume:
-		return "paused", fmt.Sprint(c.Op == opPause)
-	case opExclude, opInclude:
-		return "excluded/" + c.Host, fmt.Sprint(c.Op == opExclude)
+	case OpPause, OpResume:
+		return "paused", fmt.Sprint(c.Op == OpPause)
+	case OpExclude, OpInclude:
+		return "excluded/" + c.Host, fmt.Sprint(c.Op == OpExclude)
 	}
 	if c.Host != "" {
 		return "mode/" + c.Host, c.Mode
@@ -138,38 +138,40 @@ func (c controlCommand) register() (key, value string) {
 }
 
 // after: c wins over o in a register.
-func (c controlCommand) after(o controlCommand) bool {
+func (c Command) after(o Command) bool {
 	if !c.At.Equal(o.At) {
 		return c.At.After(o.At)
 	}
 	return c.ID > o.ID
 }
 
-// controlRecord is a command an agent holds: as received (raw, passed on
+// record is a command an agent holds: as received (raw, passed on
 // as is) and decoded.
-type controlRecord struct {
-	cmd controlCommand
+type record struct {
+	cmd Command
 	by  string // the operator's key name ("" unsigned)
 	raw []byte
 }
 
-// controls are the registers one agent holds. Safe for concurrent use;
+// Registers are the controls one agent holds. Safe for concurrent use;
 // implements node.Controls.
-type controls struct {
+type Registers struct {
 	mu   sync.Mutex
-	recs map[string]controlRecord
+	recs map[string]record
 	// advise is the configured advise_only: the mode while no command
 	// set one.
 	advise bool
 }
 
-func newControls(advise bool) *controls {
-	return &controls{recs: map[string]controlRecord{}, advise: advise}
+// NewRegisters are empty registers; advise is the configured
+// advise_only, the mode while no command set one.
+func NewRegisters(advise bool) *Registers {
+	return &Registers{recs: map[string]record{}, advise: advise}
 }
 
 // merge keeps r if it is the latest of its register; it reports whether
 // the register's value changed.
-func (c *controls) merge(r controlRecord) bool {
+func (c *Registers) merge(r record) bool {
 	key, val := r.cmd.register()
 	r.cmd.Reply = ""
 	c.mu.Lock()
@@ -186,7 +188,7 @@ func (c *controls) merge(r controlRecord) bool {
 	return was != val
 }
 
-func (c *controls) value(key string) string {
+func (c *Registers) value(key string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.recs[key]
@@ -198,25 +200,25 @@ func (c *controls) value(key string) string {
 }
 
 // Paused implements node.Controls.
-func (c *controls) Paused() bool { return c.value("paused") == "true" }
+func (c *Registers) Paused() bool { return c.value("paused") == "true" }
 
 // Excluded implements node.Controls.
-func (c *controls) Excluded(host string) bool { return c.value("excluded/"+host) == "true" }
+func (c *Registers) Excluded(host string) bool { return c.value("excluded/"+host) == "true" }
 
 // Advise implements node.Controls: the host's mode, else the region's,
 // else the configured advise_only.
-func (c *controls) Advise(host string) bool {
-	if m := c.value("mode/" + host); m != "" && m != modeRegion {
-		return m == modeAdvise
+func (c *Registers) Advise(host string) bool {
+	if m := c.value("mode/" + host); m != "" && m != ModeRegion {
+		return m == ModeAdvise
 	}
 	if m := c.value("mode"); m != "" {
-		return m == modeAdvise
+		return m == ModeAdvise
 	}
 	return c.advise
 }
 
 // ahead: c holds a command newer than (or missing from) theirs.
-func (c *controls) ahead(theirs map[string]controlCommand) bool {
+func (c *Registers) ahead(theirs map[string]Command) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, r := range c.recs {
@@ -228,7 +230,7 @@ func (c *controls) ahead(theirs map[string]controlCommand) bool {
 }
 
 // raws are the commands held, as received.
-func (c *controls) raws() [][]byte {
+func (c *Registers) raws() [][]byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([][]byte, 0, len(c.recs))
@@ -238,8 +240,8 @@ func (c *controls) raws() [][]byte {
 	return out
 }
 
-// controlView is what an agent holds, for `dvms status` and answers.
-type controlView struct {
+// View is what an agent holds, for `dvms status` and answers.
+type View struct {
 	Paused bool `json:"paused"`
 	// Mode is the region's ("" while no command set it: each agent's
 	// advise_only).
@@ -250,10 +252,10 @@ type controlView struct {
 	Latest time.Time `json:"latest,omitzero"`
 }
 
-func (c *controls) view() controlView {
+func (c *Registers) View() View {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var v controlView
+	var v View
 	for _, k := range slices.Sorted(maps.Keys(c.recs)) {
 		r := c.recs[k]
 		_, val := r.cmd.register()
@@ -262,7 +264,7 @@ func (c *controls) view() controlView {
 			v.Paused = val == "true"
 		case k == "mode":
 			v.Mode = val
-		case strings.HasPrefix(k, "mode/") && val != modeRegion:
+		case strings.HasPrefix(k, "mode/") && val != ModeRegion:
 			if v.HostModes == nil {
 				v.HostModes = map[string]string{}
 			}
@@ -277,8 +279,8 @@ func (c *controls) view() controlView {
 	return v
 }
 
-// controlState is what agents pass on (ControlStateSubject).
-type controlState struct {
+// state is what agents pass on (ControlStateSubject).
+type state struct {
 	V    int    `json:"v"`
 	From string `json:"from"`
 	// Ask: the sender just started: agents that hold more answer.
@@ -286,62 +288,66 @@ type controlState struct {
 	Records [][]byte `json:"records"`
 }
 
-// controlAck is an agent's answer to a command.
-type controlAck struct {
-	V        int         `json:"v"`
-	ID       string      `json:"id"`
-	Host     string      `json:"host"`
-	Accepted bool        `json:"accepted"`
-	Changed  bool        `json:"changed,omitempty"`
-	Reason   string      `json:"reason,omitempty"` // why refused
-	Control  controlView `json:"control"`
-	Advise   bool        `json:"advise"` // this host's mode now
-	Members  []string    `json:"members,omitempty"`
+// Ack is an agent's answer to a command.
+type Ack struct {
+	V        int      `json:"v"`
+	ID       string   `json:"id"`
+	Host     string   `json:"host"`
+	Accepted bool     `json:"accepted"`
+	Changed  bool     `json:"changed,omitempty"`
+	Reason   string   `json:"reason,omitempty"` // why refused
+	Control  View     `json:"control"`
+	Advise   bool     `json:"advise"` // this host's mode now
+	Members  []string `json:"members,omitempty"`
 }
 
-// controlService is one agent's part: it takes commands and passes on
-// what it holds.
-type controlService struct {
-	region, host string
-	tr           bus.Transport // plain: commands carry their own signature
-	// secure: keys_dir is set, commands must be signed by an operator's
-	// key in ring (nil: keys_dir/operators has none, every command is
+// Service is one agent's part of the protocol: it takes commands and
+// passes on what it holds. Fields are set before Run and not changed
+// after.
+type Service struct {
+	Region, Host string
+	// Bus is the plain transport: commands carry their own signature.
+	Bus bus.Transport
+	// Secure: keys_dir is set, commands must be signed by an operator's
+	// key in Ring (nil: keys_dir/operators has none, every command is
 	// refused).
-	secure  bool
-	ring    *auth.Keyring
-	window  time.Duration
-	ctl     *controls
-	watch   func() bool     // this agent is the maintenance watch
-	members func() []string // live members, for answers
-	apply   func()          // tell the runner (the controls changed)
-	log     zerolog.Logger
-	dlog    zerolog.Logger // rate-limited: refusals
-	now     func() time.Time
-	rng     *rand.Rand
+	Secure bool
+	Ring   *auth.Keyring
+	// Window is how old a command just published may be (the message
+	// window).
+	Window    time.Duration
+	Registers *Registers
+	Watch     func() bool     // this agent is the maintenance watch
+	Members   func() []string // live members, for answers
+	Apply     func()          // tell the runner (the controls changed)
+	Log       zerolog.Logger
+	DropLog   zerolog.Logger // rate-limited: refusals
+	Now       func() time.Time
+	Rand      *rand.Rand
 }
 
-// run serves until ctx ends.
-func (s *controlService) run(ctx context.Context) error {
+// Run serves until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
 	cmds := make(chan []byte, 64)
-	states := make(chan controlState, 64)
-	sub, err := s.tr.Subscribe(bus.ControlSubject(s.region), func(_ string, data []byte) {
+	states := make(chan state, 64)
+	sub, err := s.Bus.Subscribe(bus.ControlSubject(s.Region), func(_ string, data []byte) {
 		select {
 		case cmds <- data:
 		default:
-			s.dlog.Warn().Msg("operator command dropped: too many at once")
+			s.DropLog.Warn().Msg("operator command dropped: too many at once")
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("subscribe %s: %w", bus.ControlSubject(s.region), err)
+		return fmt.Errorf("subscribe %s: %w", bus.ControlSubject(s.Region), err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	ssub, err := s.tr.Subscribe(bus.ControlStateSubject(s.region), func(_ string, data []byte) {
-		var st controlState
+	ssub, err := s.Bus.Subscribe(bus.ControlStateSubject(s.Region), func(_ string, data []byte) {
+		var st state
 		if json.Unmarshal(data, &st) != nil || st.V != 1 || st.From == "" {
-			s.dlog.Debug().Int("bytes", len(data)).Msg("malformed control state ignored")
+			s.DropLog.Debug().Int("bytes", len(data)).Msg("malformed control state ignored")
 			return
 		}
-		if st.From == s.host {
+		if st.From == s.Host {
 			return
 		}
 		select {
@@ -350,15 +356,15 @@ func (s *controlService) run(ctx context.Context) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("subscribe %s: %w", bus.ControlStateSubject(s.region), err)
+		return fmt.Errorf("subscribe %s: %w", bus.ControlStateSubject(s.Region), err)
 	}
 	defer func() { _ = ssub.Unsubscribe() }()
-	if f, ok := s.tr.(interface{ Flush(context.Context) error }); ok {
+	if f, ok := s.Bus.(interface{ Flush(context.Context) error }); ok {
 		_ = f.Flush(ctx)
 	}
 	s.publishState(ctx, true)
 
-	tick := time.NewTicker(controlRepublish)
+	tick := time.NewTicker(Republish)
 	defer tick.Stop()
 	answer := time.NewTimer(time.Hour)
 	answer.Stop()
@@ -375,7 +381,7 @@ func (s *controlService) run(ctx context.Context) error {
 			case true:
 				if !pending {
 					pending = true
-					answer.Reset(time.Duration(s.rng.Int63n(int64(controlAnswerJitter))))
+					answer.Reset(time.Duration(s.Rand.Int63n(int64(AnswerJitter))))
 				}
 			case false:
 				if pending { // someone covered what this agent holds
@@ -387,71 +393,71 @@ func (s *controlService) run(ctx context.Context) error {
 			pending = false
 			s.publishState(ctx, false)
 		case <-tick.C:
-			if s.watch() {
+			if s.Watch() {
 				s.publishState(ctx, false)
 			}
 		}
 	}
 }
 
-func (s *controlService) publishState(ctx context.Context, ask bool) {
-	recs := s.ctl.raws()
+func (s *Service) publishState(ctx context.Context, ask bool) {
+	recs := s.Registers.raws()
 	if len(recs) == 0 && !ask {
 		return
 	}
-	data, _ := json.Marshal(controlState{V: 1, From: s.host, Ask: ask, Records: recs})
-	if err := s.tr.Publish(ctx, bus.ControlStateSubject(s.region), data); err != nil && ctx.Err() == nil {
-		s.log.Warn().Err(err).Msg("operator controls not passed on")
+	data, _ := json.Marshal(state{V: 1, From: s.Host, Ask: ask, Records: recs})
+	if err := s.Bus.Publish(ctx, bus.ControlStateSubject(s.Region), data); err != nil && ctx.Err() == nil {
+		s.Log.Warn().Err(err).Msg("operator controls not passed on")
 	}
 }
 
 // takeState merges what a peer passed on and reports whether this agent
 // holds something newer than the peer said.
-func (s *controlService) takeState(st controlState) (ahead bool) {
-	theirs := map[string]controlCommand{}
+func (s *Service) takeState(st state) (ahead bool) {
+	theirs := map[string]Command{}
 	changed := false
 	for _, raw := range st.Records {
 		r, why := s.open(raw, false)
 		if why != "" {
-			s.dlog.Warn().Str("from", st.From).Str("reason", why).Msg("operator command passed on by a peer refused")
+			s.DropLog.Warn().Str("from", st.From).Str("reason", why).Msg("operator command passed on by a peer refused")
 			continue
 		}
 		k, _ := r.cmd.register()
 		if t, ok := theirs[k]; !ok || r.cmd.after(t) {
 			theirs[k] = r.cmd
 		}
-		if s.ctl.merge(r) {
+		if s.Registers.merge(r) {
 			changed = true
 			s.logCommand(r, "operator control learned from a peer", st.From)
 		}
 	}
 	if changed {
-		s.apply()
+		s.Apply()
 	}
-	return s.ctl.ahead(theirs)
+	return s.Registers.ahead(theirs)
 }
 
 // command takes one command an operator published.
-func (s *controlService) command(ctx context.Context, raw []byte) {
+func (s *Service) command(ctx context.Context, raw []byte) {
 	r, why := s.open(raw, true)
 	if why != "" {
 		by, cmd := s.peek(raw)
-		s.dlog.Warn().Str("reason", why).Str("signer", by).Str("op", cmd.Op).Str("command", cmd.ID).Msg("operator command refused")
+		s.DropLog.Warn().Str("reason", why).Str("signer", by).Str("op", cmd.Op).Str("command", cmd.ID).Msg("operator command refused")
 		if strings.HasPrefix(cmd.Reply, "_INBOX.") { // the sender learns why (the CLI's inbox only)
-			s.reply(ctx, cmd, controlAck{Reason: why})
+			s.reply(ctx, cmd, Ack{Reason: why})
 		}
 		return
 	}
-	changed := s.ctl.merge(r)
+	changed := s.Registers.merge(r)
 	if changed {
 		s.logCommand(r, "operator control applied", "")
-		s.apply()
+		s.Apply()
 	}
-	s.reply(ctx, r.cmd, controlAck{Accepted: true, Changed: changed})
+	s.reply(ctx, r.cmd, Ack{Accepted: true, Changed: changed})
 }
 
-func (s *controlService) logCommand(r controlRecord, msg, from string) {
-	e := s.log.Info().Str("op", r.cmd.Op).Str("operator", r.by).Str("command", r.cmd.ID).Time("at", r.cmd.At)
+func (s *Service) logCommand(r record, msg, from string) {
+	e := s.Log.Info().Str("op", r.cmd.Op).Str("operator", r.by).Str("command", r.cmd.ID).Time("at", r.cmd.At)
 	if r.cmd.Host != "" {
 		e = e.Str("target", r.cmd.Host)
 	}
@@ -464,56 +470,56 @@ func (s *controlService) logCommand(r controlRecord, msg, from string) {
 	e.Msg(msg)
 }
 
-func (s *controlService) reply(ctx context.Context, cmd controlCommand, a controlAck) {
+func (s *Service) reply(ctx context.Context, cmd Command, a Ack) {
 	if cmd.Reply == "" {
 		return
 	}
-	a.V, a.ID, a.Host, a.Control, a.Advise, a.Members = 1, cmd.ID, s.host, s.ctl.view(), s.ctl.Advise(s.host), s.members()
+	a.V, a.ID, a.Host, a.Control, a.Advise, a.Members = 1, cmd.ID, s.Host, s.Registers.View(), s.Registers.Advise(s.Host), s.Members()
 	data, _ := json.Marshal(a)
-	if err := s.tr.Publish(ctx, cmd.Reply, data); err != nil && ctx.Err() == nil {
-		s.log.Warn().Err(err).Msg("answer to an operator command not sent")
+	if err := s.Bus.Publish(ctx, cmd.Reply, data); err != nil && ctx.Err() == nil {
+		s.Log.Warn().Err(err).Msg("answer to an operator command not sent")
 	}
 }
 
 // open verifies and decodes a command (live: just published, so its
 // signing time must be within the message window); why says why it is
 // refused ("" when it is not).
-func (s *controlService) open(raw []byte, live bool) (controlRecord, string) {
+func (s *Service) open(raw []byte, live bool) (record, string) {
 	payload, by := raw, ""
-	if s.secure {
-		if s.ring == nil {
-			return controlRecord{}, "no operator key on this agent (keys_dir/" + operatorsDir + "/*.pub): operator commands are refused"
+	if s.Secure {
+		if s.Ring == nil {
+			return record{}, "no operator key on this agent (keys_dir/" + OperatorsDir + "/*.pub): operator commands are refused"
 		}
-		v, drop := s.ring.Verify(bus.ControlSubject(s.region), raw)
+		v, drop := s.Ring.Verify(bus.ControlSubject(s.Region), raw)
 		switch drop {
 		case "":
 		case auth.DropMalformed:
-			return controlRecord{}, "not signed: this region takes operator commands signed with an operator's key (--key)"
+			return record{}, "not signed: this region takes operator commands signed with an operator's key (--key)"
 		case auth.DropUnknown:
-			return controlRecord{}, fmt.Sprintf("signed by %q, which is not an operator's key (keys_dir/%s/%s%s)", v.Host, operatorsDir, v.Host, auth.PubExt)
+			return record{}, fmt.Sprintf("signed by %q, which is not an operator's key (keys_dir/%s/%s%s)", v.Host, OperatorsDir, v.Host, auth.PubExt)
 		default:
-			return controlRecord{}, "signature of " + v.Host + ": " + drop
+			return record{}, "signature of " + v.Host + ": " + drop
 		}
-		if d := s.now().Sub(v.At); live && (d > s.window || d < -s.window) {
-			return controlRecord{}, fmt.Sprintf("stale: signed %s from this agent's clock (message_window %s)", d.Round(time.Second), s.window)
+		if d := s.Now().Sub(v.At); live && (d > s.Window || d < -s.Window) {
+			return record{}, fmt.Sprintf("stale: signed %s from this agent's clock (message_window %s)", d.Round(time.Second), s.Window)
 		}
 		payload, by = v.Payload, v.Host
 	} else if h, p, ok := auth.Unverified(raw); ok {
 		payload, by = p, h // unsigned region: a signature is not checked
 	}
-	var cmd controlCommand
+	var cmd Command
 	if err := json.Unmarshal(payload, &cmd); err != nil {
-		return controlRecord{}, "malformed command: " + err.Error()
+		return record{}, "malformed command: " + err.Error()
 	}
-	if err := cmd.validate(); err != nil {
-		return controlRecord{}, "malformed command: " + err.Error()
+	if err := cmd.Validate(); err != nil {
+		return record{}, "malformed command: " + err.Error()
 	}
-	return controlRecord{cmd: cmd, by: by, raw: raw}, ""
+	return record{cmd: cmd, by: by, raw: raw}, ""
 }
 
 // peek reads a refused command for the log and the answer, trusting
 // nothing.
-func (s *controlService) peek(raw []byte) (by string, cmd controlCommand) {
+func (s *Service) peek(raw []byte) (by string, cmd Command) {
 	payload := raw
 	if h, p, ok := auth.Unverified(raw); ok {
 		by, payload = h, p

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,52 +14,8 @@ import (
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/internal/testwait"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/control"
 )
-
-func cmdAt(op, host, mode string, at time.Time, id string) controlRecord {
-	c := controlCommand{V: 1, ID: id, At: at, Op: op, Host: host, Mode: mode}
-	raw, _ := json.Marshal(c)
-	return controlRecord{cmd: c, raw: raw}
-}
-
-// Commands commute: agents that took the same commands in any order hold
-// the same controls; a replay changes nothing; a host's mode wins over
-// the region's, which wins over advise_only.
-func TestControlsLastWriterWins(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	recs := []controlRecord{
-		cmdAt(opPause, "", "", t0, "a"),
-		cmdAt(opResume, "", "", t0.Add(time.Second), "b"),
-		cmdAt(opPause, "", "", t0.Add(2*time.Second), "c"),
-		cmdAt(opExclude, "c2", "", t0, "d"),
-		cmdAt(opInclude, "c2", "", t0, "e"), // same time: the larger id wins
-		cmdAt(opExclude, "c3", "", t0, "f"),
-		cmdAt(opMode, "", modeAdvise, t0, "g"),
-		cmdAt(opMode, "c4", modeEnforce, t0, "h"),
-		cmdAt(opMode, "c5", modeEnforce, t0, "i"),
-		cmdAt(opMode, "c5", modeRegion, t0.Add(time.Second), "j"),
-	}
-	want := controlView{Paused: true, Mode: modeAdvise, HostModes: map[string]string{"c4": modeEnforce}, Excluded: []string{"c3"}, Latest: t0.Add(2 * time.Second)}
-	rng := rand.New(rand.NewSource(1))
-	for range 20 {
-		c := newControls(false)
-		for _, i := range rng.Perm(len(recs)) {
-			c.merge(recs[i])
-		}
-		if got := c.view(); fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("view %+v, want %+v", got, want)
-		}
-		if c.merge(recs[0]) || c.merge(recs[2]) {
-			t.Fatal("a replayed command changed the controls")
-		}
-		if !c.Paused() || c.Excluded("c2") || !c.Excluded("c3") || !c.Advise("c1") || c.Advise("c4") || !c.Advise("c5") {
-			t.Fatalf("paused %v excluded c2 %v c3 %v advise c1 %v c4 %v c5 %v", c.Paused(), c.Excluded("c2"), c.Excluded("c3"), c.Advise("c1"), c.Advise("c4"), c.Advise("c5"))
-		}
-	}
-	if c := newControls(true); !c.Advise("c1") || c.Paused() || c.Excluded("c1") {
-		t.Fatal("without a command: advise_only, not paused, nobody excluded")
-	}
-}
 
 // The operator's command line against a region of signed agents: only a
 // command signed with an operator's key is taken (the others are refused
@@ -79,14 +33,14 @@ func TestOperatorControls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := auth.GenerateKey(filepath.Join(keys, operatorsDir), "alice"); err != nil {
+	if _, err := auth.GenerateKey(filepath.Join(keys, control.OperatorsDir), "alice"); err != nil {
 		t.Fatal(err)
 	}
 	elsewhere := t.TempDir()
 	if _, err := auth.GenerateKey(elsewhere, "mallory"); err != nil {
 		t.Fatal(err)
 	}
-	alice, mallory := filepath.Join(keys, operatorsDir, "alice.key"), filepath.Join(elsewhere, "mallory.key")
+	alice, mallory := filepath.Join(keys, control.OperatorsDir, "alice.key"), filepath.Join(elsewhere, "mallory.key")
 	agentKey := filepath.Join(keys, "compute-2.key") // an agent's key is no operator's
 
 	// NATS as `dvms nats-config` writes it (issue 10): the agents with
@@ -128,7 +82,7 @@ func TestOperatorControls(t *testing.T) {
 		return code, out.String() + errOut.String()
 	}
 	waitUntil(t, 10*time.Second, "both agents hear each other", func() bool {
-		return len(a1.member.Members()) == 2 && len(a2.member.Members()) == 2
+		return len(a1.Members()) == 2 && len(a2.Members()) == 2
 	})
 
 	for _, tc := range []struct{ name, key, reason string }{
@@ -144,7 +98,7 @@ func TestOperatorControls(t *testing.T) {
 		if code != exitFailed || strings.Count(out, tc.reason) < 2 || !strings.Contains(out, "refused by 2 of 2 agents") {
 			t.Errorf("%s: exit %d, want %d and both agents' reason %q:\n%s", tc.name, code, exitFailed, tc.reason, out)
 		}
-		if a1.controls.Paused() || a2.controls.Paused() {
+		if a1.Registers().Paused() || a2.Registers().Paused() {
 			t.Fatalf("%s: a refused command paused the region", tc.name)
 		}
 	}
@@ -159,7 +113,7 @@ func TestOperatorControls(t *testing.T) {
 	a3 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-3", signed)
 	agents = append(agents, a3)
 	waitUntil(t, 10*time.Second, "compute-3 learns the controls", func() bool {
-		return a3.controls.Paused() && a3.controls.Excluded("compute-2")
+		return a3.Registers().Paused() && a3.Registers().Excluded("compute-2")
 	})
 	// Paused: no event raised while compute-1's monitor takes more than
 	// a debounce window of samples of its overloaded host (K of N, 3 of
@@ -170,7 +124,7 @@ func TestOperatorControls(t *testing.T) {
 	window := scheduler.DefaultConfig("compute-1").N + 1
 	seen := map[time.Time]bool{}
 	testwait.Until(t, time.Minute, "compute-1 samples its host while paused", func() (bool, string) {
-		if sm, ok := a1.runner.Summary(""); ok {
+		if sm, ok := a1.Runner().Summary(""); ok {
 			seen[sm.SampledAt] = true
 		}
 		return len(seen) > window, fmt.Sprintf("%d distinct samples of %d", len(seen), window+1)
@@ -207,42 +161,5 @@ func TestOperatorControls(t *testing.T) {
 		st.Control[0]["Paused"] != false || st.Control[0]["Mode"] != "enforce" || fmt.Sprint(st.Control[0]["Excluded"]) != "[compute-2]" ||
 		st.Control[0]["Seen By"] != "compute-1 compute-2 compute-3" {
 		t.Errorf("dvms status: exit %d, control %v:\n%s", code, st.Control, out)
-	}
-}
-
-// A command signed long ago is refused when published (stale) but taken
-// when a peer passes it on (it was verified when it was new, and its
-// signature still holds); a tampered one is refused either way.
-func TestControlCommandFreshness(t *testing.T) {
-	dir := t.TempDir()
-	op, err := auth.GenerateKey(dir, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := auth.LoadKeyring(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	s := &controlService{region: "r", secure: true, ring: ring, window: 30 * time.Second, now: func() time.Time { return now }}
-	old := now.Add(-time.Hour)
-	payload, _ := json.Marshal(controlCommand{V: 1, ID: "x", At: old, Op: opPause})
-	raw := op.Seal(bus.ControlSubject("r"), payload, old)
-	if _, why := s.open(raw, true); !strings.HasPrefix(why, "stale") {
-		t.Errorf("published an hour late: %q, want stale", why)
-	}
-	if r, why := s.open(raw, false); why != "" || r.by != "alice" || r.cmd.Op != opPause {
-		t.Errorf("passed on: %+v, %q", r, why)
-	}
-	bad := slices.Clone(raw)
-	bad[len(bad)-70] ^= 1
-	for _, live := range []bool{true, false} {
-		if _, why := s.open(bad, live); !strings.Contains(why, "bad-signature") {
-			t.Errorf("tampered (live %v): %q", live, why)
-		}
-	}
-	s.ring = nil // keys_dir without operators/
-	if _, why := s.open(raw, false); !strings.Contains(why, "no operator key") {
-		t.Errorf("no operator keys: %q", why)
 	}
 }
