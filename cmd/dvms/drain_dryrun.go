@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -127,8 +126,8 @@ func runDrainDryRun(c *cli.Context, host string, cl nova.Client, log zerolog.Log
 	if dc.MaxHosts < 2 {
 		return usageError(errors.New("--max-hosts must be at least 2 (the host and one destination)"))
 	}
-	if f := c.String("config"); f != "" {
-		cfg, err := loadConfig(configSource{file: f, env: os.LookupEnv}, host)
+	if src := fileSource(c); src.file != "" || src.dir != "" {
+		cfg, err := loadConfig(src, host)
 		if err = withoutCloudError(err); err != nil {
 			return fmt.Errorf("--config:\n%w", err)
 		}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/signal"
 	"strings"
 	"sync"
@@ -37,12 +36,11 @@ func init() {
 			"response shapes of cortex's external scheduler API, so Nova's external-scheduler hook or the\n" +
 			"dvms_nova weigher can call it) and GET /healthz. Reads the summaries the agents publish over\n" +
 			"NATS; needs no OpenStack credentials. Several replicas behind one URL are fine.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config", EnvVars: []string{"DVMS_CONFIG"}, Usage: "INI configuration file (the agents' file: [DEFAULT] region, [nats], [scheduler_api])"},
+		Flags: append(configFlags(),
 			&cli.StringFlag{Name: "listen", Usage: "HTTP address (overrides [scheduler_api] listen)"},
 			&cli.StringFlag{Name: "nats-url", Usage: "NATS server URL(s) (overrides [nats] url)"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides [DEFAULT] log_level)"},
-		},
+		),
 		Action: runSchedAPI,
 	})
 }
@@ -50,7 +48,7 @@ func init() {
 // schedAPIConfig loads the agents' configuration file for the service:
 // no cloud is needed.
 func schedAPIConfig(c *cli.Context) (fileConfig, error) {
-	src := configSource{file: c.String("config"), env: os.LookupEnv}
+	src := fileSource(c)
 	for flag, opt := range map[string][2]string{
 		"listen": {"scheduler_api", "listen"}, "nats-url": {"nats", "url"}, "log-level": {"DEFAULT", "log_level"},
 	} {
