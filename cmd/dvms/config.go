@@ -14,6 +14,7 @@ import (
 	"github.com/dvms-project/dvms/internal/conf"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/extsched"
+	"github.com/dvms-project/dvms/scheduler/extsched/schedapi"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -83,6 +84,7 @@ type fileConfig struct {
 	// SchedAPI, SchedAPIListen: that service (schedapi.go).
 	Summary        node.SummaryConfig
 	SchedAPI       extsched.Config
+	SchedAPIHTTP   schedapi.Config
 	SchedAPIListen string
 }
 
@@ -115,7 +117,7 @@ var errNoCloud = errors.New("no cloud named: set [nova] os_cloud, --os-cloud or 
 // and options of the file, bad values, and the rules between options.
 func loadConfig(src configSource, host string) (fileConfig, error) {
 	c := fileConfig{Agent: scheduler.DefaultConfig(host), Runtime: node.DefaultConfig(), Coord: node.DefaultCoordConfig(),
-		Summary: node.DefaultSummaryConfig(), SchedAPI: extsched.DefaultConfig()}
+		Summary: node.DefaultSummaryConfig(), SchedAPI: extsched.DefaultConfig(), SchedAPIHTTP: schedapi.DefaultConfig()}
 	if src.env == nil {
 		src.env = func(string) (string, bool) { return "", false }
 	}
@@ -225,7 +227,7 @@ func (c fileConfig) validate() error {
 		// startAgent wires the coordinates' distances.
 		ac.Distance = node.NewCoordTable().Distance(c.Coord.MaxError)
 	}
-	errs := []error{ac.Validate(), c.Runtime.Validate(), c.Coord.Validate(), c.busConfig(c.NATSURL).Validate(), c.Summary.Validate(), c.SchedAPI.Validate()}
+	errs := []error{ac.Validate(), c.Runtime.Validate(), c.Coord.Validate(), c.busConfig(c.NATSURL).Validate(), c.Summary.Validate(), c.SchedAPI.Validate(), c.SchedAPIHTTP.Validate()}
 	switch {
 	case c.MonitorSource == "file" && c.FilePath == "":
 		errs = append(errs, errors.New("[monitor] source = file needs file_path"))

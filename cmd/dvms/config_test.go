@@ -17,6 +17,7 @@ import (
 
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/extsched"
+	"github.com/dvms-project/dvms/scheduler/extsched/schedapi"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -153,26 +154,29 @@ func TestTableDefaultsArePackageDefaults(t *testing.T) {
 	}
 	want := c
 	want.Agent, want.Runtime, want.Coord = scheduler.DefaultConfig("compute-1"), node.DefaultConfig(), node.DefaultCoordConfig()
-	want.Summary, want.SchedAPI = node.DefaultSummaryConfig(), extsched.DefaultConfig()
+	want.Summary, want.SchedAPI, want.SchedAPIHTTP = node.DefaultSummaryConfig(), extsched.DefaultConfig(), schedapi.DefaultConfig()
 	sameConfig(t, "defaults", c, want)
 }
 
 // notOptions are the fields of fileConfig that no row binds, and why.
 var notOptions = map[string]string{
-	"Agent.ID":                 "the --host flag",
-	"Agent.Incarnation":        "drawn at each start",
-	"Agent.Distance":           "the agent's Vivaldi coordinates (scheduler/node/coords.go), wired by the agent",
-	"Agent.Lease":              "internal: the arbiter registration's lease, renewed by the leader",
-	"Runtime.Tick":             "internal: the agent's timer resolution",
-	"Runtime.Inbox":            "internal: message buffer",
-	"Runtime.Exec.ReadTimeout": "the Nova client's request_timeout bounds the reads of a real cloud",
-	"Runtime.Exec.Retries":     "the agent sets 0: nova/openstack retries failed reads itself (one retry layer)",
-	"Runtime.Exec.Backoff":     "unused with Retries = 0",
-	"Summary.Change":           "internal: the change that publishes a summary early",
-	"Summary.Site":             "[DEFAULT] site",
-	"SchedAPI.StaleAfter":      "3 x [monitor] summary_interval",
-	"SchedAPI.CPUOverload":     "[scheduler] cpu_overload",
-	"SchedAPI.RAMOverload":     "[scheduler] ram_overload",
+	"Agent.ID":                   "the --host flag",
+	"Agent.Incarnation":          "drawn at each start",
+	"Agent.Distance":             "the agent's Vivaldi coordinates (scheduler/node/coords.go), wired by the agent",
+	"Agent.Lease":                "internal: the arbiter registration's lease, renewed by the leader",
+	"Runtime.Tick":               "internal: the agent's timer resolution",
+	"Runtime.Inbox":              "internal: message buffer",
+	"Runtime.Exec.ReadTimeout":   "the Nova client's request_timeout bounds the reads of a real cloud",
+	"Runtime.Exec.Retries":       "the agent sets 0: nova/openstack retries failed reads itself (one retry layer)",
+	"Runtime.Exec.Backoff":       "unused with Retries = 0",
+	"Summary.Change":             "internal: the change that publishes a summary early",
+	"Summary.Site":               "[DEFAULT] site",
+	"SchedAPI.StaleAfter":        "3 x [monitor] summary_interval",
+	"SchedAPI.CPUOverload":       "[scheduler] cpu_overload",
+	"SchedAPI.RAMOverload":       "[scheduler] ram_overload",
+	"SchedAPIHTTP.HeaderTimeout": "internal: 5 s for a request's header, as before the body",
+	"SchedAPIHTTP.MaxInFlight":   "internal: the service's bound on requests in progress",
+	"SchedAPIHTTP.MaxBody":       "internal: 8 MiB, far above a RequestSpec with thousands of hosts",
 }
 
 // Every configuration field is an option or listed in notOptions: a new
