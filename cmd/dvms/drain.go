@@ -43,9 +43,9 @@ func init() {
 				"the dvms agents see it and move every server off the host. With --wait, follows the\n" +
 				"host until it is empty (exit 0) or nothing changed on it for --stall (exit 1, listing\n" +
 				"the servers that remain). With --dry-run, changes nothing: prints the plan that would\n" +
-				"empty the host (what moves where, in which step), computed as the agents would from a\n" +
-				"partition growing along the ring of host names, each server at its flavor; exit 1 when\n" +
-				"no plan empties it within --max-hosts hosts.",
+				"empty the host (what moves where, in which step), made by the agents' own code run in\n" +
+				"this process (one agent per compute host, servers at their flavor, the ring order: no\n" +
+				"Vivaldi coordinates here); exit 1 when no plan empties it within --max-hosts hosts.",
 			Flags: append(append(cloudFlags(),
 				&cli.BoolFlag{Name: "dry-run", Usage: "print the plan that would empty the host; disable nothing, move nothing"},
 				&cli.IntFlag{Name: "max-hosts", Value: 16, Usage: "with --dry-run: hosts the partition may grow to (the host included)"},
