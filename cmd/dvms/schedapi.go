@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os/signal"
 	"syscall"
 	"time"
@@ -127,10 +126,7 @@ func startSchedAPI(ctx context.Context, cfg fileConfig, now func() time.Time, lo
 	if err != nil {
 		return nil, fmt.Errorf("[scheduler_api] listen %s: %w", cfg.SchedAPIListen, err)
 	}
-	srv := api.Server()
 	p := &schedAPIProc{api: api, log: log, addr: ln.Addr().String(), done: make(chan error, 1)}
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(ln) }()
 	subCtx, stopSub := context.WithCancel(ctx)
 	subDone := make(chan struct{})
 	go func() {
@@ -138,20 +134,9 @@ func startSchedAPI(ctx context.Context, cfg fileConfig, now func() time.Time, lo
 		subscribeSummaries(subCtx, cfg, api.Receive, log)
 	}()
 	go func() {
-		var err error
-		select {
-		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err = srv.Shutdown(sctx)
-			cancel()
-			<-serveDone
-		case err = <-serveDone:
-		}
+		err := api.Serve(ctx, ln)
 		stopSub()
 		<-subDone
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
 		p.done <- err
 	}()
 	log.Info().Str("listen", p.addr).Str("region", cfg.Runtime.Region).Str("nats", bus.RedactURLs(cfg.NATSURL)).

@@ -16,6 +16,7 @@
 package schedapi
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -138,6 +139,28 @@ func (s *Service) Authenticated() bool { return s.token != "" }
 func (s *Service) Server() *http.Server {
 	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.HeaderTimeout, ReadTimeout: s.cfg.BodyTimeout,
 		WriteTimeout: s.cfg.BodyTimeout, IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: 64 << 10}
+}
+
+// Serve serves on ln until ctx ends, then shuts the server down (5 s
+// for the requests in progress); it returns the server's error, nil
+// after ctx ended.
+func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
+	srv := s.Server()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err = srv.Shutdown(sctx)
+		cancel()
+		<-done
+	case err = <-done:
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
 }
 
 // Handler serves extsched.Path and /healthz.

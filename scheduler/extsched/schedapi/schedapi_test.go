@@ -161,14 +161,14 @@ func httptestServer(t *testing.T, s *Service) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := s.Server()
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 	})
 	return "http://" + ln.Addr().String()
 }
