@@ -19,29 +19,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/scheduler/extsched"
+	"github.com/dvms-project/dvms/scheduler/extsched/extschedtest"
 )
 
 const token = "0123456789abcdef0123456789abcdef"
-
-// novaRequest is what Nova's weigher posts: a RequestSpec primitive, the
-// candidates in Nova's order and Nova's weights.
-func novaRequest(vcpus, ramMB int, hosts ...string) []byte {
-	var hs []map[string]string
-	weights := map[string]float64{}
-	for i, h := range hosts {
-		hs = append(hs, map[string]string{"host": h, "hypervisor_hostname": h})
-		weights[h] = float64(len(hosts) - i)
-	}
-	body, _ := json.Marshal(map[string]any{
-		"spec": map[string]any{"nova_object.name": "RequestSpec", "nova_object.namespace": "nova", "nova_object.version": "1.14",
-			"nova_object.data": map[string]any{"instance_uuid": "11111111-2222-3333-4444-555555555555", "num_instances": 1,
-				"flavor":         map[string]any{"nova_object.name": "Flavor", "nova_object.data": map[string]any{"name": "m1.test", "vcpus": vcpus, "memory_mb": ramMB}},
-				"instance_group": nil, "scheduler_hints": map[string]any{}}},
-		"rebuild": false, "resize": false, "live": false, "vmware": false,
-		"hosts": hs, "weights": weights,
-	})
-	return body
-}
 
 func tokenFile(t *testing.T, text string, mode os.FileMode) string {
 	t.Helper()
@@ -104,7 +85,7 @@ func TestUnauthenticatedPostsReserveNothing(t *testing.T) {
 	srv := httptestServer(t, s)
 	forged := []string{"", "Bearer wrong-token-wrong-token!!", "Basic " + token, "Bearer " + token + "x"}
 	for i := range 12 {
-		code, hosts := post(t, srv, forged[i%len(forged)], novaRequest(2, 2048, "a", "b"))
+		code, hosts := post(t, srv, forged[i%len(forged)], extschedtest.NovaRequest(2, 2048, "a", "b"))
 		if code != http.StatusUnauthorized || hosts != nil {
 			t.Fatalf("forged call %d: %d %v, want 401 and no answer", i, code, hosts)
 		}
@@ -115,7 +96,7 @@ func TestUnauthenticatedPostsReserveNothing(t *testing.T) {
 	if h := s.Health(); h.Unauthorized != 12 || h.Reserved != 0 || h.Authentication != 1 {
 		t.Errorf("health %+v, want 12 unauthorized, 0 reservations", h)
 	}
-	code, hosts := post(t, srv, "Bearer "+token, novaRequest(2, 2048, "a", "b"))
+	code, hosts := post(t, srv, "Bearer "+token, extschedtest.NovaRequest(2, 2048, "a", "b"))
 	if code != 200 || len(hosts) != 2 || hosts[0] != "a" {
 		t.Fatalf("the weigher's call: %d %v, want a first (Nova's first choice)", code, hosts)
 	}
@@ -130,7 +111,7 @@ func TestWithoutTokenNothingReserves(t *testing.T) {
 	s := service(t, DefaultConfig())
 	srv := httptestServer(t, s)
 	for range 12 {
-		if code, hosts := post(t, srv, "", novaRequest(2, 2048, "a", "b")); code != 200 || hosts[0] != "a" {
+		if code, hosts := post(t, srv, "", extschedtest.NovaRequest(2, 2048, "a", "b")); code != 200 || hosts[0] != "a" {
 			t.Fatalf("anonymous call: %d %v, want 200 with a first", code, hosts)
 		}
 	}
@@ -216,7 +197,7 @@ func TestSlowBodyConnectionsDropped(t *testing.T) {
 	}
 	// A legitimate caller from another address is answered meanwhile.
 	legit := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
-	req, _ := http.NewRequest(http.MethodPost, base+extsched.Path, bytes.NewReader(novaRequest(1, 512, "a", "b")))
+	req, _ := http.NewRequest(http.MethodPost, base+extsched.Path, bytes.NewReader(extschedtest.NovaRequest(1, 512, "a", "b")))
 	req.Header.Set("Authorization", "Bearer "+token)
 	if resp, err := legit.Do(req); err != nil {
 		t.Logf("127.0.0.2 not usable here (%v): the legitimate call after the attack stands alone", err)
@@ -239,7 +220,7 @@ func TestSlowBodyConnectionsDropped(t *testing.T) {
 	if h := s.Health(); h.Limited < n-cfg.MaxPerClient || h.Reserved > 1 {
 		t.Errorf("health %+v: want at least %d requests over the per-client limit, no reservation but the legitimate one", h, n-cfg.MaxPerClient)
 	}
-	if code, hosts := post(t, base, "Bearer "+token, novaRequest(1, 512, "a", "b")); code != 200 || len(hosts) != 2 {
+	if code, hosts := post(t, base, "Bearer "+token, extschedtest.NovaRequest(1, 512, "a", "b")); code != 200 || len(hosts) != 2 {
 		t.Errorf("a legitimate call after the attack: %d %v", code, hosts)
 	}
 }
