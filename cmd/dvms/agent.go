@@ -39,11 +39,10 @@ func init() {
 			"option), then DVMS_* environment variables, then these flags. SIGTERM or SIGINT\n" +
 			"stops it gracefully: no new event or partition, a plan being executed is finished\n" +
 			"(at most [scheduler] stop_grace).",
-		Flags: append([]cli.Flag{
+		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "host", EnvVars: []string{"DVMS_HOST"}, Usage: "compute host name as Nova knows it (default: this machine's host name)"},
-			&cli.StringFlag{Name: "config", EnvVars: []string{"DVMS_CONFIG"}, Usage: "INI configuration file"},
 			&cli.BoolFlag{Name: "embedded-nats", Usage: "run a NATS server in this process on [nats] url's address (one-host trials)"},
-		}, optionFlags()...),
+		}, configFlags()...), optionFlags()...),
 		Action: runAgent,
 	})
 }
@@ -71,7 +70,7 @@ func agentConfig(c *cli.Context) (fileConfig, error) {
 		}
 		host = h
 	}
-	src := configSource{file: c.String("config"), env: os.LookupEnv}
+	src := fileSource(c)
 	for i := range options {
 		if o := &options[i]; o.flag != "" && c.IsSet(o.flag) {
 			src.flags = append(src.flags, flagValue{o, c.String(o.flag)})

@@ -2,10 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,18 +29,6 @@ func init() {
 		),
 		Action: runBench,
 	})
-}
-
-// benchRow is one run of a bench.
-type benchRow struct {
-	Hosts   int         `json:"hosts"`
-	Servers int         `json:"servers"`
-	Mode    string      `json:"mode"`
-	Report  *sim.Report `json:"report"`
-	// OverloadVsOracle is the run's overload host-seconds over the
-	// oracle's at the same scale (0 when the oracle did not run or had
-	// none).
-	OverloadVsOracle float64 `json:"overload_vs_oracle"`
 }
 
 // parseBench reads --modes and --scales, and resolves cfg's clock: auto
@@ -101,36 +86,13 @@ func runBench(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	perHost := float64(cfg.Servers) / float64(cfg.Hosts)
-	var rows []benchRow
-	var reps []*sim.Report
-	for _, n := range scales {
-		oracle := -1
-		for _, mode := range modes {
-			run := cfg
-			run.Mode, run.Hosts, run.Servers = mode, n, int(perHost*float64(n)+0.5)
-			rep, err := sim.Run(c.Context, run)
-			if err != nil {
-				return fmt.Errorf("bench %s at %d hosts: %w", mode, n, err)
-			}
-			if mode == "oracle" {
-				oracle = len(rows)
-			}
-			rows = append(rows, benchRow{Hosts: n, Servers: run.Servers, Mode: mode, Report: rep})
-			reps = append(reps, rep)
-		}
-		if oracle >= 0 {
-			base := rows[oracle].Report.OverloadSeconds
-			for i := range rows {
-				if rows[i].Hosts == n && base > 0 {
-					rows[i].OverloadVsOracle = round2(rows[i].Report.OverloadSeconds / base)
-				}
-			}
-		}
+	rows, reps, err := sim.Bench(c.Context, cfg, modes, scales)
+	if err != nil {
+		return err
 	}
-	md := benchMarkdown(rows)
+	md := sim.BenchMarkdown(rows)
 	if dir := c.String("out"); dir != "" {
-		if err := writeBench(dir, rows, md); err != nil {
+		if err := sim.WriteBench(dir, rows, md); err != nil {
 			return err
 		}
 	}
@@ -143,54 +105,5 @@ func runBench(c *cli.Context) error {
 	} else {
 		fmt.Fprint(c.App.Writer, md)
 	}
-	return invalid(reps...)
-}
-
-// latency is detection to plan: wall milliseconds on the wall clock,
-// simulated ones on the virtual clock (where no wall time passes between
-// the two but the solver's).
-func (r benchRow) latency() sim.Percentiles {
-	if r.Report.Clock == sim.ClockVirtual {
-		return r.Report.ProtocolMS
-	}
-	return r.Report.SolveMS
-}
-
-func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
-
-// benchMarkdown is the bench as a Markdown table, one row per run.
-func benchMarkdown(rows []benchRow) string {
-	var b strings.Builder
-	b.WriteString("| hosts | servers | mode | valid | events | solved | detection→plan p50 / p99 (ms; simulated with --clock virtual) | messages / event | mean partition | overload (host-s) | × oracle | migrations | Nova req / host-min | violations | wall (s) |\n")
-	b.WriteString("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range rows {
-		p := r.Report
-		vs := "–"
-		if r.OverloadVsOracle > 0 {
-			vs = fmt.Sprintf("%.2f", r.OverloadVsOracle)
-		}
-		fmt.Fprintf(&b, "| %d | %d | %s | %t | %d | %d | %.1f / %.1f | %.1f | %.1f | %.0f | %s | %d | %.2f | %d | %.1f |\n",
-			r.Hosts, r.Servers, r.Mode, p.Valid, p.Events.Total, p.Events.Solved, r.latency().P50, r.latency().P99,
-			p.Messages.PerEvent, p.Partitions.MeanSize, p.OverloadSeconds, vs, p.Migrations.Total, p.Nova.PerHostMinute,
-			p.Safety.Violations, p.WallS)
-	}
-	return b.String()
-}
-
-// writeBench writes bench.json, bench.md and bench.svg into dir.
-func writeBench(dir string, rows []benchRow, md string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("bench --out: %w", err)
-	}
-	js, err := json.MarshalIndent(rows, "", "  ")
-	if err != nil {
-		return fmt.Errorf("bench json: %w", err)
-	}
-	var errs []error
-	for name, data := range map[string][]byte{"bench.json": append(js, '\n'), "bench.md": []byte(md), "bench.svg": []byte(benchSVG(rows))} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			errs = append(errs, fmt.Errorf("bench --out: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	return sim.Invalid(reps...)
 }

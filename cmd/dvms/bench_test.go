@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dvms-project/dvms/scheduler/sim"
 )
 
 // dvms bench at two scales and three modes writes its JSON, table and
@@ -20,7 +22,7 @@ func TestBenchScalesAndModes(t *testing.T) {
 	if code != 0 && !strings.Contains(errOut.String(), "not valid") {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	var rows []benchRow
+	var rows []sim.BenchRow
 	data, err := os.ReadFile(filepath.Join(dir, "bench.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/ini.v1"
-
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/internal/conf"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/extsched"
+	"github.com/dvms-project/dvms/scheduler/extsched/schedapi"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -84,6 +84,7 @@ type fileConfig struct {
 	// SchedAPI, SchedAPIListen: that service (schedapi.go).
 	Summary        node.SummaryConfig
 	SchedAPI       extsched.Config
+	SchedAPIHTTP   schedapi.Config
 	SchedAPIListen string
 }
 
@@ -92,6 +93,7 @@ type fileConfig struct {
 // (DVMS_<SECTION>_<OPTION>, DVMS_<OPTION> for [DEFAULT]), the flags.
 type configSource struct {
 	file  string                      // "" = none
+	dir   string                      // drop-in directory of *.conf overrides, "" = none
 	env   func(string) (string, bool) // os.LookupEnv outside tests
 	flags []flagValue
 }
@@ -115,7 +117,7 @@ var errNoCloud = errors.New("no cloud named: set [nova] os_cloud, --os-cloud or 
 // and options of the file, bad values, and the rules between options.
 func loadConfig(src configSource, host string) (fileConfig, error) {
 	c := fileConfig{Agent: scheduler.DefaultConfig(host), Runtime: node.DefaultConfig(), Coord: node.DefaultCoordConfig(),
-		Summary: node.DefaultSummaryConfig(), SchedAPI: extsched.DefaultConfig()}
+		Summary: node.DefaultSummaryConfig(), SchedAPI: extsched.DefaultConfig(), SchedAPIHTTP: schedapi.DefaultConfig()}
 	if src.env == nil {
 		src.env = func(string) (string, bool) { return "", false }
 	}
@@ -126,23 +128,27 @@ func loadConfig(src configSource, host string) (fileConfig, error) {
 		}
 	}
 	eff := map[*option]setting{} // the values set, and where
-	if src.file != "" {
-		f, err := ini.LoadSources(ini.LoadOptions{}, src.file)
-		if err != nil {
-			return c, fmt.Errorf("config %s: %w", src.file, err)
+	entries, err := conf.Read(src.file, src.dir)
+	if err != nil {
+		return c, err
+	}
+	badSection := map[[2]string]bool{}
+	for _, e := range entries {
+		in := "" // a drop-in file is named
+		if e.File != src.file {
+			in = " (" + e.File + ")"
 		}
-		for _, s := range f.Sections() {
-			if !slices.Contains(sections, s.Name()) {
-				errs = append(errs, fmt.Errorf("[%s]: unknown section (sections: %s)", s.Name(), strings.Join(sections, ", ")))
-				continue
+		switch o := lookupOption(e.Section, e.Key); {
+		case !slices.Contains(sections, e.Section):
+			if !badSection[[2]string{e.File, e.Section}] {
+				badSection[[2]string{e.File, e.Section}] = true
+				errs = append(errs, fmt.Errorf("[%s]%s: unknown section (sections: %s)", e.Section, in, strings.Join(sections, ", ")))
 			}
-			for _, k := range s.Keys() {
-				if o := lookupOption(s.Name(), k.Name()); o != nil {
-					eff[o] = setting{strings.TrimSpace(k.String()), fmt.Sprintf("[%s] %s", o.section, o.name)}
-				} else {
-					errs = append(errs, unknownOption(s.Name(), k.Name()))
-				}
-			}
+		case e.Key == "":
+		case o == nil:
+			errs = append(errs, fmt.Errorf("%w%s", unknownOption(e.Section, e.Key), in))
+		default:
+			eff[o] = setting{e.Value, fmt.Sprintf("[%s] %s%s", o.section, o.name, in)}
 		}
 	}
 	for i := range options {
@@ -166,7 +172,6 @@ func loadConfig(src configSource, host string) (fileConfig, error) {
 			}
 		}
 	}
-	var err error
 	if c.OSCloud, err = resolveCloud(c.OSCloud, src.env); err != nil {
 		errs = append(errs, err)
 	}
@@ -222,7 +227,7 @@ func (c fileConfig) validate() error {
 		// startAgent wires the coordinates' distances.
 		ac.Distance = node.NewCoordTable().Distance(c.Coord.MaxError)
 	}
-	errs := []error{ac.Validate(), c.Runtime.Validate(), c.Coord.Validate(), c.busConfig(c.NATSURL).Validate(), c.Summary.Validate(), c.SchedAPI.Validate()}
+	errs := []error{ac.Validate(), c.Runtime.Validate(), c.Coord.Validate(), c.busConfig(c.NATSURL).Validate(), c.Summary.Validate(), c.SchedAPI.Validate(), c.SchedAPIHTTP.Validate()}
 	switch {
 	case c.MonitorSource == "file" && c.FilePath == "":
 		errs = append(errs, errors.New("[monitor] source = file needs file_path"))

@@ -1,14 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/internal/conf"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 func init() {
@@ -30,14 +34,21 @@ func init() {
 			},
 			{
 				Name:  "check",
-				Usage: "check a configuration as `dvms agent` would read it (file, DVMS_* environment) and list every problem",
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "config", EnvVars: []string{"DVMS_CONFIG"}, Usage: "INI configuration file"},
-					&cli.StringFlag{Name: "host", Value: "compute-1", Usage: "compute host the agent would run for"},
-				},
+				Usage: "check a configuration as `dvms agent` would (files, DVMS_* environment, flags, keys) and list every problem",
+				Description: "Runs the agent's own start-up check (the same function): every value, the rules between\n" +
+					"options, keys_dir and the host's keys, arbiter = local only with --embedded-nats. Exit 78 when\n" +
+					"the agent would refuse the configuration.",
+				Flags: append(append(configFlags(),
+					&cli.StringFlag{Name: "host", EnvVars: []string{"DVMS_HOST"}, Usage: "compute `HOST` the agent would run for (default: this machine's host name)"},
+					&cli.BoolFlag{Name: "embedded-nats", Usage: "check as for `dvms agent --embedded-nats`"},
+				), optionFlags()...),
 				Action: func(c *cli.Context) error {
-					if _, err := loadConfig(configSource{file: c.String("config"), env: os.LookupEnv}, c.String("host")); err != nil {
-						return fmt.Errorf("configuration:\n%w", err)
+					cfg, err := agentConfig(c)
+					if err == nil {
+						err = startChecks(cfg)
+					}
+					if err != nil {
+						return configError(fmt.Errorf("configuration:\n%w", err))
 					}
 					fmt.Fprintln(c.App.Writer, "configuration ok")
 					return nil
@@ -73,58 +84,43 @@ DVMS_NATS_URL, DVMS_SCHEDULER_CPU_OVERLOAD) override this file; flags of
 values that contradict each other stop the agent at start, every problem
 listed; ` + "`dvms config check --config FILE`" + ` lists them without starting.`
 
+// startChecks runs what the agent checks of its configuration as it
+// starts, before it needs NATS or Nova, with the agent's own functions:
+// its keys (signedBus), the Raft group's TLS (raftTLS), the SWIM key and
+// addresses (swimConfig).
+func startChecks(cfg fileConfig) error {
+	var errs []error
+	if _, _, err := signedBus(cfg, bus.NewHub(1).Transport(cfg.Agent.ID), zerolog.Nop()); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Arbiter == "raft" {
+		if _, err := raftTLS(cfg); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cfg.Membership == "swim" {
+		if _, err := swimConfig(cfg, cfg.NATSURL, node.Heartbeat{Host: cfg.Agent.ID}, nil, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // writeSample writes the sample configuration from the option table.
-func writeSample(w io.Writer) {
-	bw := bufio.NewWriter(w)
-	defer bw.Flush()
-	comment(bw, sampleHeader)
-	for _, s := range sections {
-		fmt.Fprintf(bw, "\n[%s]\n", s)
-		for i := range options {
-			o := &options[i]
-			if o.section != s {
-				continue
-			}
-			fmt.Fprintln(bw)
-			comment(bw, o.help+" ("+o.describe()+")")
-			fmt.Fprintln(bw, strings.TrimRight("#"+o.name+" = "+o.def, " "))
-		}
+func writeSample(w io.Writer) { _ = conf.WriteSample(w, sampleHeader, sections, docs()) }
+
+// configFlags are --config and --config-dir, for every command that
+// reads the configuration.
+func configFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "config", EnvVars: []string{"DVMS_CONFIG"}, Usage: "INI configuration `FILE`"},
+		&cli.StringFlag{Name: "config-dir", EnvVars: []string{"DVMS_CONFIG_DIR"},
+			Usage: "`DIR` of drop-in *.conf files read after --config in lexical order, each overriding the ones before"},
 	}
 }
 
-// describe is the kind, unit and limits of o, as the sample shows them.
-func (o *option) describe() string {
-	parts := []string{string(o.kind)}
-	if o.unit != "" {
-		parts = append(parts, o.unit)
-	}
-	if len(o.choices) > 0 {
-		parts = append(parts, "one of "+strings.Join(o.choices, ", "))
-	}
-	switch {
-	case strings.HasPrefix(o.bounds, ">"):
-		parts = append(parts, o.bounds)
-	case o.bounds != "":
-		parts = append(parts, "in "+o.bounds)
-	}
-	if o.required {
-		parts = append(parts, "required")
-	}
-	return strings.Join(parts, ", ")
-}
-
-// comment writes text as "# " lines of at most 79 columns; an empty
-// line of text stays an empty comment line.
-func comment(w io.Writer, text string) {
-	for _, para := range strings.Split(text, "\n") {
-		line := "#"
-		for _, word := range strings.Fields(para) {
-			if len(line)+1+len(word) > 79 && line != "#" {
-				fmt.Fprintln(w, line)
-				line = "#"
-			}
-			line += " " + word
-		}
-		fmt.Fprintln(w, line)
-	}
+// fileSource is where a command's configuration comes from: --config,
+// --config-dir and the DVMS_* environment.
+func fileSource(c *cli.Context) configSource {
+	return configSource{file: c.String("config"), dir: c.String("config-dir"), env: os.LookupEnv}
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -43,19 +41,18 @@ func init() {
 				"the dvms agents see it and move every server off the host. With --wait, follows the\n" +
 				"host until it is empty (exit 0) or nothing changed on it for --stall (exit 1, listing\n" +
 				"the servers that remain). With --dry-run, changes nothing: prints the plan that would\n" +
-				"empty the host (what moves where, in which step), computed as the agents would from a\n" +
-				"partition growing along the ring of host names, each server at its flavor; exit 1 when\n" +
-				"no plan empties it within --max-hosts hosts.",
+				"empty the host (what moves where, in which step), made by the agents' own code run in\n" +
+				"this process (one agent per compute host, servers at their flavor, the ring order: no\n" +
+				"Vivaldi coordinates here); exit 1 when no plan empties it within --max-hosts hosts.",
 			Flags: append(append(cloudFlags(),
 				&cli.BoolFlag{Name: "dry-run", Usage: "print the plan that would empty the host; disable nothing, move nothing"},
 				&cli.IntFlag{Name: "max-hosts", Value: 16, Usage: "with --dry-run: hosts the partition may grow to (the host included)"},
-				&cli.StringFlag{Name: "config", Usage: "with --dry-run: the agents' configuration file, for their thresholds and limits"}),
-				append(outputFlags(),
-					&cli.StringFlag{Name: "reason", Value: defaultDrainReason, Usage: "disabled reason (dvms agents react to their drain_reason_pattern)"},
-					&cli.BoolFlag{Name: "wait", Usage: "wait until the host is empty"},
-					&cli.DurationFlag{Name: "poll", Value: 5 * time.Second, Usage: "with --wait: how often to list the host's servers"},
-					&cli.DurationFlag{Name: "stall", Value: 10 * time.Minute, Usage: "with --wait: give up when nothing changed on the host for this long"},
-				)...),
+			), append(append(configFlags(), outputFlags()...),
+				&cli.StringFlag{Name: "reason", Value: defaultDrainReason, Usage: "disabled reason (dvms agents react to their drain_reason_pattern)"},
+				&cli.BoolFlag{Name: "wait", Usage: "wait until the host is empty"},
+				&cli.DurationFlag{Name: "poll", Value: 5 * time.Second, Usage: "with --wait: how often to list the host's servers"},
+				&cli.DurationFlag{Name: "stall", Value: 10 * time.Minute, Usage: "with --wait: give up when nothing changed on the host for this long"},
+			)...),
 			Action: runDrain,
 		},
 		&cli.Command{
@@ -158,7 +155,7 @@ func runDrain(c *cli.Context) error {
 	}
 	tick := time.NewTicker(c.Duration("poll"))
 	defer tick.Stop()
-	left, err := waitDrained(ctx, cl, host, c.Duration("stall"), tick.C, time.Now, os.Stdout, log)
+	left, err := nova.WaitDrained(ctx, cl, host, c.Duration("stall"), tick.C, time.Now, os.Stdout, log)
 	if err != nil {
 		return err
 	}
@@ -180,75 +177,6 @@ func runUndrain(c *cli.Context) error {
 	notifyAgent(c, host, false, "", log)
 	fmt.Printf("%s: enabled\n", host)
 	return nil
-}
-
-// waitDrained lists the servers of host at every tick and prints
-// progress to out, until the host is empty (nil, nil) or its servers,
-// statuses and task states have not changed for stall (the servers that
-// remain, nil). Listing failures are logged and retried at the next tick
-// (they count as no change). When ctx ends it returns the servers last
-// seen and ctx's error.
-func waitDrained(ctx context.Context, cl nova.Client, host string, stall time.Duration,
-	tick <-chan time.Time, now func() time.Time, out io.Writer, log zerolog.Logger) ([]nova.Server, error) {
-	var last []nova.Server
-	lastPrint, start := "", now()
-	changed := start
-	first := true
-	for {
-		ss, err := cl.Servers(ctx, host)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return last, ctx.Err()
-		case err != nil:
-			log.Warn().Err(err).Str("host", host).Msg("listing servers failed; retrying")
-		default:
-			slices.SortFunc(ss, func(a, b nova.Server) int { return strings.Compare(a.ID, b.ID) })
-			if p := fingerprint(ss); first || p != lastPrint {
-				if !first {
-					changed = now()
-				}
-				first, lastPrint = false, p
-				moving := 0
-				for _, s := range ss {
-					if s.TaskState != "" || s.Status == nova.StatusMigrating {
-						moving++
-					}
-				}
-				fmt.Fprintf(out, "%s  %s: %d server(s) left, %d moving\n",
-					now().Format("15:04:05"), host, len(ss), moving)
-				log.Debug().Str("host", host).Int("servers", len(ss)).Int("moving", moving).Msg("drain progress")
-			}
-			last = ss
-			if len(ss) == 0 {
-				fmt.Fprintf(out, "%s: empty after %s\n", host, now().Sub(start).Round(time.Second))
-				return nil, nil
-			}
-		}
-		if now().Sub(changed) >= stall {
-			fmt.Fprintf(out, "%s: nothing changed for %s; %d server(s) remain:\n", host, stall, len(last))
-			for _, s := range last {
-				task := s.TaskState
-				if task == "" {
-					task = "-"
-				}
-				fmt.Fprintf(out, "  %s  %-24s %-18s %s\n", s.ID, s.Name, s.Status, task)
-			}
-			return last, nil
-		}
-		select {
-		case <-ctx.Done():
-			return last, ctx.Err()
-		case <-tick:
-		}
-	}
-}
-
-func fingerprint(ss []nova.Server) string {
-	var b strings.Builder
-	for _, s := range ss {
-		fmt.Fprintf(&b, "%s:%s:%s;", s.ID, s.Status, s.TaskState)
-	}
-	return b.String()
 }
 
 func serverIDs(ss []nova.Server) string {

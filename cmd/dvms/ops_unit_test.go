@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"os"
 	"slices"
@@ -54,52 +53,6 @@ func TestStatusTables(t *testing.T) {
 		"raft c2 8 c1 c2 c3 c1 c2\n"
 	if b.String() != want {
 		t.Errorf("status:\n got %q\nwant %q", b.String(), want)
-	}
-}
-
-func TestWriteTables(t *testing.T) {
-	agents := table{Name: "agents", Columns: []string{"Host", "State", "Members"}, Rows: [][]any{
-		{"compute-1", "free", []string{"compute-1", "compute-2"}},
-		{"compute-2", "in: yes", []string{}},
-	}}
-	events := table{Name: "events", Columns: []string{"Event", "Actions"}, Rows: [][]any{
-		{"e1", []orderedMap{{{"server", "s1"}, {"outcome", "done"}}}},
-	}}
-	cases := []struct {
-		format  string
-		columns []string
-		ts      []table
-		want    string
-	}{
-		{"value", nil, []table{agents}, "compute-1 free compute-1 compute-2\ncompute-2 in: yes \n"},
-		{"value", []string{"host"}, []table{agents, events}, "compute-1\ncompute-2\n"},
-		{"json", []string{"State"}, []table{agents}, "[\n  {\n    \"State\": \"free\"\n  },\n  {\n    \"State\": \"in: yes\"\n  }\n]\n"},
-		{"yaml", nil, []table{agents}, "- Host: compute-1\n  State: free\n  Members:\n    - compute-1\n    - compute-2\n- Host: compute-2\n  State: \"in: yes\"\n  Members: []\n"},
-		{"yaml", nil, []table{events}, "- Event: e1\n  Actions:\n    - server: s1\n      outcome: done\n"},
-		{"table", []string{"host", "members"}, []table{agents},
-			"+-----------+-----------+\n| Host      | Members   |\n+-----------+-----------+\n| compute-1 | compute-1 |\n|           | compute-2 |\n| compute-2 |           |\n+-----------+-----------+\n"},
-	}
-	for _, c := range cases {
-		var b bytes.Buffer
-		if err := writeTables(&b, c.format, c.columns, c.ts...); err != nil {
-			t.Fatalf("%s %v: %v", c.format, c.columns, err)
-		}
-		if b.String() != c.want {
-			t.Errorf("-f %s -c %v:\n got %q\nwant %q", c.format, c.columns, b.String(), c.want)
-		}
-	}
-	var b bytes.Buffer
-	var both map[string][]map[string]any
-	if err := writeTables(&b, "json", nil, agents, events); err != nil || json.Unmarshal(b.Bytes(), &both) != nil || len(both["agents"]) != 2 || len(both["events"]) != 1 {
-		t.Errorf("two tables as json: %v %s", err, b.String())
-	}
-	for _, bad := range []struct {
-		f string
-		c []string
-	}{{"xml", nil}, {"table", []string{"nope"}}} {
-		if err := writeTables(&b, bad.f, bad.c, agents); err == nil {
-			t.Errorf("-f %s -c %v: no error", bad.f, bad.c)
-		}
 	}
 }
 

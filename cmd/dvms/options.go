@@ -375,8 +375,25 @@ var options = []option{
 			"(never all candidates: dvms never fails a boot).",
 		field: func(c *fileConfig) any { return &c.SchedAPI.DropAvoided }},
 	{section: "scheduler_api", name: "pending_ttl", kind: kindSeconds, def: "120", bounds: ">= 0",
-		help:  "A host put first for a boot counts the flavor for this long (until its agent's summary shows the server), so bursts spread.",
+		help: "A host put first for a boot by an authenticated caller (token_file) counts the flavor for this long " +
+			"(until its agent's summary shows the server), so bursts spread.",
 		field: func(c *fileConfig) any { return &c.SchedAPI.PendingTTL }},
+	{section: "scheduler_api", name: "token_file", kind: kindPath,
+		help: "File whose first line is the token Nova's weigher sends (Authorization: Bearer TOKEN; its [dvms] token_file names the same file); " +
+			"at least 16 characters, e.g. `openssl rand -hex 32`, and not readable by others (mode 0640, group of nova and dvms). " +
+			"A call without it gets 401 and Nova keeps its order. Empty: every caller is answered but none is trusted: " +
+			"no boot is counted as pending (pending_ttl), since anyone reaching the port could steer later boots with it.",
+		field: func(c *fileConfig) any { return &c.SchedAPIHTTP.TokenFile }},
+	{section: "scheduler_api", name: "body_timeout", kind: kindSeconds, def: "10", bounds: "> 0",
+		help:  "A request must arrive whole (header and body) within this long, and its answer leave within it; a slower connection is closed.",
+		field: func(c *fileConfig) any { return &c.SchedAPIHTTP.BodyTimeout }},
+	{section: "scheduler_api", name: "idle_timeout", kind: kindSeconds, def: "60", bounds: "> 0",
+		help:  "A keep-alive connection with no request for this long is closed.",
+		field: func(c *fileConfig) any { return &c.SchedAPIHTTP.IdleTimeout }},
+	{section: "scheduler_api", name: "max_requests_per_client", kind: kindInt, def: "16", bounds: ">= 1", unit: "requests",
+		help: "Requests of one client address in progress at once (nova-scheduler asks once per boot per worker); " +
+			"more get 429 at once and Nova keeps its order for them. The service takes 256 at most in all.",
+		field: func(c *fileConfig) any { return &c.SchedAPIHTTP.MaxPerClient }},
 }
 
 // lookupOption returns the row of [section] name, or nil.

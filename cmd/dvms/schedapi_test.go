@@ -14,6 +14,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/scheduler/extsched"
+	"github.com/dvms-project/dvms/scheduler/extsched/extschedtest"
 )
 
 // syncBuffer is a log sink safe for the service's goroutines.
@@ -57,26 +58,6 @@ func eventually(t *testing.T, d time.Duration, cond func() bool) bool {
 		time.Sleep(10 * time.Millisecond) // polling a condition, not hoping
 	}
 	return cond()
-}
-
-// novaRequest is what Nova's hook posts: a RequestSpec primitive, the
-// candidates in Nova's order and Nova's weights.
-func novaRequest(vcpus, ramMB int, hosts ...string) []byte {
-	var hs []map[string]string
-	weights := map[string]float64{}
-	for i, h := range hosts {
-		hs = append(hs, map[string]string{"host": h, "hypervisor_hostname": h})
-		weights[h] = float64(len(hosts) - i)
-	}
-	body, _ := json.Marshal(map[string]any{
-		"spec": map[string]any{"nova_object.name": "RequestSpec", "nova_object.namespace": "nova", "nova_object.version": "1.14",
-			"nova_object.data": map[string]any{"instance_uuid": "11111111-2222-3333-4444-555555555555", "num_instances": 1,
-				"flavor":         map[string]any{"nova_object.name": "Flavor", "nova_object.data": map[string]any{"name": "m1.test", "vcpus": vcpus, "memory_mb": ramMB}},
-				"instance_group": nil, "scheduler_hints": map[string]any{}}},
-		"rebuild": false, "resize": false, "live": false, "vmware": false,
-		"hosts": hs, "weights": weights,
-	})
-	return body
 }
 
 func TestSchedulerAPIOverNATS(t *testing.T) {
@@ -179,7 +160,7 @@ func TestSchedulerAPIOverNATS(t *testing.T) {
 	same := func(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }
 
 	// Nova ranks busy first and drain second; dvms measured otherwise.
-	code, got := ask("req-fresh", novaRequest(2, 2048, "busy", "drain", "idle", "unknown"))
+	code, got := ask("req-fresh", extschedtest.NovaRequest(2, 2048, "busy", "drain", "idle", "unknown"))
 	if want := []string{"idle", "unknown", "busy", "drain"}; code != 200 || !same(got, want) {
 		t.Errorf("answer %d %v, want %v", code, got, want)
 	}
@@ -204,7 +185,7 @@ func TestSchedulerAPIOverNATS(t *testing.T) {
 
 	// Every summary stale: Nova's order, drain included.
 	clock.add(cfg.SchedAPI.StaleAfter + time.Second)
-	code, got = ask("req-stale", novaRequest(2, 2048, "busy", "drain", "idle", "unknown"))
+	code, got = ask("req-stale", extschedtest.NovaRequest(2, 2048, "busy", "drain", "idle", "unknown"))
 	if want := []string{"busy", "drain", "idle", "unknown"}; code != 200 || !same(got, want) {
 		t.Errorf("stale view: answer %d %v, want Nova's order %v", code, got, want)
 	}
@@ -237,7 +218,7 @@ func TestSchedulerAPIStartsWithoutNATS(t *testing.T) {
 		}
 	}()
 	post := func() []string {
-		resp, err := http.Post("http://"+p.addr+extsched.Path, "application/json", bytes.NewReader(novaRequest(1, 512, "a", "b")))
+		resp, err := http.Post("http://"+p.addr+extsched.Path, "application/json", bytes.NewReader(extschedtest.NovaRequest(1, 512, "a", "b")))
 		if err != nil {
 			t.Fatal(err)
 		}

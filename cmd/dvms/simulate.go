@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -142,7 +141,7 @@ func runSimulate(c *cli.Context) error {
 	cfg.Mode = c.String("mode")
 	cfg.Arrivals, cfg.ArrivalWeights = c.Float64("arrivals"), c.String("arrival-weights")
 	if cfg.Membership == sim.MembershipSwim {
-		swimGC()
+		sim.TuneGCForSwim()
 	}
 	stop, err := startCPUProfile(c.String("cpuprofile"))
 	if err != nil {
@@ -175,51 +174,7 @@ func runSimulate(c *cli.Context) error {
 	} else {
 		rep.WriteText(os.Stdout)
 	}
-	return invalid(rep)
-}
-
-// swimGC: a thousand memberlist instances in one process allocate at
-// every message they decode (about 180 MB/s while the agents join), and
-// the collector took a third of the process's CPU at 1,000 agents with
-// an 8 GiB limit (gctrace: a cycle every 15-20 s, each marking 2-3 GB
-// for 6-9 s), CPU the probes then lacked. Unless GOGC is set, let the
-// heap grow to 5x the live heap instead of 2x (GOGC=400), and collect
-// harder only as it nears swimMemLimit (unless GOMEMLIMIT is set).
-func swimGC() {
-	if os.Getenv("GOGC") != "" {
-		return
-	}
-	debug.SetGCPercent(400)
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(swimMemLimit(memTotal()))
-	}
-}
-
-// swimMemLimit: where swimGC's collector works harder again: 12 GiB
-// (a cycle every 40-60 s at 1,000 agents), or half the machine's memory
-// when that is less (0: unknown, 8 GiB).
-func swimMemLimit(total int64) int64 {
-	const most, unknown = 12 << 30, 8 << 30
-	if total <= 0 {
-		return unknown
-	}
-	return min(most, total/2)
-}
-
-// memTotal is the machine's memory in bytes from /proc/meminfo (0 where
-// there is none).
-func memTotal() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		var kb int64
-		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
-			return kb << 10
-		}
-	}
-	return 0
+	return sim.Invalid(rep)
 }
 
 // startCPUProfile profiles the process into path (none: a no-op) until
@@ -243,17 +198,4 @@ func startCPUProfile(path string) (stop func() error, err error) {
 		}
 		return nil
 	}, nil
-}
-
-// invalid is the error of a run that did not keep up with its clock
-// (exit 1, after the report): its figures are not DVMS's.
-func invalid(reps ...*sim.Report) error {
-	var errs []error
-	for _, r := range reps {
-		if !r.Valid {
-			errs = append(errs, fmt.Errorf("the %s run is not valid (it did not keep up with its clock; fewer hosts or a lower --time-scale): %s",
-				r.Mode, strings.Join(r.InvalidBecause, "; ")))
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -217,6 +217,9 @@ EOT
   nova_client_sections "$1/locks"
 }
 mkdir -p "$STATE_DIR/nova/locks"
+# The token nova-scheduler's weigher sends to dvms scheduler-api (both read
+# this file: [dvms] token_file, [scheduler_api] token_file).
+[ -s "$ETC_DIR/scheduler-api.token" ] || (umask 077 && openssl rand -hex 32 > "$ETC_DIR/scheduler-api.token")
 {
   nova_common "$STATE_DIR/nova"
   cat <<EOT
@@ -245,6 +248,7 @@ track_instance_changes = true
 weight_classes = nova.scheduler.weights.all_weighers,dvms_nova.weigher.DvmsWeigher
 [dvms]
 url = http://$DVMS_FUNC_HOST_IP:$SCHEDAPI_PORT/scheduler/nova/external
+token_file = $ETC_DIR/scheduler-api.token
 timeout = 1.0
 # The functional tests measure dvms' order: it must prevail over Nova's
 # weighers (the default, 1.0, makes dvms one weigher among Nova's).
@@ -456,7 +460,7 @@ DVMS_REGION="$DVMS_FUNC_REGION" DVMS_OS_CLOUD="$DVMS_FUNC_AGENT_CLOUD" \
   DVMS_CLOUDS_YAML="$DVMS_FUNC_DIR/clouds.yaml" \
   DVMS_NATS_URL="${DVMS_NATS_URL:-nats://$NATS_IP:$NATS_PORT}" \
   dvms_write_config "$ETC_DIR/dvms.conf"
-printf '\n[scheduler_api]\nlisten = %s\n' "$DVMS_FUNC_HOST_IP:$SCHEDAPI_PORT" >> "$ETC_DIR/dvms.conf"
+printf '\n[scheduler_api]\nlisten = %s\ntoken_file = %s\n' "$DVMS_FUNC_HOST_IP:$SCHEDAPI_PORT" "$ETC_DIR/scheduler-api.token" >> "$ETC_DIR/dvms.conf"
 log "dvms agent config: $ETC_DIR/dvms.conf"
 
 log "cloud is up: $N computes; OS_CLIENT_CONFIG_FILE=$DVMS_FUNC_DIR/clouds.yaml OS_CLOUD=$DVMS_FUNC_CLOUD (or . $DVMS_FUNC_DIR/openrc)"

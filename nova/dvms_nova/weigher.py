@@ -8,9 +8,17 @@ weights it sends are theirs::
 
     [dvms]
     url = http://127.0.0.1:8095/scheduler/nova/external
+    token_file = /etc/dvms/scheduler-api.token
     timeout = 1.0
     retry_after = 10.0
     weight_multiplier = 1.0
+
+The token in token_file (the file dvms scheduler-api's [scheduler_api]
+token_file names; readable by nova and dvms only) goes with each call as
+"Authorization: Bearer TOKEN": scheduler-api refuses calls without it, and
+only authenticated calls count their boot as pending on the host they put
+first. The file is read at each call, so a rotated token takes effect at
+once.
 
 For each scheduling request (each instance of a multi-instance boot, as
 Nova weighs them) the weigher makes one POST with the request and response
@@ -51,6 +59,13 @@ dvms_opts = [
         help='URL of dvms scheduler-api, e.g. '
              'http://127.0.0.1:8095/scheduler/nova/external. Empty: the '
              'weigher gives every host the same weight.'),
+    cfg.StrOpt(
+        'token_file', default='',
+        help='File whose first line is the token dvms scheduler-api '
+             'expects ([scheduler_api] token_file there), sent as '
+             '"Authorization: Bearer TOKEN". Empty: no token is sent; a '
+             'scheduler-api with a token refuses the call (Nova\'s order), '
+             'one without answers but counts no pending boot.'),
     cfg.FloatOpt(
         'timeout', default=1.0, min=0.01,
         help='Seconds to wait for dvms scheduler-api before keeping '
@@ -108,7 +123,16 @@ def _spec_primitive(spec_obj):
     return to_primitive()
 
 
-def ask(url, timeout, weighed_hosts, spec_obj):
+def read_token(path):
+    """The token of token_file: its first line, stripped."""
+    with open(path, encoding='utf-8') as f:
+        token = f.readline().strip()
+    if not token:
+        raise DvmsError('token_file %s is empty' % path)
+    return token
+
+
+def ask(url, timeout, weighed_hosts, spec_obj, token=None):
     """POST one scheduling request; return the host names in dvms' order.
 
     Raises DvmsError (or OSError, ValueError) when the answer cannot be
@@ -132,6 +156,8 @@ def ask(url, timeout, weighed_hosts, spec_obj):
     rid = _request_id(spec_obj)
     if rid:
         headers['X-OpenStack-Request-ID'] = rid
+    if token:
+        headers['Authorization'] = 'Bearer ' + token
     req = urllib.request.Request(url, data=data, headers=headers,
                                  method='POST')
     try:
@@ -227,7 +253,11 @@ class DvmsWeigher(weights.BaseHostWeigher):
                 return neutral
         self.calls += 1
         try:
-            order = ask(url, CONF.dvms.timeout, weighed_obj_list, spec_obj)
+            token = None
+            if CONF.dvms.token_file:
+                token = read_token(CONF.dvms.token_file)
+            order = ask(url, CONF.dvms.timeout, weighed_obj_list, spec_obj,
+                        token)
         except Exception as e:  # fail-open: never fail a boot
             self.fallbacks += 1
             with self._lock:

@@ -8,6 +8,8 @@ Run with Debian's python3 and python3-nova, from the repository root:
 import http.server
 import json
 import os
+import shutil
+import tempfile
 import threading
 import unittest
 
@@ -272,6 +274,45 @@ class DvmsWeigherTest(unittest.TestCase):
         self.assertEqual(['busy', 'drain', 'idle'], got)
         self.assertEqual(1, self.dvms.fallbacks)
         return '\n'.join(logs.output)
+
+    def test_token_is_sent(self):
+        # The token file's first line goes as a bearer token; a rotated
+        # token is read at the next call.
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        path = os.path.join(d, 'token')
+        with open(path, 'w') as f:
+            f.write('first-token-0123456789\nignored\n')
+        weigher.CONF.set_override('token_file', path, group='dvms')
+        self.addCleanup(weigher.CONF.clear_override, 'token_file',
+                        group='dvms')
+        self.server.answer = {'hosts': ['idle', 'busy', 'drain']}
+        self.weigh()
+        with open(path, 'w') as f:
+            f.write('second-token-0123456789\n')
+        self.weigh()
+        got = [h.get('Authorization') for h, _ in self.server.requests]
+        self.assertEqual(['Bearer first-token-0123456789',
+                          'Bearer second-token-0123456789'], got)
+
+    def test_no_token_file_sends_no_token(self):
+        self.server.answer = {'hosts': ['idle', 'busy', 'drain']}
+        self.weigh()
+        self.assertIsNone(self.server.requests[0][0].get('Authorization'))
+
+    def test_unreadable_token_keeps_nova_order(self):
+        weigher.CONF.set_override('token_file', '/nonexistent/dvms.token',
+                                  group='dvms')
+        self.addCleanup(weigher.CONF.clear_override, 'token_file',
+                        group='dvms')
+        self.server.answer = {'hosts': ['idle', 'busy', 'drain']}
+        self.assertIn('dvms.token', self.assertNovaOrder())
+        self.assertEqual([], self.server.requests)
+
+    def test_unauthorized_keeps_nova_order(self):
+        self.server.status = 401
+        self.server.answer = {'hosts': ['idle', 'busy', 'drain']}
+        self.assertIn('HTTP 401', self.assertNovaOrder())
 
     def test_http_error_keeps_nova_order(self):
         self.server.status = 500

@@ -1,4 +1,4 @@
-package main
+package nova_test
 
 import (
 	"bytes"
@@ -81,7 +81,7 @@ func TestWaitDrained(t *testing.T) {
 				}
 			}()
 			var out bytes.Buffer
-			left, err := waitDrained(ctx, &listing{steps: tc.steps}, "compute-1", time.Minute, tick, clk.now, &out, zerolog.Nop())
+			left, err := nova.WaitDrained(ctx, &listing{steps: tc.steps}, "compute-1", time.Minute, tick, clk.now, &out, zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func TestWaitDrained(t *testing.T) {
 func TestWaitDrainedStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := waitDrained(ctx, &listing{steps: [][]nova.Server{{{ID: "a"}}}}, "h", time.Hour, make(chan time.Time), time.Now, &bytes.Buffer{}, zerolog.Nop())
+	_, err := nova.WaitDrained(ctx, &listing{steps: [][]nova.Server{{{ID: "a"}}}}, "h", time.Hour, make(chan time.Time), time.Now, &bytes.Buffer{}, zerolog.Nop())
 	if err != context.Canceled {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}

@@ -1,0 +1,69 @@
+package sim
+
+// Process tuning for runs of many agents in one process, and the error
+// of a run whose figures are not valid.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+)
+
+// TuneGCForSwim: a thousand memberlist instances in one process allocate at
+// every message they decode (about 180 MB/s while the agents join), and
+// the collector took a third of the process's CPU at 1,000 agents with
+// an 8 GiB limit (gctrace: a cycle every 15-20 s, each marking 2-3 GB
+// for 6-9 s), CPU the probes then lacked. Unless GOGC is set, let the
+// heap grow to 5x the live heap instead of 2x (GOGC=400), and collect
+// harder only as it nears swimMemLimit (unless GOMEMLIMIT is set).
+func TuneGCForSwim() {
+	if os.Getenv("GOGC") != "" {
+		return
+	}
+	debug.SetGCPercent(400)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(swimMemLimit(memTotal()))
+	}
+}
+
+// swimMemLimit: where its collector works harder again: 12 GiB
+// (a cycle every 40-60 s at 1,000 agents), or half the machine's memory
+// when that is less (0: unknown, 8 GiB).
+func swimMemLimit(total int64) int64 {
+	const most, unknown = 12 << 30, 8 << 30
+	if total <= 0 {
+		return unknown
+	}
+	return min(most, total/2)
+}
+
+// memTotal is the machine's memory in bytes from /proc/meminfo (0 where
+// there is none).
+func memTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb int64
+		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// Invalid is the error of a run that did not keep up with its clock
+// (exit 1, after the report): its figures are not DVMS's.
+func Invalid(reps ...*Report) error {
+	var errs []error
+	for _, r := range reps {
+		if !r.Valid {
+			errs = append(errs, fmt.Errorf("the %s run is not valid (it did not keep up with its clock; fewer hosts or a lower --time-scale): %s",
+				r.Mode, strings.Join(r.InvalidBecause, "; ")))
+		}
+	}
+	return errors.Join(errs...)
+}
