@@ -251,34 +251,57 @@ func TestRealHostsCgroupMeasuresGuests(t *testing.T) {
 			t.Fatalf("the guests did not start burning in 30 s: %+v", r)
 		}
 	}
-	busy := window(15 * time.Second)
-
 	// The source against what the guest was told, and against QEMU's
 	// own CPU time (/proc: independent of cgroups). On a contended
-	// machine a guest gets less than it was told: the source is then
-	// held to /proc, and the shortfall is reported, not blamed on it.
+	// machine a guest gets less than it was told, whatever measures it:
+	// the source is held to /proc in every window, and the told figure is
+	// checked in the first window where QEMU got what the guests were
+	// told (a guest cannot burn more than the machine gives it). Up to
+	// contendedWindows windows; a machine contended in all of them fails
+	// the test in CI (DVMS_REALHOSTS_REQUIRED=1) with the figures.
+	const contendedWindows = 6
 	pct := func(got, want float64) float64 { return 100 * (got - want) / want }
-	check := func(what string, told, got, proc float64) {
-		t.Logf("%-28s told %7.2f  measured %7.2f  (/proc %7.2f)  error %+6.1f %% (vs /proc %+6.1f %%)", what, told, got, proc, pct(got, told), pct(got, proc))
-		if !math.IsNaN(proc) && math.Abs(pct(got, proc)) > 10 {
-			t.Errorf("%s: measured %.3f, QEMU's /proc says %.3f: %.1f %% off (more than 10 %%)", what, got, proc, pct(got, proc))
-		}
-		if math.Abs(pct(got, told)) <= 10 {
-			return
-		}
-		if !math.IsNaN(proc) && pct(proc, told) < -10 {
-			t.Logf("CONTENDED: %s got %.2f of the %.2f cores it was told (QEMU's /proc): the machine is busy; run alone for the told figure", what, proc, told)
-			if os.Getenv("DVMS_REALHOSTS_REQUIRED") == "1" {
-				t.Errorf("%s: the guest got %.2f of %.2f cores: a contended machine proves nothing about the told figure", what, proc, told)
-			}
-			return
-		}
-		t.Errorf("%s: measured %.2f, told %.2f: %.1f %% off (more than 10 %%)", what, got, told, pct(got, told))
-	}
-	check(guests[0].domain+" cpu (cores)", 1, busy[guests[0].domain].cpu, busy[guests[0].domain].proc)
-	check(guests[1].domain+" cpu (cores)", 0.5, busy[guests[1].domain].cpu, busy[guests[1].domain].proc)
 	g3 := guests[2].domain
-	check(g3+" ram growth (MiB)", 256, busy[g3].ram-idle[g3].ram, math.NaN())
+	told := map[string]float64{guests[0].domain: 1, guests[1].domain: 0.5}
+	var busy map[string]reading
+	for w := 1; ; w++ {
+		busy = window(15 * time.Second)
+		contended := ""
+		for _, g := range guests[:2] {
+			r := busy[g.domain]
+			t.Logf("window %d: %s cpu (cores) told %5.2f  measured %5.3f  /proc %5.3f  error vs told %+6.1f %%, vs /proc %+6.1f %%",
+				w, g.domain, told[g.domain], r.cpu, r.proc, pct(r.cpu, told[g.domain]), pct(r.cpu, r.proc))
+			if math.Abs(pct(r.cpu, r.proc)) > 10 {
+				t.Errorf("window %d: %s: measured %.3f cores, QEMU's /proc says %.3f: %.1f %% off (more than 10 %%)", w, g.domain, r.cpu, r.proc, pct(r.cpu, r.proc))
+			}
+			if pct(r.proc, told[g.domain]) < -10 {
+				contended += fmt.Sprintf(" %s got %.2f of %.2f cores;", g.domain, r.proc, told[g.domain])
+			}
+		}
+		if contended == "" {
+			break
+		}
+		t.Logf("CONTENDED window %d:%s the machine is busy (QEMU's /proc)", w, contended)
+		if w == contendedWindows {
+			msg := fmt.Sprintf("the guests did not get the cores they were told in %d windows of 15 s (last:%s): a contended machine proves nothing about the told figure; run it alone", w, contended)
+			if os.Getenv("DVMS_REALHOSTS_REQUIRED") == "1" {
+				t.Fatal(msg)
+			}
+			t.Skip("SKIPPED: " + msg)
+		}
+	}
+	for _, g := range guests[:2] {
+		r := busy[g.domain]
+		t.Logf("%-28s told %7.2f  measured %7.2f  (/proc %7.2f)  error %+6.1f %% (vs /proc %+6.1f %%)", g.domain+" cpu (cores)", told[g.domain], r.cpu, r.proc, pct(r.cpu, told[g.domain]), pct(r.cpu, r.proc))
+		if math.Abs(pct(r.cpu, told[g.domain])) > 10 {
+			t.Errorf("%s: measured %.3f cores, told %.2f: %.1f %% off (more than 10 %%)", g.domain, r.cpu, told[g.domain], pct(r.cpu, told[g.domain]))
+		}
+	}
+	ram := busy[g3].ram - idle[g3].ram
+	t.Logf("%-28s told %7.2f  measured %7.2f  error %+6.1f %%", g3+" ram growth (MiB)", 256.0, ram, pct(ram, 256))
+	if math.Abs(pct(ram, 256)) > 10 {
+		t.Errorf("%s: its RAM grew by %.1f MiB, told 256: %.1f %% off (more than 10 %%)", g3, ram, pct(ram, 256))
+	}
 	for _, g := range guests {
 		t.Logf("%s: idle %.3f cores %.0f MiB, busy %.3f cores %.0f MiB", g.domain, idle[g.domain].cpu, idle[g.domain].ram, busy[g.domain].cpu, busy[g.domain].ram)
 	}
