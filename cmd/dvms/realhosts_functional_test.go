@@ -705,17 +705,53 @@ func TestRealHostsNonConverging(t *testing.T) {
 		t.Fatalf("event %s ended %s with reason %q, actions %v: want the action on %s classed %s and the reason naming it",
 			ev.Event, ev.Outcome, ev.Reason, ev.Actions, id, reason)
 	}
-	// Handled within its limit: the policy acts at the limit, then Nova
-	// ends the migration (an abort at once; a forced one copies what is
-	// left, the guest paused, at the capped bandwidth: 256 MiB / 10 MiB/s).
-	slack := 20 * time.Second
-	if action == "force_complete" {
-		slack += 256 / capMiBps * time.Second
+	// Handled within its limit: the policy acts (dvms asks Nova to abort or
+	// force-complete) by the limit, as Nova's own record of the server's
+	// actions says: live_migration_cancel / live_migration_force_complete,
+	// at most one stall-window poll late. How long Nova and libvirt then
+	// take to end the migration is theirs: under QEMU TCG on a busy
+	// machine nova-compute's migration monitor and libvirt's abortJob have
+	// waited on a busy QEMU monitor for over a minute. The event must
+	// still end with the policy's reason (above); its end is reported.
+	novaAction := map[string]string{"abort": "live_migration_cancel", "force_complete": "live_migration_force_complete"}[action]
+	var acted time.Time
+	for _, a := range b.serverEvents(id) {
+		at, err := novaTime(a.Start)
+		if err != nil {
+			t.Fatalf("server event list: %v", err)
+		}
+		if a.Action == novaAction && !at.Before(started) && (acted.IsZero() || at.Before(acted)) {
+			acted = at
+		}
 	}
-	if took := ended.Sub(started); took > limit+slack {
-		t.Errorf("the migration started at %s and its event ended %s later: more than the limit %s + %s", started.Format(time.TimeOnly), took.Round(time.Second), limit, slack)
+	if acted.IsZero() {
+		t.Fatalf("no %s in `openstack server event list %s` after the migration started at %s", novaAction, id, started.Format(time.TimeOnly))
+	}
+	t.Logf("REALHOSTS NONCONVERGING_ACTED policy=%s migration_start_to_%s=%s limit=%s nova_end_after_request=%s",
+		action, novaAction, acted.Sub(started).Round(time.Second), limit, ended.Sub(acted).Round(time.Second))
+	const poll = 10 * time.Second
+	if took := acted.Sub(started); took > limit+poll {
+		t.Errorf("the migration started at %s and dvms asked Nova for %s %s later: more than the limit %s + %s", started.Format(time.TimeOnly), novaAction, took.Round(time.Second), limit, poll)
 	}
 	b.mustCtl(id, "idle")
+}
+
+// serverEvent is one row of `openstack server event list`.
+type serverEvent struct {
+	Action string `json:"Action"`
+	Start  string `json:"Start Time"`
+}
+
+// serverEvents is `openstack server event list ID`: Nova's own record of
+// the actions asked on a server, with when each was asked.
+func (b *realBed) serverEvents(id string) []serverEvent {
+	b.t.Helper()
+	out := b.osc("server", "event", "list", "-f", "json", id)
+	var rows []serverEvent
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		b.t.Fatalf("server event list: %v\n%s", err, out)
+	}
+	return rows
 }
 
 // waitGuestRate waits a few seconds of the guest's own dirtying after st.
