@@ -61,7 +61,16 @@ type Observed struct {
 type Verdict struct {
 	Class  ReasonClass
 	Reason string
+	// Reads are the Nova reads the executor's re-check made for it
+	// (Executor.readAll); the virtual clock prices them with nova/fake's
+	// cost model.
+	Reads []Read
 }
+
+// Read is one nova.Client call: its method name ("Migrations" of a
+// server with none: "MigrationsNone") and the host it reads ("" for a
+// server's).
+type Read struct{ Method, Host string }
 
 // PlanCheck is one plan's re-check state for a caller that observes the
 // cloud itself (the virtual clock). Not safe for concurrent use.
@@ -96,6 +105,7 @@ func (p *PlanCheck) EventKnown() bool {
 func (p *PlanCheck) Judge(a scheduler.Action, o Observed) Verdict {
 	r := &reads{server: o.Server, migrations: o.Migrations, dest: o.Dest, destServers: o.DestServers,
 		srcDemand: o.SrcDemand, destDemand: o.DestDemand}
+	var calls []Read
 	if !p.EventKnown() {
 		if p.ev.Kind != scheduler.Maintenance {
 			p.f.note(o.EventDemand)
@@ -105,9 +115,28 @@ func (p *PlanCheck) Judge(a scheduler.Action, o Observed) Verdict {
 			p.f.reasons[p.ev.Host] = why
 		}
 		r.reason = why
+		// reasonFirst: an OVERLOAD its host's agent confirms costs Nova
+		// nothing; else eventReason reads the host (and its servers).
+		switch {
+		case p.ev.Kind == scheduler.Overload && why.why == "":
+		case p.ev.Kind == scheduler.Maintenance:
+			calls = append(calls, Read{"Host", p.ev.Host})
+		default:
+			calls = append(calls, Read{"Host", p.ev.Host}, Read{"Servers", p.ev.Host})
+		}
 	} else {
 		r.reason = p.f.reasons[p.ev.Host]
 		r.decided = r.reason.why != ""
+	}
+	if !r.decided {
+		calls = append(calls, Read{Method: "Server"})
+		if a.Kind == scheduler.LiveMigrate {
+			migs := "Migrations"
+			if len(o.Migrations) == 0 {
+				migs = "MigrationsNone"
+			}
+			calls = append(calls, Read{Method: migs}, Read{"Host", a.To}, Read{"Servers", a.To})
+		}
 	}
 	if a.Kind == scheduler.LiveMigrate {
 		p.f.note(o.SrcDemand)
@@ -115,5 +144,5 @@ func (p *PlanCheck) Judge(a scheduler.Action, o Observed) Verdict {
 	}
 	_, held, sk := judge(p.thr, a, p.f, r)
 	p.f.accept(held)
-	return Verdict{Class: sk.class, Reason: sk.why}
+	return Verdict{Class: sk.class, Reason: sk.why, Reads: calls}
 }
