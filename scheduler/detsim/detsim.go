@@ -69,6 +69,10 @@ type Options struct {
 	ArbiterFaults float64
 	// Agent configures every agent (ID is filled in).
 	Agent scheduler.Config
+	// Node is the runtime's configuration whose periods the cluster runs
+	// (the monitor's refresh, the region's watch, the executor's poll);
+	// zero: node.DefaultConfig().
+	Node node.Config
 }
 
 // Rec is a record an agent emitted, with its host and time.
@@ -159,6 +163,10 @@ type Cluster struct {
 	Rereads, RereadMerges int
 	// Filter, if set, can drop a message (returns false) — partitions, targeted loss.
 	Filter func(from, to string, m scheduler.Message) bool
+
+	// Nova counts the calls the runtime would make to Nova (nova.Client
+	// method names, priced by nova/fake.WarmRequests; nova.go).
+	Nova novaCalls
 }
 
 // New builds a cluster over hosts (servers with their demand).
@@ -177,6 +185,11 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 		Agents: map[string]*scheduler.Agent{}, Hosts: map[string]*scheduler.Host{}, Crashed: map[string]bool{},
 		incoming: map[string][]scheduler.Action{}, moving: map[string]bool{},
 	}
+	if opt.Node.Refresh == 0 {
+		opt.Node = node.DefaultConfig()
+		c.opt.Node = opt.Node
+	}
+	c.Nova.init(opt.Seed)
 	c.Arbiter = consensus.NewLocal(func() time.Time { return c.Now })
 	c.arb = &faultyArbiter{Arbiter: c.Arbiter, rate: opt.ArbiterFaults, rng: rand.New(rand.NewSource(opt.Seed + 1))}
 	for i := range hosts {
@@ -214,6 +227,7 @@ func (c *Cluster) start(n string) {
 		panic(err) // options are the test's own
 	}
 	c.Agents[n] = a
+	delete(c.Nova.sched, n) // a new runtime: its monitor starts afresh
 }
 
 // Crash stops an agent (its messages are lost); Restart brings it back free.
@@ -278,6 +292,7 @@ func (c *Cluster) Step() {
 			}
 			a := c.Agents[n]
 			if sample {
+				c.refresh(n)
 				a.Observe(c.Now, c.snapshot(n))
 				c.Samples++
 			}
@@ -286,6 +301,9 @@ func (c *Cluster) Step() {
 			}
 			c.flush(n)
 		}
+	}
+	if !c.opt.NoAgents && crossed(prev, c.Now, c.opt.Node.ServiceWatch) {
+		c.watch()
 	}
 	if c.opt.CheckEvery <= 0 || c.Now.Sub(c.lastCheck) >= c.opt.CheckEvery {
 		c.lastCheck = c.Now
@@ -346,6 +364,7 @@ func (c *Cluster) snapshot(n string) scheduler.Host {
 
 func (c *Cluster) flush(n string) {
 	rd := c.Agents[n].Ready()
+	defer c.notePartition(n)
 	for _, env := range rd.Messages {
 		c.Messages++
 		if c.Filter != nil && !c.Filter(n, env.To, env.Msg) {
@@ -504,6 +523,7 @@ func (c *Cluster) progress() {
 			e.moves = append(e.moves, a)
 			c.incoming[a.To] = append(c.incoming[a.To], a)
 			c.moving[a.Server] = true
+			c.Nova.migrate(c.migrationTime(a), c.opt.Node.Exec.Poll)
 			d = max(d, c.migrationTime(a))
 		}
 		if d == 0 {
@@ -599,7 +619,9 @@ func (c *Cluster) begin(e *exec, a scheduler.Action) started {
 	ev := e.req.Event
 	i := c.find(a.From, a.Server)
 	if c.opt.Recheck {
-		if v := e.check.Judge(a, c.observe(e, a, i)); v.Class != "" {
+		v := e.check.Judge(a, c.observe(e, a, i))
+		c.Nova.reads(c.caller(e), v.Reads)
+		if v.Class != "" {
 			e.results = append(e.results, node.ActionResult{Action: a, Outcome: node.ActionSkipped, Class: v.Class, Reason: v.Reason})
 			return skipped
 		}
@@ -614,6 +636,7 @@ func (c *Cluster) begin(e *exec, a scheduler.Action) started {
 		src.Servers = slices.Delete(src.Servers, i, i+1) // shelved: leaves the host
 		c.servers--
 		c.Shelved++
+		c.Nova.shelve()
 		return shelved
 	}
 	// The snapshot counts the allocation of servers moving in; their

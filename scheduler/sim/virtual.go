@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dvms-project/dvms/nova/fake"
@@ -234,6 +237,9 @@ func runVirtual(cfg Config) (*Report, error) {
 		on += len(h.Servers)
 	}
 	rep.Safety.ServersLost = cfg.Servers - on - c.Shelved
+	if err := virtualNova(rep, c, cfg); err != nil {
+		return nil, err
+	}
 	rep.validity()
 	rep.WallS = round(time.Since(wallStart).Seconds())
 	return rep, nil
@@ -288,4 +294,73 @@ func (o *virtualOracle) round() {
 			o.st.record("oracle", o.ended(ev, out, class, size, o.c.Now))
 		})
 	}
+}
+
+// virtualNova fills the report's nova section from the calls the
+// runtime's decisions made on the virtual clock (detsim's Nova), priced by
+// nova/fake's cost model (fake.WarmRequests).
+func virtualNova(rep *Report, c *detsim.Cluster, cfg Config) error {
+	n := &rep.Nova
+	n.Modelled = true
+	secs := cfg.Duration.Seconds()
+	byTmpl := map[string]int64{}
+	price := func(calls map[string]int64) (int64, error) {
+		var total int64
+		for call, k := range calls {
+			ts, ok := fake.WarmRequests(call)
+			if !ok {
+				return 0, fmt.Errorf("virtual clock: nova/fake has no price for %s", call)
+			}
+			for _, t := range ts {
+				byTmpl[t.String()] += k
+			}
+			total += k * int64(len(ts))
+		}
+		return total, nil
+	}
+	startup, err := price(c.Nova.Startup)
+	if err != nil {
+		return err
+	}
+	rest, err := price(c.Nova.Calls)
+	if err != nil {
+		return err
+	}
+	n.Requests.Total = startup + rest
+	n.StartupRequests = startup
+	n.AfterWarmup.Requests = rest
+	if secs > 0 {
+		n.AfterWarmup.PerSecond = round(float64(rest) / secs)
+		n.RegionWatch.Requests = c.Nova.Calls["Services"]
+		n.RegionWatch.PerMinute = round(float64(n.RegionWatch.Requests) / (secs / 60))
+		if cfg.Hosts > 0 {
+			n.PerHostMinute = round(float64(n.Requests.Total) / (secs / 60) / float64(cfg.Hosts))
+		}
+	}
+	all := maps.Clone(c.Nova.Calls)
+	for call, k := range c.Nova.Startup {
+		all[call] += k
+	}
+	for _, call := range slices.Sorted(maps.Keys(all)) {
+		ts, _ := fake.WarmRequests(call)
+		r := CallRate{Call: call, Calls: all[call], Requests: all[call] * int64(len(ts))}
+		if secs > 0 {
+			r.PerSecond = round(float64(r.Requests) / secs)
+		}
+		n.ByCall = append(n.ByCall, r)
+	}
+	tmpls := slices.Collect(maps.Keys(byTmpl))
+	slices.SortFunc(tmpls, func(a, b string) int {
+		if d := cmp.Compare(byTmpl[b], byTmpl[a]); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	for i, t := range tmpls {
+		if i == 10 {
+			break
+		}
+		n.Requests.ByTemplate = append(n.Requests.ByTemplate, TemplateCount{Template: t, Count: byTmpl[t]})
+	}
+	return nil
 }
