@@ -2,8 +2,14 @@
 // goroutine, a virtual clock, an in-memory message queue with loss, delay
 // and crash hooks, the single-process merge arbiter, a ground-truth cloud
 // that plans are applied to, and safety checks after every step (DESIGN
-// §8). A failure replays from its seed. It is for tests and for
-// exploring the protocol; `dvms simulate` runs the real runtime over NATS.
+// §8). A failure replays from its seed. The runtime's decisions are not
+// imitated here: detsim calls scheduler/node's step functions on what its
+// ground truth shows — the executor's re-check (node.PlanCheck), the
+// plan's outcome (node.PlanOutcome), the monitor's refresh schedule
+// (node.Refresh) and the maintenance watch (node.WatchStep) — and counts
+// the Nova calls they make (nova.go). It is for tests and for exploring
+// the protocol at scale (`dvms simulate --clock virtual`); `--clock wall`
+// runs the runtime's goroutines over NATS and nova/fake.
 package detsim
 
 import (
@@ -60,8 +66,9 @@ type Options struct {
 	// NoAgents: the cluster runs no agent; it is a ground truth whose
 	// clock, re-checks and migrations serve a planner outside (Execute).
 	NoAgents bool
-	// Recheck skips actions that no longer fit when they start, like the
-	// real executor. Without it, any stale plan shows up as a violation.
+	// Recheck re-checks each action when it starts with the runtime
+	// executor's own verdict (node.PlanCheck) and skips what it skips.
+	// Without it, any stale plan shows up as a violation.
 	Recheck bool
 	// ArbiterFaults is the probability that an arbiter request fails as
 	// when the Raft leader is lost: half before it is applied (no quorum),
@@ -210,7 +217,9 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 }
 
 // Execute runs a plan from a planner outside the agents (Options.NoAgents:
-// the oracle) with the agents' executor model; then is told its end.
+// the oracle) as the agents' plans run (Options.Recheck: the runtime
+// executor's verdicts); then is told its end (node.PlanOutcome's; a
+// re-plan it asks for ends the event Aborted: no leader re-plans).
 func (c *Cluster) Execute(req scheduler.ExecRequest, then func(scheduler.Outcome, scheduler.EndClass, string)) {
 	c.execs = append(c.execs, c.newExec("", req, then))
 }

@@ -68,13 +68,17 @@ func (c Config) virtualProblems() error {
 // runVirtual runs cfg on a virtual clock: the agents' own state machines
 // (scheduler.Agent, the same solver and planner), messages through
 // detsim's in-process queue (1-2 ms each, through the wire encoding),
-// the single-process merge arbiter, and plans applied to a ground truth
-// whose re-check skips a move that no longer fits when it starts, as the
-// runtime's executor does. Simulated time jumps from one event to the
-// next, so the wall time depends only on the work done and a run is
-// reproducible from its seed. It does not run the runtime (node.Runner
-// and its executor's Nova reads), NATS, Raft or nova/fake: Nova's cost and
-// faults are Run's (--clock wall).
+// the single-process merge arbiter, and plans applied to a ground truth.
+// The runtime's decisions run as step functions on what that ground truth
+// shows: the executor's re-check verdicts and the plan's outcome
+// (node.PlanCheck, node.PlanOutcome), the monitor's refresh schedule and
+// the region's maintenance watch (node.Refresh, node.WatchStep); the Nova
+// calls they make are counted and priced by nova/fake's cost model
+// (virtualNova). Simulated time jumps from one event to the next, so the
+// wall time depends only on the work done and a run is reproducible from
+// its seed. It does not run node.Runner's goroutines, NATS, Raft or
+// nova/fake itself: Nova's latency, queue and faults are Run's (--clock
+// wall).
 func runVirtual(cfg Config) (*Report, error) {
 	if err := cfg.virtualProblems(); err != nil {
 		return nil, err
@@ -256,8 +260,9 @@ func firstTen(v []string) []string {
 // virtualOracle is the oracle (oracle.go) on the virtual clock: every
 // simulated second it samples every host with no delay, raises events
 // with the agents' K-of-N, solves each at once over every host no plan
-// uses, and runs the plan with the agents' executor model (detsim's
-// re-check and migration durations).
+// uses, and runs the plan as the agents' plans run (the runtime
+// executor's re-check verdicts and plan outcome, detsim's migration
+// durations).
 type virtualOracle struct {
 	detector
 	cfg     Config
