@@ -91,6 +91,9 @@ func TestVirtualClockDecidesAsTheRuntime(t *testing.T) {
 				}
 				cfg := node.DefaultExecConfig()
 				cfg.Poll = 100 * time.Millisecond
+				// Bounds long enough for a busy machine: the clock runs
+				// 200 times faster than the wall.
+				cfg.RecheckTimeout, cfg.MigrationTimeout, cfg.Unresponsive = time.Hour, time.Hour, time.Hour
 				e := node.NewExecutor(cfg, cloud, cloud, scheduler.DefaultThresholds(), clock, zerolog.Nop())
 				res := e.Execute(ctx, tc.ev, plan)
 				o, c, reason, replan := node.PlanOutcome(res, false, true, func() bool { return e.Relieved(ctx, tc.ev, plan) })

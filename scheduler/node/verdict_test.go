@@ -42,7 +42,11 @@ func TestPlanCheckReadsWhatTheExecutorReads(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 200)
-			cloud := fake.New(fake.DefaultConfig(), clock)
+			// Caches and the re-check's bound long enough for a busy
+			// machine (the clock runs 200 times faster than the wall).
+			fc := fake.DefaultConfig()
+			fc.GroupCacheTTL, fc.InventoryCacheTTL = 24*time.Hour, 24*time.Hour
+			cloud := fake.New(fc, clock)
 			ctx := context.Background()
 			var snap []scheduler.Host
 			for _, h := range []string{"h1", "h2", "h3"} {
@@ -111,6 +115,7 @@ func TestPlanCheckReadsWhatTheExecutorReads(t *testing.T) {
 			// The executor, in advise mode.
 			cfg := node.DefaultExecConfig()
 			cfg.DryRun = true
+			cfg.RecheckTimeout = time.Hour
 			e := node.NewExecutor(cfg, v, cloud, scheduler.DefaultThresholds(), clock, zerolog.Nop())
 			e.Capacity = func(string) (float64, float64, bool) { return 8, 16384, true }
 			before := cloud.Meter().CallerTotal("agent")
