@@ -63,6 +63,10 @@ type Options struct {
 	// OnSolveRequest, if set, is given each solve request before it is
 	// solved (the hosts a leader solves over).
 	OnSolveRequest func(scheduler.SolveRequest)
+	// BeforeSample, if set, is called at each second before the agents
+	// sample their hosts (a harness changes demand there, so a sample
+	// and a re-check just after it see the same second's demand).
+	BeforeSample func(now time.Time)
 	// NoAgents: the cluster runs no agent; it is a ground truth whose
 	// clock, re-checks and migrations serve a planner outside (Execute).
 	NoAgents bool
@@ -294,6 +298,9 @@ func (c *Cluster) Step() {
 	c.progress()
 	tick := crossed(prev, c.Now, 500*time.Millisecond)
 	sample := crossed(prev, c.Now, time.Second)
+	if sample && c.opt.BeforeSample != nil {
+		c.opt.BeforeSample(c.Now)
+	}
 	if (tick || sample) && !c.opt.NoAgents {
 		for _, n := range c.names {
 			if c.Crashed[n] {

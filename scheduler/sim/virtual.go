@@ -111,6 +111,7 @@ func runVirtual(cfg Config) (*Report, error) {
 	}
 
 	var c *detsim.Cluster
+	var beforeSample func(time.Time) // set once the workload is applied below
 	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
 		simNow: func() time.Time { return c.Now }, raisedSim: map[string]time.Time{}}
 	fc := fake.DefaultConfig()
@@ -127,8 +128,11 @@ func runVirtual(cfg Config) (*Report, error) {
 		MigrationDuration: func(a scheduler.Action) time.Duration {
 			return fc.MigrationOverhead + time.Duration(float64(a.RAMMB)/fc.BandwidthMBps*float64(time.Second))
 		},
-		OnRecord: func(r detsim.Rec) { st.record(r.Host, r.Record) },
-		OnSolve:  st.solved,
+		// The second's demand is set as the agents sample it: the sample
+		// and the re-checks of plans it starts see the same demand.
+		BeforeSample: func(now time.Time) { beforeSample(now) },
+		OnRecord:     func(r detsim.Rec) { st.record(r.Host, r.Record) },
+		OnSolve:      st.solved,
 		// The union check of unsolvable events (globalCheck); the oracle
 		// runs no agent, so only dvms's leaders send solve requests.
 		OnSolveRequest: st.viewed,
@@ -173,8 +177,13 @@ func runVirtual(cfg Config) (*Report, error) {
 	start := c.Now
 	seconds := int(cfg.Duration / time.Second)
 	samples0 := c.Samples
+	beforeSample = func(now time.Time) {
+		if t := now.Sub(start).Truncate(time.Second); t < time.Duration(seconds)*time.Second {
+			apply(t)
+		}
+	}
+	apply(0)
 	for s := 0; s < seconds; s++ {
-		apply(time.Duration(s) * time.Second)
 		if orc != nil {
 			orc.round()
 		}
