@@ -14,7 +14,9 @@ import (
 // service (none changed), a later one only what changed, a republish
 // everything.
 func TestWatchStep(t *testing.T) {
-	up := func(h string) nova.Service { return nova.Service{Host: h, Status: nova.ServiceEnabled, State: nova.ServiceUp} }
+	up := func(h string) nova.Service {
+		return nova.Service{Host: h, Status: nova.ServiceEnabled, State: nova.ServiceUp}
+	}
 	drained := up("h2")
 	drained.Status, drained.DisabledReason = nova.ServiceDisabled, "dvms:maintenance"
 	known := map[string]nova.Service{}
