@@ -408,3 +408,58 @@ func (v *View) ShelvedServers(ctx context.Context) ([]nova.Server, error) {
 func (v *View) Demand(ctx context.Context, host string) (map[string]nova.Demand, error) {
 	return v.c.Demand(ctx, host)
 }
+
+// ---- the cost model without a cloud ----
+
+// Calls the virtual clock prices (WarmRequests): nova.Client's method
+// names, and HostFirst for a caller's first read of a host.
+const (
+	CallHost                 = "Host"
+	CallHostFirst            = "HostFirst"
+	CallServers              = "Servers"
+	CallServer               = "Server"
+	CallServices             = "Services"
+	CallMigrations           = "Migrations"
+	CallMigrationsNone       = "MigrationsNone"
+	CallMigrationsInProgress = "MigrationsInProgress"
+	CallLiveMigrate          = "LiveMigrate"
+	CallShelve               = "Shelve"
+	CallShelveOffload        = "ShelveOffload"
+	CallSetServerMetadata    = "SetServerMetadata"
+)
+
+// WarmRequests is the requests one nova.Client call sends (the costs
+// table) when the caller's caches are warm (resource provider known,
+// inventories and the group index fresh) and a listing fits one page:
+// what a simulation that models Nova's cost without a cloud (the virtual
+// clock) charges for a call. CallHostFirst is a host's read that also
+// finds its provider and reads its inventories; CallMigrationsNone a
+// server's migrations when it has none (Nova's answer does not tell a
+// missing server from one never migrated: + Server). False for a call
+// it does not know. TestWarmRequestsAreWhatTheCloudCharges keeps it
+// equal to the cloud's own charging.
+func WarmRequests(call string) ([]nova.Template, bool) {
+	switch call {
+	case CallHost:
+		return []nova.Template{tServicesHost, tUsages}, true
+	case CallHostFirst:
+		return []nova.Template{tServicesHost, tProvidersName, tInventories, tUsages}, true
+	case CallServers:
+		return []nova.Template{tServersHost}, true
+	case CallServer:
+		return []nova.Template{tServer}, true
+	case CallServices:
+		return []nova.Template{tServicesAll}, true
+	case CallMigrations:
+		return []nova.Template{tMigrations}, true
+	case CallMigrationsNone:
+		return []nova.Template{tMigrations, tServer}, true
+	case CallMigrationsInProgress:
+		return []nova.Template{tInProgress}, true
+	case CallLiveMigrate, CallShelve, CallShelveOffload:
+		return []nova.Template{tAction}, true
+	case CallSetServerMetadata:
+		return []nova.Template{tMetadata(nova.MetaShelved, "x")}, true
+	}
+	return nil, false
+}

@@ -2,8 +2,14 @@
 // goroutine, a virtual clock, an in-memory message queue with loss, delay
 // and crash hooks, the single-process merge arbiter, a ground-truth cloud
 // that plans are applied to, and safety checks after every step (DESIGN
-// §8). A failure replays from its seed. It is for tests and for
-// exploring the protocol; `dvms simulate` runs the real runtime over NATS.
+// §8). A failure replays from its seed. The runtime's decisions are not
+// imitated here: detsim calls scheduler/node's step functions on what its
+// ground truth shows — the executor's re-check (node.PlanCheck), the
+// plan's outcome (node.PlanOutcome), the monitor's refresh schedule
+// (node.Refresh) and the maintenance watch (node.WatchStep) — and counts
+// the Nova calls they make (nova.go). It is for tests and for exploring
+// the protocol at scale (`dvms simulate --clock virtual`); `--clock wall`
+// runs the runtime's goroutines over NATS and nova/fake.
 package detsim
 
 import (
@@ -16,6 +22,7 @@ import (
 	"time"
 
 	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/fit"
 	"github.com/dvms-project/dvms/scheduler/node"
@@ -56,11 +63,16 @@ type Options struct {
 	// OnSolveRequest, if set, is given each solve request before it is
 	// solved (the hosts a leader solves over).
 	OnSolveRequest func(scheduler.SolveRequest)
+	// BeforeSample, if set, is called at each second before the agents
+	// sample their hosts (a harness changes demand there, so a sample
+	// and a re-check just after it see the same second's demand).
+	BeforeSample func(now time.Time)
 	// NoAgents: the cluster runs no agent; it is a ground truth whose
 	// clock, re-checks and migrations serve a planner outside (Execute).
 	NoAgents bool
-	// Recheck skips actions that no longer fit when they start, like the
-	// real executor. Without it, any stale plan shows up as a violation.
+	// Recheck re-checks each action when it starts with the runtime
+	// executor's own verdict (node.PlanCheck) and skips what it skips.
+	// Without it, any stale plan shows up as a violation.
 	Recheck bool
 	// ArbiterFaults is the probability that an arbiter request fails as
 	// when the Raft leader is lost: half before it is applied (no quorum),
@@ -68,6 +80,10 @@ type Options struct {
 	ArbiterFaults float64
 	// Agent configures every agent (ID is filled in).
 	Agent scheduler.Config
+	// Node is the runtime's configuration whose periods the cluster runs
+	// (the monitor's refresh, the region's watch, the executor's poll);
+	// zero: node.DefaultConfig().
+	Node node.Config
 }
 
 // Rec is a record an agent emitted, with its host and time.
@@ -90,12 +106,12 @@ type exec struct {
 	step  int
 	until time.Time
 	moves []scheduler.Action // in flight in the current step
-	fail  int
-	// done and skipped count the plan's actions started and those its
-	// re-check skipped (Options.Recheck), as the runtime's executor does;
-	// did are the actions that happened (moves completed, shelves).
-	done, skipped int
-	did           []scheduler.Action
+	// check is the plan's re-check state (Options.Recheck): the runtime
+	// executor's own verdicts (node.PlanCheck) on what the ground truth
+	// shows; results are the actions ended, as the executor reports them
+	// (node.PlanOutcome ends the plan with them).
+	check   *node.PlanCheck
+	results []node.ActionResult
 	// then, for a plan from outside (Execute), is told its end.
 	then func(scheduler.Outcome, scheduler.EndClass, string)
 }
@@ -149,13 +165,19 @@ type Cluster struct {
 	// Samples counts the agents' samples of their host (one a second each).
 	Samples int64
 	// incoming: per destination, the live migrations in flight to it.
-	incoming  map[string][]scheduler.Action
+	incoming map[string][]scheduler.Action
+	// moving: servers in a live migration (their task state).
+	moving    map[string]bool
 	lastCheck time.Time
 	// Rereads counts the arbiter reads agents made after an unknown
 	// outcome; RereadMerges those that found the merge committed.
 	Rereads, RereadMerges int
 	// Filter, if set, can drop a message (returns false) — partitions, targeted loss.
 	Filter func(from, to string, m scheduler.Message) bool
+
+	// Nova counts the calls the runtime would make to Nova (nova.Client
+	// method names, priced by nova/fake.WarmRequests; nova.go).
+	Nova novaCalls
 }
 
 // New builds a cluster over hosts (servers with their demand).
@@ -172,8 +194,13 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 	c := &Cluster{
 		opt: opt, rng: rand.New(rand.NewSource(opt.Seed)), Now: time.Unix(1_700_000_000, 0).UTC(),
 		Agents: map[string]*scheduler.Agent{}, Hosts: map[string]*scheduler.Host{}, Crashed: map[string]bool{},
-		incoming: map[string][]scheduler.Action{},
+		incoming: map[string][]scheduler.Action{}, moving: map[string]bool{},
 	}
+	if opt.Node.Refresh == 0 {
+		opt.Node = node.DefaultConfig()
+		c.opt.Node = opt.Node
+	}
+	c.Nova.init(opt.Seed)
 	c.Arbiter = consensus.NewLocal(func() time.Time { return c.Now })
 	c.arb = &faultyArbiter{Arbiter: c.Arbiter, rate: opt.ArbiterFaults, rng: rand.New(rand.NewSource(opt.Seed + 1))}
 	for i := range hosts {
@@ -194,9 +221,11 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 }
 
 // Execute runs a plan from a planner outside the agents (Options.NoAgents:
-// the oracle) with the agents' executor model; then is told its end.
+// the oracle) as the agents' plans run (Options.Recheck: the runtime
+// executor's verdicts); then is told its end (node.PlanOutcome's; a
+// re-plan it asks for ends the event Aborted: no leader re-plans).
 func (c *Cluster) Execute(req scheduler.ExecRequest, then func(scheduler.Outcome, scheduler.EndClass, string)) {
-	c.execs = append(c.execs, &exec{req: req, step: -1, then: then})
+	c.execs = append(c.execs, c.newExec("", req, then))
 }
 
 func (c *Cluster) start(n string) {
@@ -211,6 +240,7 @@ func (c *Cluster) start(n string) {
 		panic(err) // options are the test's own
 	}
 	c.Agents[n] = a
+	delete(c.Nova.sched, n) // a new runtime: its monitor starts afresh
 }
 
 // Crash stops an agent (its messages are lost); Restart brings it back free.
@@ -268,6 +298,9 @@ func (c *Cluster) Step() {
 	c.progress()
 	tick := crossed(prev, c.Now, 500*time.Millisecond)
 	sample := crossed(prev, c.Now, time.Second)
+	if sample && c.opt.BeforeSample != nil {
+		c.opt.BeforeSample(c.Now)
+	}
 	if (tick || sample) && !c.opt.NoAgents {
 		for _, n := range c.names {
 			if c.Crashed[n] {
@@ -275,6 +308,7 @@ func (c *Cluster) Step() {
 			}
 			a := c.Agents[n]
 			if sample {
+				c.refresh(n)
 				a.Observe(c.Now, c.snapshot(n))
 				c.Samples++
 			}
@@ -283,6 +317,9 @@ func (c *Cluster) Step() {
 			}
 			c.flush(n)
 		}
+	}
+	if !c.opt.NoAgents && crossed(prev, c.Now, c.opt.Node.ServiceWatch) {
+		c.watch()
 	}
 	if c.opt.CheckEvery <= 0 || c.Now.Sub(c.lastCheck) >= c.opt.CheckEvery {
 		c.lastCheck = c.Now
@@ -343,6 +380,7 @@ func (c *Cluster) snapshot(n string) scheduler.Host {
 
 func (c *Cluster) flush(n string) {
 	rd := c.Agents[n].Ready()
+	defer c.notePartition(n)
 	for _, env := range rd.Messages {
 		c.Messages++
 		if c.Filter != nil && !c.Filter(n, env.To, env.Msg) {
@@ -393,7 +431,7 @@ func (c *Cluster) flush(n string) {
 		c.flush(n)
 	}
 	for _, req := range rd.Execute {
-		c.execs = append(c.execs, &exec{host: n, req: req, step: -1})
+		c.execs = append(c.execs, c.newExec(n, req, nil))
 	}
 	for _, req := range rd.Arbiter {
 		res := c.arbiter(req)
@@ -450,6 +488,10 @@ func (c *Cluster) checkMergeApplied(n string, req scheduler.ArbiterRequest, res 
 	}
 }
 
+func (c *Cluster) newExec(host string, req scheduler.ExecRequest, then func(scheduler.Outcome, scheduler.EndClass, string)) *exec {
+	return &exec{host: host, req: req, step: -1, then: then, check: node.NewPlanCheck(req.Event, req.Plan, c.thresholds(), nil)}
+}
+
 // progress moves plans forward: a step's moves start together (counted
 // on both ends) and end MigrationTime later.
 func (c *Cluster) progress() {
@@ -460,17 +502,22 @@ func (c *Cluster) progress() {
 			continue
 		}
 		for _, m := range e.moves { // finish the current step
-			if c.finish(m) {
-				e.did = append(e.did, m)
-				if e.then == nil {
-					c.movedOnce(e.req.PartID, m.Server)
-				}
+			r := node.ActionResult{Action: m, Outcome: node.ActionDone, Class: node.ReasonNone}
+			if !c.finish(m) {
+				r.Outcome, r.Class, r.Reason = node.ActionFailed, node.ReasonFailed, "server vanished in flight"
+			} else if e.then == nil {
+				c.movedOnce(e.req.PartID, m.Server)
 			}
+			e.results = append(e.results, r)
 		}
 		e.moves = nil
 		e.step++
 		if e.step >= len(e.req.Plan.Steps) && e.then != nil {
-			e.then(c.outcome(e))
+			o, class, reason, replan := c.outcome(e)
+			if replan { // no leader to re-plan: the oracle's event ends
+				o = scheduler.Aborted
+			}
+			e.then(o, class, reason)
 			continue
 		}
 		if e.step >= len(e.req.Plan.Steps) || c.Crashed[e.host] {
@@ -482,18 +529,17 @@ func (c *Cluster) progress() {
 		}
 		d := time.Duration(0)
 		for _, a := range e.req.Plan.Steps[e.step] {
-			switch c.begin(e.req.Event, a) {
+			switch c.begin(e, a) {
 			case skipped:
-				e.skipped++
 				continue
 			case shelved:
-				e.done++
-				e.did = append(e.did, a)
+				e.results = append(e.results, node.ActionResult{Action: a, Outcome: node.ActionDone, Class: node.ReasonNone})
 				continue
 			}
-			e.done++
 			e.moves = append(e.moves, a)
 			c.incoming[a.To] = append(c.incoming[a.To], a)
+			c.moving[a.Server] = true
+			c.Nova.migrate(c.migrationTime(a), c.opt.Node.Exec.Poll)
 			d = max(d, c.migrationTime(a))
 		}
 		if d == 0 {
@@ -505,40 +551,40 @@ func (c *Cluster) progress() {
 	c.execs = keep
 }
 
-// outcome is the end of a plan as the runtime reports it
-// (node.Runner): failed moves make it Failed; skipped ones Aborted,
-// unless the event's host is no longer overloaded: solved when the
-// partition's plans moved something, vanished (scheduler.EndVanished)
-// when not.
-func (c *Cluster) outcome(e *exec) (scheduler.Outcome, scheduler.EndClass, string) {
-	reason := fmt.Sprintf("%d done, %d skipped, %d failed", e.done, e.skipped, e.fail)
-	switch {
-	case e.fail > 0:
-		return scheduler.Failed, scheduler.EndActionFailed, reason
-	case e.skipped > 0 && e.req.Event.Kind == scheduler.Overload && !c.thresholds().Overloaded(c.Hosts[e.req.Event.Host]):
-		if e.done > 0 || e.req.Moved > 0 {
-			return scheduler.Solved, scheduler.EndRelieved, reason + "; the event's host is no longer overloaded by its own measurement"
+// outcome is the end of a plan as the runtime's runner decides it: the
+// same function (node.PlanOutcome) on the executor's results, the
+// event's host's own measurement read from the ground truth.
+func (c *Cluster) outcome(e *exec) (scheduler.Outcome, scheduler.EndClass, string, bool) {
+	res := node.ExecResult{Actions: e.results}
+	for _, r := range e.results {
+		switch r.Outcome {
+		case node.ActionDone:
+			res.Done++
+		case node.ActionSkipped:
+			res.Skipped++
+		default:
+			res.Failed++
 		}
-		return scheduler.Aborted, scheduler.EndVanished, reason + "; " + scheduler.Vanished + " (its host's own measurement)"
-	case e.skipped > 0:
-		return scheduler.Aborted, scheduler.EndSkipped, reason
 	}
-	return scheduler.Solved, scheduler.EndExecuted, reason
+	ev := e.req.Event
+	return node.PlanOutcome(res, e.req.Moved > 0, true, func() bool {
+		return node.RelievedBy(c.thresholds(), ev, e.req.Plan, c.demand(ev.Host))
+	})
 }
 
-// planDone reports the end of an agent's plan as the runtime does
-// (scheduler/node's runner): as outcome says, except that a plan whose
-// re-checks skipped actions while its event still holds (its host still
-// overloaded; any drain or consolidation) goes back to its leader
-// (PlanSkipped: a re-plan), and one that skipped actions, moved nothing,
-// and whose overload vanished by itself ends Aborted, not solved.
+// planDone ends an agent's plan as the runtime's runner does: a re-plan
+// (PlanSkipped) or its end (PlanDone), as node.PlanOutcome says.
 func (c *Cluster) planDone(e *exec) {
 	a := c.Agents[e.host]
-	o, class, reason := c.outcome(e)
-	ev := e.req.Event
-	still := ev.Kind != scheduler.Overload || c.thresholds().Overloaded(c.Hosts[ev.Host])
-	if o == scheduler.Aborted && e.skipped > 0 && still {
-		a.PlanSkipped(e.req.PartID, e.req.Version, e.did, class, reason)
+	o, class, reason, replan := c.outcome(e)
+	if replan {
+		var did []scheduler.Action
+		for _, r := range e.results {
+			if r.Outcome == node.ActionDone {
+				did = append(did, r.Action)
+			}
+		}
+		a.PlanSkipped(e.req.PartID, e.req.Version, did, class, reason)
 		return
 	}
 	a.PlanDone(e.req.PartID, e.req.Version, o, class, reason)
@@ -580,21 +626,33 @@ const (
 	skipped                  // not started (Recheck), or a violation recorded
 )
 
-// begin starts one action; it checks the destination (counting servers
-// in flight to it) and records a violation when the plan overloads it.
-func (c *Cluster) begin(ev scheduler.Event, a scheduler.Action) started {
-	src := c.Hosts[a.From]
+// begin starts one action. With Options.Recheck the runtime executor's
+// re-check decides on what the ground truth shows (node.PlanCheck), and
+// a skipped action is recorded in e.results. Then, or without Recheck,
+// the observer checks the destination (counting servers in flight to
+// it) and records a violation when the move overloads it.
+func (c *Cluster) begin(e *exec, a scheduler.Action) started {
+	ev := e.req.Event
 	i := c.find(a.From, a.Server)
-	if i < 0 {
-		if !c.opt.Recheck {
-			c.Violations = append(c.Violations, fmt.Sprintf("%s: server %s not on %s", ev.ID, a.Server, a.From))
+	if c.opt.Recheck {
+		v := e.check.Judge(a, c.observe(e, a, i))
+		c.Nova.reads(c.caller(e), v.Reads)
+		if v.Class != "" {
+			e.results = append(e.results, node.ActionResult{Action: a, Outcome: node.ActionSkipped, Class: v.Class, Reason: v.Reason})
+			return skipped
 		}
+	}
+	if i < 0 {
+		c.Violations = append(c.Violations, fmt.Sprintf("%s: server %s not on %s", ev.ID, a.Server, a.From))
+		e.results = append(e.results, node.ActionResult{Action: a, Outcome: node.ActionSkipped, Class: node.ReasonServerChanged, Reason: "server not on its source"})
 		return skipped
 	}
+	src := c.Hosts[a.From]
 	if a.Kind != scheduler.LiveMigrate {
 		src.Servers = slices.Delete(src.Servers, i, i+1) // shelved: leaves the host
 		c.servers--
 		c.Shelved++
+		c.Nova.shelve()
 		return shelved
 	}
 	// The snapshot counts the allocation of servers moving in; their
@@ -606,19 +664,93 @@ func (c *Cluster) begin(ev scheduler.Event, a scheduler.Action) started {
 		inflight.RAM += m.RAM
 	}
 	s := src.Servers[i]
-	over := !c.thresholds().Fits(&snap, inflight, &s) || c.Hosts[a.To].Disabled || c.Hosts[a.To].Draining
-	if over {
-		if c.opt.Recheck {
-			return skipped
-		}
+	if !c.thresholds().Fits(&snap, inflight, &s) || c.Hosts[a.To].Disabled || c.Hosts[a.To].Draining {
 		c.Violations = append(c.Violations, fmt.Sprintf("%s: moving %s to %s overloads it", ev.ID, a.Server, a.To))
 	}
 	c.Started++
 	return migrating
 }
 
+// observe is what the executor's re-check of a would read (i: the
+// server's index on its source, -1 when it is not there): the ground
+// truth as Nova lists it, each host's demand as its agent measures it.
+func (c *Cluster) observe(e *exec, a scheduler.Action, i int) node.Observed {
+	o := node.Observed{Server: nova.Server{ID: a.Server, Name: a.Server}}
+	if i >= 0 {
+		o.Server = c.novaServer(c.Hosts[a.From].Servers[i], a.From)
+	}
+	if ev := e.req.Event; !e.check.EventKnown() {
+		o.Event, o.EventServers = c.novaHost(ev.Host)
+		o.EventDemand = c.demand(ev.Host)
+	}
+	if a.Kind == scheduler.LiveMigrate {
+		o.Dest, o.DestServers = c.novaHost(a.To)
+		o.SrcDemand, o.DestDemand = c.demand(a.From), c.demand(a.To)
+	}
+	return o
+}
+
+// novaHost is host n and its servers as Nova lists them: placement
+// holds a migrating server on both ends.
+func (c *Cluster) novaHost(n string) (nova.Host, []nova.Server) {
+	h := c.Hosts[n]
+	out := nova.Host{Name: n, VCPUs: int(h.CPUs), RAMMB: int(h.RAMMB),
+		CPUAllocRatio: ratio(h.AllocVCPUs, h.CPUs), RAMAllocRatio: ratio(h.AllocRAMMB, h.RAMMB)}
+	servers := make([]nova.Server, len(h.Servers))
+	for k, s := range h.Servers {
+		servers[k] = c.novaServer(s, n)
+		out.VCPUsUsed += s.VCPUs
+		out.RAMMBUsed += s.RAMMB
+	}
+	for _, m := range c.incoming[n] {
+		out.VCPUsUsed += m.VCPUs
+		out.RAMMBUsed += m.RAMMB
+	}
+	if h.Disabled || h.Draining {
+		out.Service.Status = nova.ServiceDisabled
+	}
+	if h.Draining {
+		out.Service.DisabledReason = "dvms:maintenance"
+	}
+	return out, servers
+}
+
+func ratio(alloc, total float64) float64 {
+	if alloc <= 0 || total <= 0 {
+		return 1
+	}
+	return alloc / total
+}
+
+// novaServer is s on host as Nova shows it (migrating while in flight).
+func (c *Cluster) novaServer(s scheduler.Server, host string) nova.Server {
+	out := nova.Server{ID: s.ID, Name: s.ID, Host: host, Status: nova.StatusActive, VCPUs: s.VCPUs, RAMMB: s.RAMMB}
+	if c.moving[s.ID] {
+		out.TaskState = "migrating"
+	}
+	if s.Group != "" {
+		out.Group = &nova.ServerGroup{ID: s.Group, Name: s.Group, Policy: s.Policy}
+	}
+	return out
+}
+
+// demand is host n's servers' demand as its agent measures it (nil: no
+// such host).
+func (c *Cluster) demand(n string) map[string]nova.Demand {
+	h := c.Hosts[n]
+	if h == nil {
+		return nil
+	}
+	d := make(map[string]nova.Demand, len(h.Servers))
+	for _, s := range h.Servers {
+		d[s.ID] = nova.Demand{CPU: s.CPU, RAMMB: s.RAM}
+	}
+	return d
+}
+
 // finish completes a move (false: its server vanished).
 func (c *Cluster) finish(a scheduler.Action) bool {
+	delete(c.moving, a.Server)
 	in := c.incoming[a.To]
 	if k := slices.IndexFunc(in, func(m scheduler.Action) bool { return m.Server == a.Server && m.From == a.From }); k >= 0 {
 		in = slices.Delete(in, k, k+1)

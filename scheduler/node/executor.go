@@ -342,13 +342,7 @@ type progress struct {
 // order).
 func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan scheduler.Plan) ExecResult {
 	ctx = nova.WithRequestID(ctx, RequestID(ev.ID))
-	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{},
-		read: map[string]nova.Demand{}, reasons: map[string]skip{}}
-	for _, h := range plan.Snapshot {
-		for _, s := range h.Servers {
-			f.snap[s.ID] = nova.Demand{CPU: s.CPU, RAMMB: s.RAM}
-		}
-	}
+	f := newFlight(plan)
 	var tasks []*task
 	for k, step := range plan.Steps {
 		for _, a := range step {
@@ -552,11 +546,13 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 	defer cancel()
 	// Every read at once: on a busy nova-api the re-check costs one
 	// round trip, not seven (it is on the path of a drain's first move).
-	return e.judge(ev, a, f, e.readAll(ctx, ev, a, f))
+	return judge(e.thr, a, f, e.readAll(ctx, ev, a, f))
 }
 
-// judge is recheck's verdict on what it read (r).
-func (e *Executor) judge(ev scheduler.Event, a scheduler.Action, f *flight, r *reads) (baseline map[string]bool, held *reservation, sk skip) {
+// judge is a re-check's verdict on what it read (r): a step function,
+// no I/O and no clock, shared by the executor and the virtual clock
+// (PlanCheck). When the action runs, its load is reserved in f.
+func judge(thr scheduler.Thresholds, a scheduler.Action, f *flight, r *reads) (baseline map[string]bool, held *reservation, sk skip) {
 	if r.decided {
 		return nil, nil, r.reason // before any Nova read
 	}
@@ -655,7 +651,7 @@ func (e *Executor) judge(ev scheduler.Event, a scheduler.Action, f *flight, r *r
 	}
 	used = used.Plus(fit.Use{CPU: in.cpu, RAM: in.ram, VCPUs: float64(listedVCPUs + in.vcpus), RAMMB: float64(listedRAM + in.ramMB)})
 	add := fit.Use{CPU: mine.CPU, RAM: mine.RAMMB, VCPUs: float64(a.VCPUs), RAMMB: float64(a.RAMMB)}
-	lim := fit.HostLimit(float64(h.VCPUs), float64(h.RAMMB), e.thr.CPUOverload, e.thr.RAMOverload, h.AllocatableVCPUs(), h.AllocatableRAMMB())
+	lim := fit.HostLimit(float64(h.VCPUs), float64(h.RAMMB), thr.CPUOverload, thr.RAMOverload, h.AllocatableVCPUs(), h.AllocatableRAMMB())
 	switch p := fit.Check(used, add, lim); {
 	case p == fit.None:
 	case p.Demand():

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"sync"
 
@@ -123,7 +124,16 @@ func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event, d map[st
 	if err != nil {
 		return skip{ReasonEventUnverified, "reason not verified: re-read of " + src + " failed: " + err.Error()}
 	}
-	drain := e.DrainReason
+	return eventVerdict(e.thr, e.DrainReason, ev, h, servers, sErr, d)
+}
+
+// eventVerdict is eventReason's verdict on what it read: the event's
+// host h and its servers from Nova (sErr: that listing failed), and the
+// host's own measurement d (nil: its agent did not answer). A step
+// function shared by the executor and the virtual clock (PlanCheck);
+// drain nil is DefaultConfig's.
+func eventVerdict(thr scheduler.Thresholds, drain *regexp.Regexp, ev scheduler.Event, h nova.Host, servers []nova.Server, sErr error, d map[string]nova.Demand) skip {
+	src := ev.Host
 	if drain == nil {
 		drain = DefaultConfig().DrainReason
 	}
@@ -141,12 +151,12 @@ func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event, d map[st
 	}
 	host := ToHost(h, servers, d, drain)
 	if ev.Kind == scheduler.Underload {
-		if e.thr.Underloaded(&host) {
+		if thr.Underloaded(&host) {
 			return skip{}
 		}
 		return skipf(ReasonEvent, "reason does not hold: %s is not underloaded by its own measurement", src)
 	}
-	if e.thr.Overloaded(&host) {
+	if thr.Overloaded(&host) {
 		return skip{}
 	}
 	cpu, ram := host.Demand()
@@ -161,15 +171,21 @@ func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event, d map[st
 // snapshot). The runner then ends the event solved rather than aborted:
 // the moves done were enough.
 func (e *Executor) Relieved(ctx context.Context, ev scheduler.Event, plan scheduler.Plan) bool {
-	if ev.Kind != scheduler.Overload {
-		return false
-	}
-	i := slices.IndexFunc(plan.Snapshot, func(h scheduler.Host) bool { return h.Name == ev.Host })
-	if i < 0 {
+	if ev.Kind != scheduler.Overload || !slices.ContainsFunc(plan.Snapshot, func(h scheduler.Host) bool { return h.Name == ev.Host }) {
 		return false
 	}
 	d, err := e.measure(ctx, ev.Host)
-	if err != nil || len(d) == 0 {
+	if err != nil {
+		return false
+	}
+	return RelievedBy(e.thr, ev, plan, d)
+}
+
+// RelievedBy is Relieved's verdict on the event host's measurement d: a
+// step function shared by the runner and the virtual clock.
+func RelievedBy(thr scheduler.Thresholds, ev scheduler.Event, plan scheduler.Plan, d map[string]nova.Demand) bool {
+	i := slices.IndexFunc(plan.Snapshot, func(h scheduler.Host) bool { return h.Name == ev.Host })
+	if ev.Kind != scheduler.Overload || i < 0 || len(d) == 0 {
 		return false
 	}
 	h := plan.Snapshot[i]
@@ -177,5 +193,5 @@ func (e *Executor) Relieved(ctx context.Context, ev scheduler.Event, plan schedu
 	for id, v := range d {
 		h.Servers = append(h.Servers, scheduler.Server{ID: id, CPU: v.CPU, RAM: v.RAMMB})
 	}
-	return !e.thr.Overloaded(&h)
+	return !thr.Overloaded(&h)
 }

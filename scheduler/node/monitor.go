@@ -39,14 +39,44 @@ import (
 
 // hostView is what the agent last read of its host from Nova.
 type hostView struct {
-	host        nova.Host
-	servers     []nova.Server
-	serversAt   time.Time
-	placementAt time.Time
-	// serversDue, placementDue: when the periodic re-reads are due
-	// (Refresh and PlacementRefresh after the last read, jittered).
-	serversDue, placementDue time.Time
-	urgent                   bool // sample at once (the service changed)
+	host      nova.Host
+	servers   []nova.Server
+	serversAt time.Time
+	sched     Refresh // when to re-read
+	urgent    bool    // sample at once (the service changed)
+}
+
+// Refresh is when the monitor re-reads its host from Nova (see the
+// package comment): a step function of time and the triggers, shared by
+// the refresher (which does the reads) and the virtual clock (which counts
+// them, scheduler/detsim).
+type Refresh struct {
+	// PlacementAt is the last read of service, capacity and usage (zero:
+	// never); ServersDue and PlacementDue are when the periodic re-reads
+	// are due (Refresh and PlacementRefresh after the last read,
+	// jittered).
+	PlacementAt              time.Time
+	ServersDue, PlacementDue time.Time
+}
+
+// Due says what to read at now: everything when forced (a notice, a
+// request) or never read, or when due; the servers also when servers (the
+// agent left a partition).
+func (s Refresh) Due(now time.Time, forced, servers bool) (placement, srv bool) {
+	placement = forced || s.PlacementAt.IsZero() || !now.Before(s.PlacementDue)
+	return placement, servers || placement || !now.Before(s.ServersDue)
+}
+
+// Read notes a read at now (placement: service, capacity and usage;
+// servers: the servers) and draws the next one's time within ±10 % of its
+// period (cfg's Refresh and PlacementRefresh).
+func (s *Refresh) Read(now time.Time, placement, servers bool, cfg Config, jitter *rand.Rand) {
+	if placement {
+		s.PlacementAt, s.PlacementDue = now, now.Add(jittered(cfg.PlacementRefresh, jitter))
+	}
+	if servers {
+		s.ServersDue = now.Add(jittered(cfg.Refresh, jitter))
+	}
 }
 
 // monitor samples the host every Config.Monitor and hands samples to
@@ -122,7 +152,7 @@ func (r *Runner) refresher(ctx context.Context, out chan hostView) {
 	backoff := r.cfg.Monitor
 	jitter := rand.New(rand.NewSource(r.d.Seed ^ int64(hashString(r.agent.ID()))))
 	for {
-		forced, urgent, servers := v.placementAt.IsZero(), false, false
+		forced, urgent, servers := v.sched.PlacementAt.IsZero(), false, false
 		var noticed *nova.Service // the service a notice said, when one did
 		select {
 		case <-ctx.Done():
@@ -136,7 +166,7 @@ func (r *Runner) refresher(ctx context.Context, out chan hostView) {
 		case <-r.partRefresh:
 			servers = true
 		case s := <-r.svc:
-			if v.placementAt.IsZero() || sameService(v.host.Service, s) {
+			if v.sched.PlacementAt.IsZero() || sameService(v.host.Service, s) {
 				continue // nothing new: the periodic republish of the watch
 			}
 			// The watch says the service changed: sample at once with the
@@ -197,15 +227,15 @@ func offer(out chan hostView, v hostView) {
 func (r *Runner) refreshView(ctx context.Context, v *hostView, forced, servers bool, jitter *rand.Rand) (read bool, err error) {
 	now := r.d.Clock.Now()
 	host := r.agent.ID()
-	placement := forced || v.placementAt.IsZero() || !now.Before(v.placementDue)
-	servers = servers || placement || !now.Before(v.serversDue)
+	placement, servers := v.sched.Due(now, forced, servers)
 	if placement {
 		h, err := r.d.Nova.Host(ctx, host)
 		if err != nil {
 			return false, fmt.Errorf("refresh %s: %w", host, err)
 		}
 		r.exec.ObserveLatency(r.d.Clock.Now().Sub(now))
-		v.host, v.placementAt, v.placementDue = h, now, now.Add(jittered(r.cfg.PlacementRefresh, jitter))
+		v.host = h
+		v.sched.Read(now, true, false, r.cfg, jitter)
 	}
 	if servers {
 		start := r.d.Clock.Now()
@@ -214,7 +244,8 @@ func (r *Runner) refreshView(ctx context.Context, v *hostView, forced, servers b
 			return placement, fmt.Errorf("refresh servers of %s: %w", host, err)
 		}
 		r.exec.ObserveLatency(r.d.Clock.Now().Sub(start))
-		v.servers, v.serversAt, v.serversDue = ss, now, now.Add(jittered(r.cfg.Refresh, jitter))
+		v.servers, v.serversAt = ss, now
+		v.sched.Read(now, false, true, r.cfg, jitter)
 		if !placement {
 			v.host.VCPUsUsed, v.host.RAMMBUsed = flavorUsage(ss)
 		}

@@ -50,10 +50,10 @@ func TestRecheckJudgesAtThePlansLatestRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb := e.readAll(ctx, ev, b, f) // b's, later: x at 1.5
-	if _, held, sk := e.judge(ev, a, f, ra); sk.class != ReasonOverload {
+	if _, held, sk := judge(e.thr, a, f, ra); sk.class != ReasonOverload {
 		t.Fatalf("a judged %q (held %v): want it skipped, h2 at 5.5 + 1.5 (x, the plan's latest read) + 1.5 of 8 cores", sk.why, held != nil)
 	}
-	if _, _, sk := e.judge(ev, b, f, rb); sk.why != "" {
+	if _, _, sk := judge(e.thr, b, f, rb); sk.why != "" {
 		t.Fatalf("b judged %q: want it to fit, h2 at 5.5 + 1.5 + 1 of 8 cores", sk.why)
 	}
 }

@@ -83,7 +83,7 @@ func TestPlanOutcome(t *testing.T) {
 					res.Failed++
 				}
 			}
-			o, c, reason, replan := planOutcome(res, tc.earlier, true, func() bool { return tc.relieved })
+			o, c, reason, replan := PlanOutcome(res, tc.earlier, true, func() bool { return tc.relieved })
 			if replan != (tc.want == 0) || !replan && o != tc.want {
 				t.Fatalf("%v %q (re-plan %v), want %v", o, reason, replan, tc.want)
 			}
@@ -103,7 +103,7 @@ func TestPlanOutcome(t *testing.T) {
 		})
 	}
 	// A stopping agent does not re-plan.
-	o, c, _, replan := planOutcome(ExecResult{Actions: []ActionResult{skipped(ReasonOverload)}, Skipped: 1}, false, false, func() bool { return false })
+	o, c, _, replan := PlanOutcome(ExecResult{Actions: []ActionResult{skipped(ReasonOverload)}, Skipped: 1}, false, false, func() bool { return false })
 	if replan || o != scheduler.Aborted || c != scheduler.EndSkipped {
 		t.Fatalf("stopping: %v %q, re-plan %v; want aborted, skipped", o, c, replan)
 	}
@@ -116,11 +116,11 @@ func TestPlanOutcome(t *testing.T) {
 func TestPlanOutcomeSaysForcedAndAborted(t *testing.T) {
 	forced := ActionResult{Action: scheduler.Action{Server: "s1"}, Outcome: ActionDone, Class: ReasonForceCompleted, Reason: "force_complete by dvms: not converging"}
 	aborted := ActionResult{Action: scheduler.Action{Server: "s2"}, Outcome: ActionFailed, Class: ReasonMigrationAborted, Reason: "abort by dvms (...): server ACTIVE on h1 (its source)"}
-	o, c, reason, _ := planOutcome(ExecResult{Actions: []ActionResult{forced}, Done: 1}, false, true, func() bool { return false })
+	o, c, reason, _ := PlanOutcome(ExecResult{Actions: []ActionResult{forced}, Done: 1}, false, true, func() bool { return false })
 	if o != scheduler.Solved || c != scheduler.EndForceCompleted || scheduler.DeriveEndClass(o, reason) != c || reason != "1 done, 0 skipped, 0 failed; force_completed 1" {
 		t.Errorf("forced: %s %q %q", o, c, reason)
 	}
-	o, c, reason, _ = planOutcome(ExecResult{Actions: []ActionResult{forced, aborted}, Done: 1, Failed: 1}, false, true, func() bool { return false })
+	o, c, reason, _ = PlanOutcome(ExecResult{Actions: []ActionResult{forced, aborted}, Done: 1, Failed: 1}, false, true, func() bool { return false })
 	if o != scheduler.Failed || c != scheduler.EndMigrationAborted || scheduler.DeriveEndClass(o, reason) != c || !strings.HasPrefix(reason, "1 done, 0 skipped, 1 failed; force_completed 1; migration_aborted 1 (s2: abort by dvms") ||
 		!strings.Contains(reason, "ACTIVE on h1") {
 		t.Errorf("aborted: %s %q %q", o, c, reason)

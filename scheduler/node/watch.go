@@ -108,13 +108,9 @@ func (r *Runner) watch(ctx context.Context) {
 		if all {
 			republished = now
 		}
-		for _, s := range svcs {
-			old, seen := known[s.Host]
-			known[s.Host] = s
-			if seen && sameService(old, s) && !all {
-				continue
-			}
-			if seen && !sameService(old, s) {
+		for _, n := range WatchStep(known, svcs, all) {
+			s := n.Service
+			if n.Changed {
 				r.log.Info().Str("service_host", s.Host).Str("status", s.Status).Str("state", s.State).
 					Str("reason", s.DisabledReason).Msg("maintenance watch: service changed")
 			}
@@ -127,4 +123,30 @@ func (r *Runner) watch(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// Notice is a service the watch publishes; Changed when it differs from
+// the one the watch knew (not on the watch's first listing, nor a
+// republish).
+type Notice struct {
+	Service nova.Service
+	Changed bool
+}
+
+// WatchStep is the watch's decision on one listing of the region's
+// services (svcs), a step function shared by the watch and the virtual
+// clock: what to publish — every service it did not know or that changed,
+// every one when all (the periodic republish) — with known updated to the
+// listing.
+func WatchStep(known map[string]nova.Service, svcs []nova.Service, all bool) []Notice {
+	var out []Notice
+	for _, s := range svcs {
+		old, seen := known[s.Host]
+		known[s.Host] = s
+		if seen && sameService(old, s) && !all {
+			continue
+		}
+		out = append(out, Notice{Service: s, Changed: seen && !sameService(old, s)})
+	}
+	return out
 }

@@ -269,6 +269,22 @@ type NovaCost struct {
 	APIRPS     float64 `json:"api_rps"`
 	Queued     int64   `json:"queued,omitempty"`
 	QueueMaxMS float64 `json:"queue_max_ms,omitempty"`
+	// Modelled (the virtual clock): the requests are the nova.Client
+	// calls the runtime's decisions make, counted (scheduler/detsim) and
+	// priced by nova/fake's cost model with warm caches; no latency,
+	// queue or faults. ByCall has them per call (startup included), and
+	// their rate over the run.
+	Modelled bool       `json:"modelled,omitempty"`
+	ByCall   []CallRate `json:"by_call,omitempty"`
+}
+
+// CallRate is one nova.Client call's count, its requests and their rate
+// (requests per simulated second).
+type CallRate struct {
+	Call      string  `json:"call"`
+	Calls     int64   `json:"calls"`
+	Requests  int64   `json:"requests"`
+	PerSecond float64 `json:"per_second"`
 }
 
 // withSolution fills Events.WithSolution and SolvedPct (see Report).
@@ -464,6 +480,12 @@ func (r *Report) WriteText(w io.Writer) {
 		n.AfterWarmup.Requests, n.AfterWarmup.PerSecond, n.AfterWarmup.P50MS, n.AfterWarmup.P99MS)
 	for _, t := range n.Requests.ByTemplate {
 		fmt.Fprintf(w, "              %8d  %s\n", t.Count, t.Template)
+	}
+	if n.Modelled {
+		fmt.Fprintf(w, "              modelled (virtual clock: the runtime's calls priced by nova/fake, warm caches, no latency):\n")
+		for _, c := range n.ByCall {
+			fmt.Fprintf(w, "              %8d  %-22s %8d requests  %8.2f/s\n", c.Calls, c.Call, c.Requests, c.PerSecond)
+		}
 	}
 	fmt.Fprintf(w, "  safety      %d violations, %d servers lost (%d destinations overloaded by demand drift after re-check)\n", r.Safety.Violations, r.Safety.ServersLost, r.Safety.DemandDrift)
 	for _, d := range r.Safety.Descriptions {

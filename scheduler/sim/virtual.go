@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dvms-project/dvms/nova/fake"
@@ -65,13 +68,17 @@ func (c Config) virtualProblems() error {
 // runVirtual runs cfg on a virtual clock: the agents' own state machines
 // (scheduler.Agent, the same solver and planner), messages through
 // detsim's in-process queue (1-2 ms each, through the wire encoding),
-// the single-process merge arbiter, and plans applied to a ground truth
-// whose re-check skips a move that no longer fits when it starts, as the
-// runtime's executor does. Simulated time jumps from one event to the
-// next, so the wall time depends only on the work done and a run is
-// reproducible from its seed. It does not run the runtime (node.Runner
-// and its executor's Nova reads), NATS, Raft or nova/fake: Nova's cost and
-// faults are Run's (--clock wall).
+// the single-process merge arbiter, and plans applied to a ground truth.
+// The runtime's decisions run as step functions on what that ground truth
+// shows: the executor's re-check verdicts and the plan's outcome
+// (node.PlanCheck, node.PlanOutcome), the monitor's refresh schedule and
+// the region's maintenance watch (node.Refresh, node.WatchStep); the Nova
+// calls they make are counted and priced by nova/fake's cost model
+// (virtualNova). Simulated time jumps from one event to the next, so the
+// wall time depends only on the work done and a run is reproducible from
+// its seed. It does not run node.Runner's goroutines, NATS, Raft or
+// nova/fake itself: Nova's latency, queue and faults are Run's (--clock
+// wall).
 func runVirtual(cfg Config) (*Report, error) {
 	if err := cfg.virtualProblems(); err != nil {
 		return nil, err
@@ -104,6 +111,7 @@ func runVirtual(cfg Config) (*Report, error) {
 	}
 
 	var c *detsim.Cluster
+	var beforeSample func(time.Time) // set once the workload is applied below
 	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
 		simNow: func() time.Time { return c.Now }, raisedSim: map[string]time.Time{}}
 	fc := fake.DefaultConfig()
@@ -120,8 +128,11 @@ func runVirtual(cfg Config) (*Report, error) {
 		MigrationDuration: func(a scheduler.Action) time.Duration {
 			return fc.MigrationOverhead + time.Duration(float64(a.RAMMB)/fc.BandwidthMBps*float64(time.Second))
 		},
-		OnRecord: func(r detsim.Rec) { st.record(r.Host, r.Record) },
-		OnSolve:  st.solved,
+		// The second's demand is set as the agents sample it: the sample
+		// and the re-checks of plans it starts see the same demand.
+		BeforeSample: func(now time.Time) { beforeSample(now) },
+		OnRecord:     func(r detsim.Rec) { st.record(r.Host, r.Record) },
+		OnSolve:      st.solved,
 		// The union check of unsolvable events (globalCheck); the oracle
 		// runs no agent, so only dvms's leaders send solve requests.
 		OnSolveRequest: st.viewed,
@@ -166,8 +177,13 @@ func runVirtual(cfg Config) (*Report, error) {
 	start := c.Now
 	seconds := int(cfg.Duration / time.Second)
 	samples0 := c.Samples
+	beforeSample = func(now time.Time) {
+		if t := now.Sub(start).Truncate(time.Second); t < time.Duration(seconds)*time.Second {
+			apply(t)
+		}
+	}
+	apply(0)
 	for s := 0; s < seconds; s++ {
-		apply(time.Duration(s) * time.Second)
 		if orc != nil {
 			orc.round()
 		}
@@ -234,6 +250,9 @@ func runVirtual(cfg Config) (*Report, error) {
 		on += len(h.Servers)
 	}
 	rep.Safety.ServersLost = cfg.Servers - on - c.Shelved
+	if err := virtualNova(rep, c, cfg); err != nil {
+		return nil, err
+	}
 	rep.validity()
 	rep.WallS = round(time.Since(wallStart).Seconds())
 	return rep, nil
@@ -250,8 +269,9 @@ func firstTen(v []string) []string {
 // virtualOracle is the oracle (oracle.go) on the virtual clock: every
 // simulated second it samples every host with no delay, raises events
 // with the agents' K-of-N, solves each at once over every host no plan
-// uses, and runs the plan with the agents' executor model (detsim's
-// re-check and migration durations).
+// uses, and runs the plan as the agents' plans run (the runtime
+// executor's re-check verdicts and plan outcome, detsim's migration
+// durations).
 type virtualOracle struct {
 	detector
 	cfg     Config
@@ -288,4 +308,73 @@ func (o *virtualOracle) round() {
 			o.st.record("oracle", o.ended(ev, out, class, size, o.c.Now))
 		})
 	}
+}
+
+// virtualNova fills the report's nova section from the calls the
+// runtime's decisions made on the virtual clock (detsim's Nova), priced by
+// nova/fake's cost model (fake.WarmRequests).
+func virtualNova(rep *Report, c *detsim.Cluster, cfg Config) error {
+	n := &rep.Nova
+	n.Modelled = true
+	secs := cfg.Duration.Seconds()
+	byTmpl := map[string]int64{}
+	price := func(calls map[string]int64) (int64, error) {
+		var total int64
+		for call, k := range calls {
+			ts, ok := fake.WarmRequests(call)
+			if !ok {
+				return 0, fmt.Errorf("virtual clock: nova/fake has no price for %s", call)
+			}
+			for _, t := range ts {
+				byTmpl[t.String()] += k
+			}
+			total += k * int64(len(ts))
+		}
+		return total, nil
+	}
+	startup, err := price(c.Nova.Startup)
+	if err != nil {
+		return err
+	}
+	rest, err := price(c.Nova.Calls)
+	if err != nil {
+		return err
+	}
+	n.Requests.Total = startup + rest
+	n.StartupRequests = startup
+	n.AfterWarmup.Requests = rest
+	if secs > 0 {
+		n.AfterWarmup.PerSecond = round(float64(rest) / secs)
+		n.RegionWatch.Requests = c.Nova.Calls["Services"]
+		n.RegionWatch.PerMinute = round(float64(n.RegionWatch.Requests) / (secs / 60))
+		if cfg.Hosts > 0 {
+			n.PerHostMinute = round(float64(n.Requests.Total) / (secs / 60) / float64(cfg.Hosts))
+		}
+	}
+	all := maps.Clone(c.Nova.Calls)
+	for call, k := range c.Nova.Startup {
+		all[call] += k
+	}
+	for _, call := range slices.Sorted(maps.Keys(all)) {
+		ts, _ := fake.WarmRequests(call)
+		r := CallRate{Call: call, Calls: all[call], Requests: all[call] * int64(len(ts))}
+		if secs > 0 {
+			r.PerSecond = round(float64(r.Requests) / secs)
+		}
+		n.ByCall = append(n.ByCall, r)
+	}
+	tmpls := slices.Collect(maps.Keys(byTmpl))
+	slices.SortFunc(tmpls, func(a, b string) int {
+		if d := cmp.Compare(byTmpl[b], byTmpl[a]); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	for i, t := range tmpls {
+		if i == 10 {
+			break
+		}
+		n.Requests.ByTemplate = append(n.Requests.ByTemplate, TemplateCount{Template: t, Count: byTmpl[t]})
+	}
+	return nil
 }

@@ -63,6 +63,19 @@ func TestVirtualClockReproducible(t *testing.T) {
 	if a.Safety.Violations != 0 || a.Safety.ServersLost != 0 {
 		t.Fatalf("violations %d %v, lost %d", a.Safety.Violations, a.Safety.Descriptions, a.Safety.ServersLost)
 	}
+	// The runtime's Nova calls, counted and priced (virtualNova): each
+	// agent's first read of its host (4 requests: its service, resource
+	// provider, inventories and usages) and servers (1), the region's
+	// watch every 2 s, one request per live migration, the re-checks.
+	calls := map[string]int64{}
+	for _, c := range a.Nova.ByCall {
+		calls[c.Call] = c.Calls
+	}
+	if n := a.Nova; !n.Modelled || n.StartupRequests != 150*5 || calls["Services"] != 30 || calls["LiveMigrate"] != int64(a.Migrations.Total) ||
+		calls["Server"] == 0 || n.AfterWarmup.PerSecond <= 0 || n.Requests.Total != n.StartupRequests+n.AfterWarmup.Requests {
+		t.Errorf("nova: modelled %v, startup %d, %d requests (%d after start-up, %.1f/s), calls %v, %d migrations",
+			n.Modelled, n.StartupRequests, n.Requests.Total, n.AfterWarmup.Requests, n.AfterWarmup.PerSecond, calls, a.Migrations.Total)
+	}
 	b, err := Run(context.Background(), cfg(3))
 	if err != nil {
 		t.Fatal(err)

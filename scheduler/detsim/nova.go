@@ -1,0 +1,159 @@
+package detsim
+
+import (
+	"math/rand"
+	"time"
+
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/scheduler/node"
+)
+
+// The runtime's calls to Nova, counted on the virtual clock. detsim does
+// not read Nova (its ground truth is Hosts), but it runs the runtime's
+// decisions that do, and counts the nova.Client calls they would make:
+//
+//   - the executor's re-checks: the reads node.PlanCheck says each verdict
+//     needs (begin);
+//   - each action: a live migration's request and its follow-up (one
+//     in-progress listing a poll while it runs, one at its end that no
+//     longer lists it, then its migrations); a shelve's mark, request,
+//     re-reads and offload;
+//   - each agent's monitor: the reads node.Refresh schedules (its host's
+//     servers every Config.Refresh, service and usage every
+//     Config.PlacementRefresh, both at start, the servers again when it
+//     leaves a partition, everything when the watch reports its service
+//     changed);
+//   - the region's maintenance watch: one listing of the services every
+//     Config.ServiceWatch, node.WatchStep deciding what it reports.
+//
+// A caller's first read of a host is HostFirst (it finds the host's
+// resource provider and reads its inventories). The prices
+// (nova/fake.WarmRequests) assume warm caches otherwise and one page per
+// listing; latency, the API's queue and faults are not modelled here
+// (--clock wall runs nova/fake with them).
+
+// novaCalls counts calls by nova.Client method name.
+type novaCalls struct {
+	// Calls: every call; Startup: those of the monitors' first reads.
+	Calls, Startup map[string]int64
+	known          map[[2]string]bool       // caller, host: provider known
+	sched          map[string]*node.Refresh // by agent
+	force          map[string]bool          // the watch reported the host's service changed
+	left           map[string]bool          // the agent left a partition: re-read its servers
+	inPart         map[string]bool
+	watched        map[string]nova.Service // the watch's known services
+	jitter         *rand.Rand
+}
+
+func (n *novaCalls) init(seed int64) {
+	n.Calls, n.Startup = map[string]int64{}, map[string]int64{}
+	n.known, n.sched = map[[2]string]bool{}, map[string]*node.Refresh{}
+	n.force, n.left, n.inPart = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	n.watched = map[string]nova.Service{}
+	n.jitter = rand.New(rand.NewSource(seed + 3))
+}
+
+// read counts one call of caller; a host's read is HostFirst when the
+// caller never read it.
+func (n *novaCalls) read(caller string, r node.Read, m map[string]int64) {
+	if r.Method == "Host" {
+		k := [2]string{caller, r.Host}
+		if !n.known[k] {
+			n.known[k] = true
+			r.Method = "HostFirst"
+		}
+	}
+	m[r.Method]++
+}
+
+func (n *novaCalls) reads(caller string, rs []node.Read) {
+	for _, r := range rs {
+		n.read(caller, r, n.Calls)
+	}
+}
+
+// migrate counts a live migration of d followed every poll.
+func (n *novaCalls) migrate(d, poll time.Duration) {
+	n.Calls["LiveMigrate"]++
+	n.Calls["MigrationsInProgress"] += int64(d/poll) + 1
+	n.Calls["Migrations"]++
+}
+
+// shelve counts a shelve followed to its offload.
+func (n *novaCalls) shelve() {
+	n.Calls["SetServerMetadata"]++
+	n.Calls["Shelve"]++
+	n.Calls["Server"] += 2
+	n.Calls["ShelveOffload"]++
+}
+
+// caller is who runs e's plan: its agent, or the planner outside.
+func (c *Cluster) caller(e *exec) string {
+	if e.host == "" {
+		return "planner"
+	}
+	return e.host
+}
+
+// refresh runs agent n's monitor schedule at a sample (node.Refresh).
+func (c *Cluster) refresh(n string) {
+	s := c.Nova.sched[n]
+	if s == nil {
+		s = &node.Refresh{}
+		c.Nova.sched[n] = s
+	}
+	m := c.Nova.Calls
+	if s.PlacementAt.IsZero() {
+		m = c.Nova.Startup
+	}
+	placement, servers := s.Due(c.Now, c.Nova.force[n], c.Nova.left[n])
+	delete(c.Nova.force, n)
+	delete(c.Nova.left, n)
+	if placement {
+		c.Nova.read(n, node.Read{Method: "Host", Host: n}, m)
+	}
+	if servers {
+		c.Nova.read(n, node.Read{Method: "Servers", Host: n}, m)
+	}
+	s.Read(c.Now, placement, servers, c.opt.Node, c.Nova.jitter)
+}
+
+// notePartition notes that agent n left a partition (its monitor re-reads
+// its servers, as the runner asks it).
+func (c *Cluster) notePartition(n string) {
+	in := c.Agents[n].Partition() != nil
+	if in != c.Nova.inPart[n] {
+		if !in {
+			c.Nova.left[n] = true
+			delete(c.Nova.inPart, n)
+		} else {
+			c.Nova.inPart[n] = true
+		}
+	}
+}
+
+// watch is one turn of the region's maintenance watch on the ground
+// truth (node.WatchStep): one listing of the services; an agent whose
+// host's service changed re-reads its host at its next sample.
+func (c *Cluster) watch() {
+	c.Nova.Calls["Services"]++
+	svcs := make([]nova.Service, 0, len(c.names))
+	for _, name := range c.names {
+		h := c.Hosts[name]
+		s := nova.Service{Host: name, Status: nova.ServiceEnabled, State: nova.ServiceUp}
+		if h.Disabled || h.Draining {
+			s.Status = nova.ServiceDisabled
+		}
+		if h.Draining {
+			s.DisabledReason = "dvms:maintenance"
+		}
+		svcs = append(svcs, s)
+	}
+	// The periodic republish (all) costs Nova nothing: an agent re-reads
+	// only a service that changed.
+	for _, no := range node.WatchStep(c.Nova.watched, svcs, false) {
+		if no.Changed && !c.Crashed[no.Service.Host] {
+			c.Nova.force[no.Service.Host] = true
+		}
+	}
+}
