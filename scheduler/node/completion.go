@@ -123,7 +123,7 @@ type migFollow struct {
 }
 
 // Completion results, the label values of the completion counter
-// (cmd/dvms metrics.go): Nova accepted the request; 409, the server is no
+// (scheduler/agentd/metrics.go): Nova accepted the request; 409, the server is no
 // longer migrating: the migration ended meanwhile (Nova also answers 409
 // for a server locked meanwhile, or an abort of a queued migration on
 // computes older than 2.65: if the migration is still listed at the next

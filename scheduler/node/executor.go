@@ -118,7 +118,7 @@ func (o ActionOutcome) String() string {
 // ReasonClass sorts why an action was skipped or failed into a few
 // values, set where the executor decides (Reason says it in words, with
 // servers and hosts: unbounded). The values are Prometheus label values
-// (cmd/dvms metrics.go): renaming one breaks dashboards.
+// (scheduler/agentd/metrics.go): renaming one breaks dashboards.
 type ReasonClass string
 
 // Reason classes.
