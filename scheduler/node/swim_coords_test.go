@@ -65,6 +65,7 @@ func newCoordSwim(t *testing.T, sn *node.SwimNet, host string) *coordSwim {
 // to every other within half the true RTT across sites, and well below
 // it inside a site.
 func TestSwimProbesFeedCoordinates(t *testing.T) {
+	t.Parallel() // its own in-memory network; waits on memberlist's wall-clock timers, little CPU
 	const perSite = 3
 	sn := newSwimNet(t, 0)
 	site := map[string]int{}
@@ -168,6 +169,7 @@ func (r *rogue) AckPayload() []byte {
 // coordinates never moves this agent's coordinate nor enters its table;
 // every such ack is counted.
 func TestSwimDropsBadAckCoordinates(t *testing.T) {
+	t.Parallel() // its own in-memory network; waits on memberlist's wall-clock timers, little CPU
 	sn := newSwimNet(t, 0)
 	a := newCoordSwim(t, sn, "honest")
 	origin := a.viv.Coordinate()

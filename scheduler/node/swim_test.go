@@ -30,6 +30,7 @@ func swimFast(c *memberlist.Config) {
 // alive with 10 % of datagrams lost, and a killed one is reported down by
 // every other.
 func TestSwimJoinKillNoFalseDeathAtTenPercentLoss(t *testing.T) {
+	t.Parallel() // its own in-memory network; waits on memberlist's wall-clock timers, little CPU
 	const n = 8
 	netCtx, stopNet := context.WithCancel(context.Background())
 	defer stopNet()
@@ -220,6 +221,7 @@ func startSwims(t *testing.T, cfgs []node.SwimConfig) []*node.Swim {
 // other agent's table has it, and a coordinate that moves is announced
 // again.
 func TestSwimCarriesCoordinates(t *testing.T) {
+	t.Parallel() // its own in-memory network; waits on memberlist's wall-clock timers, little CPU
 	const n = 3
 	sn := newSwimNet(t, 0)
 	var mu sync.Mutex
@@ -270,6 +272,7 @@ func TestSwimCarriesCoordinates(t *testing.T) {
 // With a region key, an agent holding another key cannot join: the
 // members never see it, and it sees none of them.
 func TestSwimKeyKeepsStrangersOut(t *testing.T) {
+	t.Parallel() // its own in-memory network; waits on memberlist's wall-clock timers, little CPU
 	sn := newSwimNet(t, 0)
 	key, other := []byte("0123456789abcdef0123456789abcdef"), []byte("fedcba9876543210fedcba9876543210")
 	hosts := []string{"k0", "k1", "stranger"}
@@ -323,6 +326,7 @@ func (d *dialCounter) DialTimeout(addr string, timeout time.Duration) (net.Conn,
 // incarnation) is a member again for every other, and hears of the
 // deaths that follow: the others gossip to it again.
 func TestSwimRestartedAgentSeesLaterDeaths(t *testing.T) {
+	t.Parallel() // its own in-memory network; waits on memberlist's wall-clock timers, little CPU
 	const n = 10
 	sn := newSwimNet(t, 0)
 	trs := make([]memberlist.NodeAwareTransport, n)
