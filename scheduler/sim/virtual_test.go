@@ -41,20 +41,19 @@ func withoutWallFields(t *testing.T, r *Report) string {
 // sample due taken), safe, and reproducible from its seed: two runs of
 // one seed give the same report but for the wall-time fields.
 func TestVirtualClockReproducible(t *testing.T) {
-	// A fifth of virtualConfig's cloud for a third of its time: three
-	// runs of it are CPU-bound, and reproducibility needs events, moves
-	// and messages (seed 3 here: 9 solved, 13 migrations, 46 messages an
-	// event), not size.
+	// Half virtualConfig's cloud for two thirds of its time: three runs
+	// of it are CPU-bound (a third of this package's time under -race),
+	// and reproducibility needs events, moves and messages, not size.
 	cfg := func(seed int64) Config {
 		c := virtualConfig(seed)
-		c.Hosts, c.Servers, c.Duration = 60, 600, 30*time.Second
+		c.Hosts, c.Servers, c.Duration = 150, 1500, 60*time.Second
 		return c
 	}
 	a, err := Run(context.Background(), cfg(3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !a.Valid || a.Samples.Taken != a.Samples.Due || a.Samples.Due != 60*30 {
+	if !a.Valid || a.Samples.Taken != a.Samples.Due || a.Samples.Due != 150*60 {
 		t.Fatalf("valid %v, samples %d of %d due: %v", a.Valid, a.Samples.Taken, a.Samples.Due, a.InvalidBecause)
 	}
 	if a.Clock != ClockVirtual || a.Events.Solved == 0 || a.Migrations.Total == 0 || a.Messages.PerEvent == 0 || a.ProtocolMS.Count == 0 {
