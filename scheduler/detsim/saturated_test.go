@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,21 +166,28 @@ func TestAgentCrashes(t *testing.T) {
 // (its answer was lost, not the merge). Safety holds and every event with
 // a solution is still solved.
 func TestArbiterFaults(t *testing.T) {
+	t.Parallel() // CPU-bound and deterministic: uses a core the wall-clock tests leave idle
+	var mu sync.Mutex
 	var unknown, rereads, found int
-	for seed := int64(1); seed <= 10; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			c := New(Options{Seed: seed, Jitter: 2 * time.Millisecond, ArbiterFaults: 0.4}, mergeNeeded(40))
-			c.RunUntil(5*time.Minute, func() bool { return len(c.Solvable()) == 0 && c.Idle() })
-			if len(c.Violations) > 0 {
-				t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
-			}
-			if s := c.Solvable(); len(s) > 0 {
-				t.Fatalf("unsolved despite a solution: %v", s)
-			}
-			u, _ := c.ArbiterFaults()
-			unknown, rereads, found = unknown+u, rereads+c.Rereads, found+c.RereadMerges
-		})
-	}
+	t.Run("seeds", func(t *testing.T) {
+		for seed := int64(1); seed <= 10; seed++ {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				t.Parallel()
+				c := New(Options{Seed: seed, Jitter: 2 * time.Millisecond, ArbiterFaults: 0.4}, mergeNeeded(40))
+				c.RunUntil(5*time.Minute, func() bool { return len(c.Solvable()) == 0 && c.Idle() })
+				if len(c.Violations) > 0 {
+					t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
+				}
+				if s := c.Solvable(); len(s) > 0 {
+					t.Fatalf("unsolved despite a solution: %v", s)
+				}
+				u, _ := c.ArbiterFaults()
+				mu.Lock()
+				unknown, rereads, found = unknown+u, rereads+c.Rereads, found+c.RereadMerges
+				mu.Unlock()
+			})
+		}
+	})
 	t.Logf("unknown outcomes %d, re-reads %d, merges found by a re-read %d", unknown, rereads, found)
 	if rereads == 0 || found == 0 {
 		t.Fatalf("the unknown-outcome path was not reached: %d unknown outcomes, %d re-reads, %d merges found", unknown, rereads, found)
@@ -195,6 +203,7 @@ func TestArbiterFaults(t *testing.T) {
 // ("request lost: no progress"), and the request, still travelling, made
 // a free node join a partition that no longer existed.
 func TestLongTourNotCalledLost(t *testing.T) {
+	t.Parallel() // CPU-bound and deterministic
 	var hosts []scheduler.Host
 	for i := 0; i < 130; i++ {
 		load := 9 // overloaded by one core

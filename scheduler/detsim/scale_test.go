@@ -70,6 +70,7 @@ func (w *redraws) apply(c *Cluster) {
 // could have solved together, and safety holds (the executor's re-checks
 // on, as in the runtime).
 func TestSaturatedAtScale(t *testing.T) {
+	t.Parallel() // CPU-bound and deterministic
 	if testing.Short() {
 		t.Skip("one simulated minute of 200 agents: not in -short")
 	}

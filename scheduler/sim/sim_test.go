@@ -90,9 +90,12 @@ func TestSimulateSaturatedMerges(t *testing.T) {
 		c := small(seed)
 		c.Servers = 13 * c.Hosts // as issue 4's run: room is scarcer
 		c.Workload = "saturated"
-		// Half speed: under -race on a busy 2-core machine, 20x starves
-		// the protocol's timeouts (partitions time out before they block).
-		c.TimeScale = 10
+		// A quarter speed: under -race on a busy 2-core machine, 20x
+		// starves the protocol's timeouts (partitions time out before
+		// they block), and at 10x the observer missed samples in most
+		// runs (29 to 35 of 40 taken, even with the machine to itself):
+		// runKeptUp ran them again at 5x.
+		c.TimeScale = 5
 		r := runKeptUp(t, c, protocolStarved)
 		merges += r.Merges.Committed
 		checkAborted(t, r)
@@ -238,8 +241,59 @@ func TestSimulateOracle(t *testing.T) {
 	if r.Events.Solved == 0 || r.Migrations.Total == 0 || r.SolveMS.Count == 0 {
 		t.Fatalf("the oracle solved nothing: %+v, %d migrations", r.Events, r.Migrations.Total)
 	}
-	if r.Partitions.MaxSize != c.Hosts || r.Messages.Total != 0 {
-		t.Fatalf("oracle: partitions of up to %d hosts (want the cloud's %d), %d messages", r.Partitions.MaxSize, c.Hosts, r.Messages.Total)
+	// Which hosts a plan may use is oraclePlan's rule, tested exactly by
+	// TestOraclePlanSolvesOverTheWholeCloud. Here a solve leaves out the
+	// hosts running plans and the other overloaded hosts of the moment,
+	// and on the wall clock that moment is the machine's: beside another
+	// test run an event was detected late, beside a second overloaded
+	// host, and solved over 39 of the 40. Still far beyond any agent's
+	// partition.
+	if r.Partitions.MaxSize > c.Hosts || r.Partitions.MaxSize < c.Hosts*3/4 || r.Messages.Total != 0 {
+		t.Fatalf("oracle: partitions of up to %d hosts (want most of the cloud's %d), %d messages", r.Partitions.MaxSize, c.Hosts, r.Messages.Total)
+	}
+}
+
+// The oracle solves an event over every host of the cloud but those
+// running a plan and the other overloaded ones; the plan's hosts are
+// then busy.
+func TestOraclePlanSolvesOverTheWholeCloud(t *testing.T) {
+	c := small(1)
+	c.Hosts = 6
+	srv := func(h string, i int, cpu float64) scheduler.Server {
+		return scheduler.Server{ID: fmt.Sprintf("%s-%d", h, i), VCPUs: 2, RAMMB: 2048, CPU: cpu, RAM: 1024}
+	}
+	var all []scheduler.Host
+	for i := range c.Hosts {
+		h := scheduler.Host{Name: fmt.Sprintf("h%d", i), CPUs: 8, RAMMB: 65536, AllocVCPUs: 32, AllocRAMMB: 65536}
+		h.Servers = append(h.Servers, srv(h.Name, 0, 1))
+		if i < 2 { // h0 and h1 overloaded
+			h.Servers = append(h.Servers, srv(h.Name, 1, 4), srv(h.Name, 2, 4))
+		}
+		all = append(all, h)
+	}
+	ev := scheduler.Event{ID: "ev", Kind: scheduler.Overload, Host: "h0"}
+	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
+		simNow: time.Now, raisedSim: map[string]time.Time{}}
+	busy := map[string]bool{"h5": true}
+	plan, used, size, ok := oraclePlan(c, ev, all, busy, rand.New(rand.NewSource(1)), st)
+	if !ok || plan.Len() == 0 {
+		t.Fatalf("h0's overload not solved over %d hosts", size)
+	}
+	if size != c.Hosts-2 { // h1 (overloaded) and h5 (busy) left out
+		t.Fatalf("solved over %d hosts, want %d: all but the busy and the other overloaded", size, c.Hosts-2)
+	}
+	for _, h := range used {
+		if h == "h1" || h == "h5" {
+			t.Fatalf("the plan uses %s (busy or overloaded): %v", h, plan.Steps)
+		}
+		if !busy[h] {
+			t.Fatalf("%s used by the plan but not marked busy", h)
+		}
+	}
+	delete(busy, "h5")
+	all[1].Servers = all[1].Servers[:1] // h1 no longer overloaded
+	if _, _, size, _ := oraclePlan(c, ev, all, map[string]bool{}, rand.New(rand.NewSource(1)), st); size != c.Hosts {
+		t.Fatalf("nothing busy, one host overloaded: solved over %d hosts, want the cloud's %d", size, c.Hosts)
 	}
 }
 

@@ -156,15 +156,18 @@ func TestResolveClock(t *testing.T) {
 // the whole cloud (globalCheck), within abortedCheckBudget, and unsolvable
 // ones against the union of the Blocked partitions' views.
 func TestVirtualClockChecksAbortedEvents(t *testing.T) {
+	// 40 saturated hosts for 30 s abort 20 events and give up 19: the
+	// checks have their material. (100 hosts for 45 s took 155 s of
+	// this package's time under -race, for the same property.)
 	cfg := virtualConfig(1)
-	cfg.Hosts, cfg.Servers, cfg.Duration, cfg.Workload = 100, 1300, 45*time.Second, "saturated"
+	cfg.Hosts, cfg.Servers, cfg.Duration, cfg.Workload = 40, 520, 30*time.Second, "saturated"
 	r, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := r.Events
-	if e.Aborted == 0 {
-		t.Fatalf("no event aborted: the test's premise (saturated workload) does not hold: %+v", e)
+	if e.Aborted == 0 || e.Unsolvable == 0 {
+		t.Fatalf("no event aborted, or none given up: the test's premise (saturated workload) does not hold: %+v", e)
 	}
 	if e.AbortedChecked == 0 || e.AbortedChecked > e.Aborted || e.AbortedWithGlobal > e.AbortedChecked {
 		t.Fatalf("aborted %d, checked %d, with a global solution %d: want 0 < checked <= aborted, with <= checked", e.Aborted, e.AbortedChecked, e.AbortedWithGlobal)
