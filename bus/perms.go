@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// NATS-level authentication and subject permissions (issue 10). Each
+// NATS-level authentication and subject permissions. Each
 // agent connects to NATS as the nkeys user of its own message key, and
 // the server lets it publish and subscribe only where its role needs:
 // it reads its own inbox subjects and the region's broadcasts, and

@@ -22,7 +22,7 @@ type Config struct {
 	// ConsolidationCooldown: a server that arrived on a host less than
 	// this long ago is settling; consolidation does not move it, so a
 	// host that just received servers (from an overload) is not emptied
-	// back at once (issue 11: ping-pong).
+	// back at once (ping-pong).
 	ConsolidationCooldown time.Duration
 	// ConsolidationHeadroom is the fraction of a destination's demand
 	// limits that consolidation leaves free, so demand that wobbles does

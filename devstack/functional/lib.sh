@@ -38,7 +38,7 @@ DVMS_FUNC_PASSWORD="${DVMS_FUNC_PASSWORD:-dvms-secret}"
 DVMS_FUNC_REGION="${DVMS_FUNC_REGION:-RegionOne}"
 DVMS_FUNC_CLOUD="dvms-functional"
 # The agents' own cloud in clouds.yaml: keystone user dvms with only the
-# role dvms, which etc/dvms/policy grants what an agent needs (issue 10).
+# role dvms, which etc/dvms/policy grants what an agent needs.
 DVMS_FUNC_AGENT_CLOUD="dvms-agent"
 DVMS_FUNC_AGENT_PASSWORD="${DVMS_FUNC_AGENT_PASSWORD:-dvms-agent-secret}"
 # The system Python that the OpenStack packages use (a pyenv or venv python3

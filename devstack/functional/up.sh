@@ -226,7 +226,7 @@ mkdir -p "$STATE_DIR/nova/locks"
 [api]
 auth_strategy = keystone
 [oslo_policy]
-# The dvms agents' least privilege (role dvms, issue 10), from this checkout.
+# The dvms agents' least privilege (role dvms), from this checkout.
 policy_file = $NOVA_POLICY
 [wsgi]
 api_paste_config = /etc/nova/api-paste.ini
@@ -241,7 +241,7 @@ workers = 1
 discover_hosts_in_cells_interval = -1
 [filter_scheduler]
 track_instance_changes = true
-# dvms' weigher (nova/dvms_nova, issue 15) after Nova's own, as the DevStack
+# dvms' weigher (nova/dvms_nova) after Nova's own, as the DevStack
 # plugin configures it: nova-scheduler imports it from this checkout. The
 # functional tests start dvms scheduler-api at [dvms] url; while none runs,
 # the weigher fails open (every host the same weight: Nova's order).
@@ -421,7 +421,7 @@ wait_for 120 "$N hypervisors mapped to cell1" hypervisors_ready \
 # --config $DVMS_FUNC_DIR/etc/dvms.conf.
 # shellcheck source=devstack/lib/dvms
 . "$HARNESS_DIR/../lib/dvms"
-# Every agent signs its messages (issue 10): one key pair per compute, all
+# Every agent signs its messages: one key pair per compute, all
 # public keys in one keys_dir (one machine).
 KEYS_DIR="$DVMS_FUNC_DIR/keys"
 GO_BIN=$(command -v go || echo /usr/local/go/bin/go)
@@ -436,8 +436,8 @@ dvms_keygen "$DVMS_FUNC_DIR/dvms" "$KEYS_DIR/operators" operator || die "dvms ke
 log "agent keys: $KEYS_DIR; operator key: $KEYS_DIR/operators/operator.key"
 
 # The NATS server the dvms agents of the functional tests talk over
-# (Debian's nats-server, as the DevStack plugin's dvms-nats service), run
-# as issue 10 asks: TLS (a self-signed certificate for this address), and
+# (Debian's nats-server, as the DevStack plugin's dvms-nats service), with
+# TLS (a self-signed certificate for this address), and
 # only the region's keys admitted, each agent with its subject permissions
 # (`dvms nats-config`); the tests' operator commands and scheduler-api use
 # an observer key kept outside keys_dir.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Settings and helpers of the multi-site test bed (sourced, not run).
 #
-# Sites are network namespaces on one machine (issue 12). Everything the
+# Sites are network namespaces on one machine. Everything the
 # scripts create is named dvtb-* and recorded, one line per object, in
 # $DVMS_TESTBED_DIR/created, which down.sh reads to remove exactly that.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start the multi-site test bed (issue 12): SITES network namespaces, each
+# Start the multi-site test bed: SITES network namespaces, each
 # with one Debian nats-server joined to the others as a super-cluster
 # (gateways through toxiproxy's WAN delay), and a dvms agent config, keys
 # and clouds.yaml for AGENTS_PER_SITE compute hosts per site. Needs root.

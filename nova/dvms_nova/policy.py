@@ -1,4 +1,4 @@
-"""Nova policy for the dvms agents' role (issue 10): no admin role needed.
+"""Nova policy for the dvms agents' role: no admin role needed.
 
     python3 -m dvms_nova.policy [--role dvms] [--new-defaults] > /etc/nova/policy.d/dvms.yaml
 

@@ -1,4 +1,4 @@
-// Package extsched is dvms as Nova's external scheduler (issue 15), pure
+// Package extsched is dvms as Nova's external scheduler, pure
 // logic: the summary every agent publishes of its host (Summary), the
 // region's view built from them (View), the request and response shapes
 // of cortex's external scheduler API (Request, Response) and the weighing

@@ -10,7 +10,7 @@ import (
 	"github.com/dvms-project/dvms/scheduler"
 )
 
-// Issue 10: the executor re-checks the reason for a plan, not only that
+// The executor re-checks the reason for a plan, not only that
 // each move still fits. A plan is computed from snapshots and events other
 // agents sent; before its first action the reason of the event it solves
 // is re-read from the source of truth, about the event's own host:

@@ -11,7 +11,7 @@ import (
 	"github.com/dvms-project/dvms/scheduler/extsched"
 )
 
-// Host summaries for `dvms scheduler-api` (issue 15): the agent publishes
+// Host summaries for `dvms scheduler-api`: the agent publishes
 // what it knows of its host on bus.SummarySubject every
 // SummaryConfig.Interval, and at once (checked every monitor interval)
 // when it changed enough for a scheduler to care. Everything comes from

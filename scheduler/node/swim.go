@@ -22,7 +22,7 @@ import (
 	"github.com/dvms-project/dvms/bus/auth"
 )
 
-// SwimConfig configures the SWIM membership of one agent (issue 12): a
+// SwimConfig configures the SWIM membership of one agent: a
 // gossip failure detector with suspicion and Lifeguard, from
 // hashicorp/memberlist, whose traffic per agent does not grow with the
 // region, unlike the heartbeats of Membership (N² deliveries a second).

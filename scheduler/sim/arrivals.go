@@ -10,7 +10,7 @@ import (
 	"github.com/dvms-project/dvms/scheduler/extsched"
 )
 
-// Arrivals (issue 15, `dvms simulate --arrivals RATE`): new servers boot
+// Arrivals (`dvms simulate --arrivals RATE`): new servers boot
 // during the run, Config.Arrivals per simulated second. Each boot goes
 // through what Nova would do: its filters keep the hosts whose service is
 // enabled and up and where placement has room for the flavor, its

@@ -1,6 +1,6 @@
 package sim
 
-// Sites (issue 12): hosts spread over sites whose round-trip times delay
+// Sites: hosts spread over sites whose round-trip times delay
 // every message between agents, Vivaldi coordinates measured on real
 // round trips of those delayed messages, and the locality figures of the
 // report: inter-site migrations and messages, the coordinates' error, and

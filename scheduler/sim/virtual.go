@@ -28,7 +28,7 @@ const (
 // AutoVirtualAbove is the host count above which ClockAuto picks the
 // virtual clock: on a 2-core machine the wall clock's agents, NATS and
 // simulated Nova stop keeping up with simulated time between 1,000 and
-// 4,000 hosts (issue 14: at 4,000 hosts the observer took 17 of its 120
+// 4,000 hosts (at 4,000 hosts the observer took 17 of its 120
 // samples).
 const AutoVirtualAbove = 2000
 

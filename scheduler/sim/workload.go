@@ -38,8 +38,7 @@ type Workload interface {
 // "random:PERIOD" and "saturated:PERIOD" (a Go duration, e.g. random:1h)
 // set that mean period: a long one keeps each server's measured demand
 // through the run, so a host's demand when a server boots still holds
-// when it is checked later (what Nova's placement-only order is blind to,
-// issue 15).
+// when it is checked later (what Nova's placement-only order is blind to).
 func NewWorkload(spec string, servers []ServerSpec, rng *rand.Rand, traceStep time.Duration, cores float64) (Workload, error) {
 	kind, periodText, hasPeriod := strings.Cut(spec, ":")
 	period := 30 * time.Second

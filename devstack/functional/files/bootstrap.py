@@ -56,7 +56,7 @@ def identity(conn, argv):
         else:
             idc.update_user(user, password=password)
         idc.assign_project_role_to_user(project, user, admin_role)
-    # The agents' least-privilege account (issue 10): role dvms only, which
+    # The agents' least-privilege account: role dvms only, which
     # the cloud's policy files grant exactly what an agent needs, in a
     # project of its own that holds no server (with Nova's legacy
     # defaults any role on a project lets its holder manage that
