@@ -10,6 +10,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/internal/daemon"
 )
 
 // The written configuration is one nats-server itself parses into one
@@ -87,9 +88,9 @@ func TestNATSConfigParsesAsNATSServerConfig(t *testing.T) {
 // its own key (nkey_auth), scheduler-api with nkey_seed (the functional
 // tier's scheduler-api once looked for keys_dir/scheduler-api.key).
 func TestNATSKeyOfAgentsAndSchedulerAPI(t *testing.T) {
-	cfg := fileConfig{KeysDir: "/k", NATSNkeyAuth: true, NATSNkeySeed: "/obs/ops.key", NATSURL: "nats://x:4222"}
+	cfg := daemon.Config{KeysDir: "/k", NATSNkeyAuth: true, NATSNkeySeed: "/obs/ops.key", NATSURL: "nats://x:4222"}
 	cfg.Agent.ID = "compute-1"
-	if got := cfg.busConfig(cfg.NATSURL).NkeySeedFile; got != "/k/compute-1.key" {
+	if got := cfg.BusConfig(cfg.NATSURL).NkeySeedFile; got != "/k/compute-1.key" {
 		t.Errorf("agent's nkey %q, want its own key", got)
 	}
 	cfg.Agent.ID = "scheduler-api" // what loadConfig gives scheduler-api

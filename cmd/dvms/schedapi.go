@@ -14,6 +14,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/extsched/schedapi"
 )
@@ -41,23 +42,23 @@ func init() {
 
 // schedAPIConfig loads the agents' configuration file for the service:
 // no cloud is needed.
-func schedAPIConfig(c *cli.Context) (fileConfig, error) {
+func schedAPIConfig(c *cli.Context) (daemon.Config, error) {
 	src := fileSource(c)
 	for flag, opt := range map[string][2]string{
 		"listen": {"scheduler_api", "listen"}, "nats-url": {"nats", "url"}, "log-level": {"DEFAULT", "log_level"},
 	} {
 		if c.IsSet(flag) {
-			src.flags = append(src.flags, flagValue{lookupOption(opt[0], opt[1]), c.String(flag)})
+			src.Flags = append(src.Flags, daemon.FlagValue{Option: daemon.LookupOption(opt[0], opt[1]), Value: c.String(flag)})
 		}
 	}
 	if lv, ok := logLevel(c); ok && !c.IsSet("log-level") { // dvms --log-level LEVEL scheduler-api
-		src.flags = append(src.flags, flagValue{lookupOption("DEFAULT", "log_level"), lv})
+		src.Flags = append(src.Flags, daemon.FlagValue{Option: daemon.LookupOption("DEFAULT", "log_level"), Value: lv})
 	}
-	cfg, err := loadConfig(src, "scheduler-api")
+	cfg, err := daemon.Load(src, "scheduler-api")
 	return cfg, withoutCloudError(err)
 }
 
-// withoutCloudError drops errNoCloud from loadConfig's list of problems.
+// withoutCloudError drops daemon.ErrNoCloud from daemon.Load's list of problems.
 func withoutCloudError(err error) error {
 	if err == nil {
 		return nil
@@ -65,13 +66,13 @@ func withoutCloudError(err error) error {
 	var keep []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range j.Unwrap() {
-			if !errors.Is(e, errNoCloud) {
+			if !errors.Is(e, daemon.ErrNoCloud) {
 				keep = append(keep, e)
 			}
 		}
 		return errors.Join(keep...)
 	}
-	if errors.Is(err, errNoCloud) {
+	if errors.Is(err, daemon.ErrNoCloud) {
 		return nil
 	}
 	return err
@@ -107,7 +108,7 @@ const natsRetry = 2 * time.Second
 // startSchedAPI serves HTTP at once and subscribes to the region's
 // summaries as soon as NATS answers (until then every host is unknown:
 // Nova's order), until ctx ends; now is the clock of staleness (time.Now).
-func startSchedAPI(ctx context.Context, cfg fileConfig, now func() time.Time, log zerolog.Logger) (*schedAPIProc, error) {
+func startSchedAPI(ctx context.Context, cfg daemon.Config, now func() time.Time, log zerolog.Logger) (*schedAPIProc, error) {
 	if cfg.KeysDir != "" {
 		// A bad keyring is a configuration error: refuse to start rather
 		// than serve without summaries.
@@ -147,14 +148,14 @@ func startSchedAPI(ctx context.Context, cfg fileConfig, now func() time.Time, lo
 // schedAPIBusConfig is scheduler-api's NATS connection: it is no agent,
 // so it never authenticates as an agent's key (nkey_auth, shared with
 // the agents in one dvms.conf) but with [nats] nkey_seed.
-func schedAPIBusConfig(cfg fileConfig) bus.Config {
+func schedAPIBusConfig(cfg daemon.Config) bus.Config {
 	cfg.NATSNkeyAuth = false
-	return cfg.busConfig(cfg.NATSURL)
+	return cfg.BusConfig(cfg.NATSURL)
 }
 
 // subscribeSummaries connects to NATS (retrying every natsRetry until it
 // answers) and passes the summaries to receive until ctx ends.
-func subscribeSummaries(ctx context.Context, cfg fileConfig, receive bus.Handler, log zerolog.Logger) {
+func subscribeSummaries(ctx context.Context, cfg daemon.Config, receive bus.Handler, log zerolog.Logger) {
 	bc := schedAPIBusConfig(cfg)
 	bc.Name = "dvms-scheduler-api"
 	bc.OnStateChange = func(event string, err error) {
@@ -178,7 +179,7 @@ func subscribeSummaries(ctx context.Context, cfg fileConfig, receive bus.Handler
 	}
 	defer func() { _ = tr.Close() }()
 	subj := bus.SummarySubject(cfg.Runtime.Region, "*")
-	sub, err := subscribeVerified(cfg, tr, subj, receive, log)
+	sub, err := daemon.SubscribeVerified(cfg, tr, subj, receive, log)
 	if err != nil {
 		log.Error().Err(err).Str("subject", subj).Msg("no summaries: every host keeps Nova's order")
 		<-ctx.Done()
