@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dvms-project/dvms/internal/conf"
 	"github.com/dvms-project/dvms/internal/daemon"
 )
 
@@ -61,14 +62,7 @@ func TestReferenceListsEveryOption(t *testing.T) {
 }
 
 // fakeEnv is an environment of the KEY=VALUE pairs kv.
-func fakeEnv(kv ...string) func(string) (string, bool) {
-	m := map[string]string{}
-	for _, s := range kv {
-		k, v, _ := strings.Cut(s, "=")
-		m[k] = v
-	}
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
+var fakeEnv = conf.MapEnv
 
 // load loads text as the configuration file ("" = no file) in the
 // environment kv.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/dvms-project/dvms/internal/conf"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/extsched/schedapi"
@@ -21,15 +22,8 @@ import (
 
 const samplePath = "../../etc/dvms/dvms.conf.sample"
 
-// fakeEnv is an environment of the given KEY=value pairs only.
-func fakeEnv(kv ...string) func(string) (string, bool) {
-	m := map[string]string{}
-	for _, s := range kv {
-		k, v, _ := strings.Cut(s, "=")
-		m[k] = v
-	}
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
+// fakeEnv is an environment of the KEY=VALUE pairs kv.
+var fakeEnv = conf.MapEnv
 
 // load loads text as the configuration file ("" = no file) in the
 // environment kv.
