@@ -94,7 +94,7 @@ func TestNATSKeyOfAgentsAndSchedulerAPI(t *testing.T) {
 		t.Errorf("agent's nkey %q, want its own key", got)
 	}
 	cfg.Agent.ID = "scheduler-api" // what loadConfig gives scheduler-api
-	if got := schedAPIBusConfig(cfg).NkeySeedFile; got != "/obs/ops.key" {
+	if got := daemon.SchedAPIBusConfig(cfg).NkeySeedFile; got != "/obs/ops.key" {
 		t.Errorf("scheduler-api's nkey %q, want nkey_seed", got)
 	}
 }
