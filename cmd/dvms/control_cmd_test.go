@@ -52,7 +52,7 @@ func TestOperatorControls(t *testing.T) {
 	if _, err := auth.GenerateKey(obs, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := natsServerConfig(keys, opsRegion, []string{filepath.Join(obs, "ops.pub")})
+	sc, err := auth.NATSServerConfig(keys, opsRegion, map[string][]string{"observer": {filepath.Join(obs, "ops.pub")}})
 	if err != nil {
 		t.Fatal(err)
 	}
