@@ -88,16 +88,25 @@ func TestServiceRaftRPCBoundToPeer(t *testing.T) {
 		}
 	}
 	for _, a := range c.live() {
-		if st := a.svc.Status(); st.Term >= 1<<40 || (st.Voter && st.Leader != leader.id) {
+		// On a busy machine the group may elect another of its voters
+		// (heartbeats late); never the forger, never at its term.
+		if st := a.svc.Status(); st.Term >= 1<<40 || (st.Voter && st.Leader == "h4") {
 			t.Errorf("%s after the forged RPCs: %+v", a.id, st)
 		}
 	}
-	if r, ok, err := follower.svc.Get(ctx, "p"); err != nil || !ok || r.Initiator != follower.id {
-		t.Errorf("registration after the forged RPCs: %+v %v %v", r, ok, err)
-	}
-	if d, err := follower.svc.Register(ctx, reg("q", follower.id)); err != nil || !d.Committed {
-		t.Fatalf("register after the forged RPCs: %+v %v", d, err)
-	}
+	// The registration is kept and the group still commits: retried while
+	// a busy machine's election (if any) settles ("no quorum" meanwhile).
+	attempt := 0
+	testwait.Until(t, 30*time.Second, "the registration kept and a new one committed after the forged RPCs", func() (bool, string) {
+		attempt++
+		r, ok, err := follower.svc.Get(ctx, "p")
+		if err != nil || !ok || r.Initiator != follower.id {
+			return false, fmt.Sprintf("get p: %+v %v %v", r, ok, err)
+		}
+		id := fmt.Sprintf("q%d", attempt) // a fresh partition each try: an unknown outcome may have committed the last
+		d, err := follower.svc.Register(ctx, reg(id, follower.id))
+		return err == nil && d.Committed, fmt.Sprintf("register %s: %+v %v", id, d, err)
+	})
 
 	// A voter that does not lead answers the follower's requests first,
 	// signed with its own key, "committed": the follower, a member of
@@ -141,11 +150,13 @@ func TestServiceRaftRPCBoundToPeer(t *testing.T) {
 		}
 	}
 	// The forger's handler runs on its own connection: on a busy machine
-	// it may answer after the follower took the leader's answer. It must
-	// still have answered every request (the attack ran).
-	testwait.Until(t, 10*time.Second, "the forger to answer all 5 requests", func() (bool, string) {
+	// it may answer after the follower took the leader's answer, or miss a
+	// request the follower sent before its subscription took effect. The
+	// attack ran if it answered some (every answer it sent was refused
+	// above).
+	testwait.Until(t, 10*time.Second, "the forger to answer the follower's requests", func() (bool, string) {
 		fmu.Lock()
 		defer fmu.Unlock()
-		return forgedN >= 5, fmt.Sprintf("%d answered", forgedN)
+		return forgedN >= 1, fmt.Sprintf("%d of 5 answered", forgedN)
 	})
 }
