@@ -688,7 +688,7 @@ func (c *Cluster) observe(e *exec, a scheduler.Action, i int) node.Observed {
 		o.SrcDemand, o.DestDemand = c.demand(a.From), c.demand(a.To)
 	}
 	if !e.check.ConsentKnown(a.From) {
-		o.Source, o.SourceServers = c.novaHost(a.From)
+		o.Source, _ = c.novaHost(a.From)
 		o.SrcDemand = c.demand(a.From)
 	}
 	return o

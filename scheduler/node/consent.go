@@ -13,21 +13,24 @@ import (
 // verdict (eventVerdict); any other source host H of the plan is judged
 // once per plan, at its first action, on what the re-check reads:
 //
-//   - Nova's view of H (its service, its capacity, its servers): H
-//     disabled with a reason matching drain_reason_pattern consents,
-//     whether its agent lives or not;
+//   - Nova's view of H (its service and capacity, one read): H disabled
+//     with a reason matching drain_reason_pattern consents, whether its
+//     agent lives or not;
 //   - H's own measurement now (its local source, else its agent's answer
 //     over the bus, signed by H's key and bound to it: Runner.receiveAnswer),
 //     on the capacity Nova gives H: overloaded or underloaded consents.
+//     Its servers are taken as H measures them, not re-listed from Nova:
+//     only H can say what H measures, and H saying it must shed load is
+//     its consent (a compromised H can move its own servers anyway).
 //
 // Why not carry each event's signed statement in the partition instead:
 // an event copied into a partition may be minutes old by the time a plan
 // runs, and its signature would prove only that H once wanted to shed
 // load; a measurement asked for now, signed by H, says whether it still
 // does, and Nova decides a drain, which H's agent cannot (a dead agent
-// signs nothing). It costs one measurement query and two Nova reads per
-// source host and plan, which the re-check of a live migration mostly
-// makes anyway (the source's measurement).
+// signs nothing). It costs one Nova read per source host and plan
+// besides the event's, and the source's measurement, which the re-check
+// of a live migration makes anyway.
 //
 // The verdict holds for the rest of the plan (its own moves lower H's
 // load), unless it could not be verified (the next action off H tries
@@ -58,11 +61,11 @@ func (f *flight) keepConsent(host string, why skip) {
 }
 
 // consentVerdict is the verdict on source host src's consent from what
-// was read: src as Nova lists it (h; err: that read failed), its servers
-// (sErr: that listing failed), and its own measurement d (nil: its agent
-// did not answer). A step function shared by the executor and the
-// virtual clock (PlanCheck); drain nil is DefaultConfig's.
-func consentVerdict(thr scheduler.Thresholds, drain *regexp.Regexp, src string, h nova.Host, err error, servers []nova.Server, sErr error, d map[string]nova.Demand) skip {
+// was read: src as Nova lists it (h; err: that read failed) and its own
+// measurement d (nil: its agent did not answer). A step function shared
+// by the executor and the virtual clock (PlanCheck); drain nil is
+// DefaultConfig's.
+func consentVerdict(thr scheduler.Thresholds, drain *regexp.Regexp, src string, h nova.Host, err error, d map[string]nova.Demand) skip {
 	if err != nil {
 		return skip{ReasonEventUnverified, "consent not verified: re-read of " + src + " failed: " + err.Error()}
 	}
@@ -75,11 +78,8 @@ func consentVerdict(thr scheduler.Thresholds, drain *regexp.Regexp, src string, 
 	if d == nil {
 		return skip{ReasonEventUnverified, "consent not verified: no measurement of " + src + " (its agent did not answer)"}
 	}
-	if sErr != nil {
-		return skip{ReasonEventUnverified, "consent not verified: re-read of " + src + "'s servers failed: " + sErr.Error()}
-	}
-	host := ToHost(h, servers, d, drain)
-	if thr.Overloaded(&host) || thr.Underloaded(&host) {
+	host := measured(h, d, drain)
+	if thr.Overloaded(host) || thr.Underloaded(host) {
 		return skip{}
 	}
 	cpu, ram := host.Demand()
@@ -87,14 +87,21 @@ func consentVerdict(thr scheduler.Thresholds, drain *regexp.Regexp, src string, 
 		src, h.Service.Status, h.Service.DisabledReason, cpu, host.CPUs, ram, host.RAMMB)
 }
 
+// measured is host h with Nova's capacity and the servers its own
+// measurement d lists.
+func measured(h nova.Host, d map[string]nova.Demand, drain *regexp.Regexp) *scheduler.Host {
+	host := ToHost(h, nil, nil, drain)
+	for id, v := range d {
+		host.Servers = append(host.Servers, scheduler.Server{ID: id, CPU: v.CPU, RAM: v.RAMMB})
+	}
+	return &host
+}
+
 // consentReads reads, for the re-check of an action off a host whose
-// consent is not known yet, that host as Nova lists it and its servers
-// (its measurement is the re-check's srcDemand).
+// consent is not known yet, that host as Nova lists it (its measurement
+// is the re-check's srcDemand).
 func (e *Executor) consentReads(ctx context.Context, host string, r *reads, do func(func())) {
 	do(func() {
 		r.src, r.srcErr = retry(ctx, e, func() (nova.Host, error) { return e.nova.Host(ctx, host) })
-	})
-	do(func() {
-		r.srcServers, r.srcServersErr = retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, host) })
 	})
 }

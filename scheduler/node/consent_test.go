@@ -117,7 +117,6 @@ func TestPlanCheckConsent(t *testing.T) {
 		o.DestDemand, _ = w.cloud.Demand(ctx, a.To)
 		if !pc.ConsentKnown(a.From) {
 			o.Source, _ = w.cloud.Host(ctx, a.From)
-			o.SourceServers, _ = w.cloud.Servers(ctx, a.From)
 		}
 		v := pc.Judge(a, o)
 		got = append(got, v.Class)

@@ -688,14 +688,11 @@ type reads struct {
 	destServersErr              error
 	srcDemand, destDemand       map[string]nova.Demand
 	srcDemandErr, destDemandErr error
-	// consent: the source host's consent (consent.go), from src and
-	// srcServers (Nova's view of the source, read while it is not known)
-	// and srcDemand.
-	consent       skip
-	src           nova.Host
-	srcErr        error
-	srcServers    []nova.Server
-	srcServersErr error
+	// consent: the source host's consent (consent.go), from src (Nova's
+	// view of the source, read while it is not known) and srcDemand.
+	consent skip
+	src     nova.Host
+	srcErr  error
 }
 
 // readAll runs the re-check's reads concurrently (a shelve needs only the
@@ -746,7 +743,7 @@ func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.
 	wg.Wait()
 	r.consent = cons
 	if !consKnown {
-		r.consent = consentVerdict(e.thr, e.DrainReason, a.From, r.src, r.srcErr, r.srcServers, r.srcServersErr, r.srcDemand)
+		r.consent = consentVerdict(e.thr, e.DrainReason, a.From, r.src, r.srcErr, r.srcDemand)
 		f.keepConsent(a.From, r.consent)
 	}
 	return r

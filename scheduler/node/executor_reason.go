@@ -86,7 +86,8 @@ func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, d map[st
 func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event, d map[string]nova.Demand) skip {
 	src := ev.Host
 	// Nova's reads at once: on a queued API the verdict costs one wait,
-	// not two in a row (a Maintenance needs only the host).
+	// not two in a row (a Maintenance and an Overload need only the host:
+	// an overload is its host's own measurement on Nova's capacity).
 	var (
 		h       nova.Host
 		servers []nova.Server
@@ -94,7 +95,7 @@ func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event, d map[st
 		sErr    error
 		wg      sync.WaitGroup
 	)
-	if ev.Kind != scheduler.Maintenance {
+	if ev.Kind == scheduler.Underload {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -130,6 +131,15 @@ func eventVerdict(thr scheduler.Thresholds, drain *regexp.Regexp, ev scheduler.E
 	}
 	if sErr != nil {
 		return skip{ReasonEventUnverified, "reason not verified: re-read of " + src + "'s servers failed: " + sErr.Error()}
+	}
+	if ev.Kind == scheduler.Overload {
+		// Its own measurement on Nova's capacity, as consentVerdict.
+		host := measured(h, d, drain)
+		if thr.Overloaded(host) {
+			return skip{}
+		}
+		cpu, ram := host.Demand()
+		return skipf(ReasonEvent, "reason does not hold: %s is neither drained nor overloaded by its own measurement (cpu %.1f/%.0f, ram %.0f/%.0f)", src, cpu, host.CPUs, ram, host.RAMMB)
 	}
 	host := ToHost(h, servers, d, drain)
 	if ev.Kind == scheduler.Underload {

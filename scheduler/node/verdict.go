@@ -55,12 +55,10 @@ type Observed struct {
 	Event        nova.Host
 	EventServers []nova.Server
 	EventDemand  map[string]nova.Demand
-	// Source is the action's source host as Nova lists it and
-	// SourceServers its servers, read while the plan does not know the
-	// source's consent yet (PlanCheck.ConsentKnown); SrcDemand is then
-	// read for a shelve too.
-	Source        nova.Host
-	SourceServers []nova.Server
+	// Source is the action's source host as Nova lists it, read while
+	// the plan does not know the source's consent yet
+	// (PlanCheck.ConsentKnown); SrcDemand is then read for a shelve too.
+	Source nova.Host
 }
 
 // Verdict is a re-check's answer: the action runs when Class is "".
@@ -137,12 +135,10 @@ func (p *PlanCheck) Judge(a scheduler.Action, o Observed) Verdict {
 			p.f.reasons[p.ev.Host] = why
 		}
 		r.reason = why
-		// eventReason reads the host (and its servers).
-		switch {
-		case p.ev.Kind == scheduler.Maintenance:
-			calls = append(calls, Read{"Host", p.ev.Host})
-		default:
-			calls = append(calls, Read{"Host", p.ev.Host}, Read{"Servers", p.ev.Host})
+		// eventReason reads the host (and an underloaded one's servers).
+		calls = append(calls, Read{"Host", p.ev.Host})
+		if p.ev.Kind == scheduler.Underload {
+			calls = append(calls, Read{"Servers", p.ev.Host})
 		}
 	} else {
 		r.reason = p.f.reasons[p.ev.Host]
@@ -167,8 +163,8 @@ func (p *PlanCheck) Judge(a scheduler.Action, o Observed) Verdict {
 		if a.Kind != scheduler.LiveMigrate {
 			p.f.note(o.SrcDemand)
 		}
-		calls = append(calls, Read{"Host", a.From}, Read{"Servers", a.From})
-		r.consent = consentVerdict(p.thr, p.drain, a.From, o.Source, nil, o.SourceServers, nil, o.SrcDemand)
+		calls = append(calls, Read{"Host", a.From})
+		r.consent = consentVerdict(p.thr, p.drain, a.From, o.Source, nil, o.SrcDemand)
 		p.f.keepConsent(a.From, r.consent)
 	}
 	_, held, sk := judge(p.thr, a, p.f, r)

@@ -103,7 +103,6 @@ func TestPlanCheckReadsWhatTheExecutorReads(t *testing.T) {
 				}
 				if !pc.ConsentKnown(a.From) {
 					o.Source, _ = cloud.Uncharged().Host(ctx, a.From)
-					o.SourceServers, _ = cloud.Uncharged().Servers(ctx, a.From)
 					o.SrcDemand, _ = cloud.Demand(ctx, a.From)
 				}
 				vd := pc.Judge(a, o)
