@@ -93,10 +93,13 @@ type Options struct {
 	Coords *Coords
 
 	// Controls: operator commands must be signed by a key of
-	// OperatorKeys (Secure; nil: all refused) and be at most Window old.
-	Secure       bool
-	OperatorKeys *auth.Keyring
-	Window       time.Duration
+	// OperatorKeys (Secure; nil: all refused) and be at most Window old
+	// when published, ControlMaxAge when passed on (0:
+	// control.DefaultMaxAge; an agent forgets a command at that age).
+	Secure        bool
+	OperatorKeys  *auth.Keyring
+	Window        time.Duration
+	ControlMaxAge time.Duration
 
 	// Summary, if set, publishes host summaries (dvms scheduler-api).
 	Summary *node.SummaryConfig
@@ -126,6 +129,11 @@ func (o Options) Validate() error {
 	}
 	if o.Coords != nil && o.Coords.Table == nil {
 		errs = append(errs, errors.New("agentd: Coords without a Table"))
+	}
+	if o.ControlMaxAge != 0 {
+		if err := control.ValidateMaxAge(o.ControlMaxAge, o.Window); err != nil {
+			errs = append(errs, fmt.Errorf("agentd: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -339,7 +347,7 @@ func (a *Agent) Start(ctx context.Context) {
 	}
 	st := &status.Service{Region: o.Runtime.Region, Bus: o.Bus, Log: a.log, Answer: a.Report}
 	a.goRun(func() error { return st.Run(rest) }, "status service")
-	ctl := &control.Service{Region: o.Runtime.Region, Host: a.host, Bus: o.Bus, Secure: o.Secure, Window: o.Window,
+	ctl := &control.Service{Region: o.Runtime.Region, Host: a.host, Bus: o.Bus, Secure: o.Secure, Window: o.Window, MaxAge: o.ControlMaxAge,
 		Ring: o.OperatorKeys, Registers: a.controls, Watch: o.Watcher, Log: a.log,
 		DropLog: a.log.Sample(&zerolog.BurstSampler{Burst: 10, Period: 10 * time.Second}),
 		Now:     o.Clock.Now, Rand: mrand.New(mrand.NewSource(o.Seed)),

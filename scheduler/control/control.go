@@ -30,6 +30,17 @@
 // memory anyway. The limit: a region whose agents all stop at once
 // forgets the controls (each agent's advise_only applies again); `dvms
 // status` shows what every agent holds.
+//
+// Age. A command's time (Command.At, signed with it, and within the
+// message window of its envelope's signing time) is its age: an agent
+// refuses a command older than MaxAge (default 7 days), published or
+// passed on, and forgets one it holds once it gets that old, so an old
+// signed pause that some agent or eavesdropper kept cannot be replayed
+// into the region. Passing on must outlive agent restarts, upgrades and
+// a weekend without an operator (hence days, not the message window),
+// but not for ever: a control meant to last longer is sent again (the
+// same command, signed anew) before it expires. Every agent forgets a
+// command at the same age, so the region stays agreed.
 
 package control
 
@@ -43,6 +54,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -59,6 +71,8 @@ const (
 	// AnswerJitter bounds the random delay before an agent answers
 	// a state message that lacks something it holds.
 	AnswerJitter = time.Second
+	// DefaultMaxAge is how old a command may get (Service.MaxAge).
+	DefaultMaxAge = 7 * 24 * time.Hour
 	// OperatorsDir is the subdirectory of keys_dir with the operators'
 	// public keys.
 	OperatorsDir = "operators"
@@ -161,6 +175,36 @@ type Registers struct {
 	// advise is the configured advise_only: the mode while no command
 	// set one.
 	advise bool
+	// maxAge and now (set by Service.Run; zero: no age limit): a command
+	// older than maxAge no longer counts, before the sweep forgets it.
+	maxAge time.Duration
+	now    func() time.Time
+}
+
+// limitAge makes commands older than maxAge by now count no more.
+func (c *Registers) limitAge(maxAge time.Duration, now func() time.Time) {
+	c.mu.Lock()
+	c.maxAge, c.now = maxAge, now
+	c.mu.Unlock()
+}
+
+// expired: r is too old to count (c.mu held).
+func (c *Registers) expired(r record) bool {
+	return c.now != nil && c.maxAge > 0 && c.now().Sub(r.cmd.At) > c.maxAge
+}
+
+// sweep forgets the commands too old to count and returns them.
+func (c *Registers) sweep() []record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var gone []record
+	for _, k := range slices.Sorted(maps.Keys(c.recs)) {
+		if r := c.recs[k]; c.expired(r) {
+			gone = append(gone, r)
+			delete(c.recs, k)
+		}
+	}
+	return gone
 }
 
 // NewRegisters are empty registers; advise is the configured
@@ -192,7 +236,7 @@ func (c *Registers) value(key string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.recs[key]
-	if !ok {
+	if !ok || c.expired(r) {
 		return ""
 	}
 	_, v := r.cmd.register()
@@ -222,6 +266,9 @@ func (c *Registers) ahead(theirs map[string]Command) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, r := range c.recs {
+		if c.expired(r) {
+			continue
+		}
 		if t, ok := theirs[k]; !ok || r.cmd.after(t) {
 			return true
 		}
@@ -258,6 +305,9 @@ func (c *Registers) View() View {
 	var v View
 	for _, k := range slices.Sorted(maps.Keys(c.recs)) {
 		r := c.recs[k]
+		if c.expired(r) {
+			continue
+		}
 		_, val := r.cmd.register()
 		switch {
 		case k == "paused":
@@ -315,7 +365,10 @@ type Service struct {
 	Ring   *auth.Keyring
 	// Window is how old a command just published may be (the message
 	// window).
-	Window    time.Duration
+	Window time.Duration
+	// MaxAge is how old a command may be, published or passed on, and
+	// how long an agent holds one (0: DefaultMaxAge). At least Window.
+	MaxAge    time.Duration
 	Registers *Registers
 	Watch     func() bool     // this agent is the maintenance watch
 	Members   func() []string // live members, for answers
@@ -324,10 +377,47 @@ type Service struct {
 	DropLog   zerolog.Logger // rate-limited: refusals
 	Now       func() time.Time
 	Rand      *rand.Rand
+	// expired counts the commands refused or forgotten for their age.
+	expired atomic.Int64
+}
+
+// Expired is how many commands this agent refused (published or passed
+// on) or forgot for their age (MaxAge).
+func (s *Service) Expired() int64 { return s.expired.Load() }
+
+func (s *Service) maxAge() time.Duration {
+	if s.MaxAge > 0 {
+		return s.MaxAge
+	}
+	return DefaultMaxAge
+}
+
+// ValidateMaxAge says what is wrong with a control_max_age beside the
+// message window.
+func ValidateMaxAge(maxAge, window time.Duration) error {
+	if maxAge < window {
+		return fmt.Errorf("control_max_age %s must be >= message_window %s", maxAge, window)
+	}
+	return nil
+}
+
+// sweep forgets the held commands past MaxAge (logged, counted) and
+// tells the runner when the controls changed.
+func (s *Service) sweep() {
+	gone := s.Registers.sweep()
+	for _, r := range gone {
+		s.expired.Add(1)
+		s.logCommand(r, "operator control expired: older than control_max_age, forgotten (send it again to keep it)", "")
+	}
+	if len(gone) > 0 {
+		s.Apply()
+	}
 }
 
 // Run serves until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
+	s.Registers.limitAge(s.maxAge(), s.Now)
+	s.sweep()
 	cmds := make(chan []byte, 64)
 	states := make(chan state, 64)
 	sub, err := s.Bus.Subscribe(bus.ControlSubject(s.Region), func(_ string, data []byte) {
@@ -393,6 +483,7 @@ func (s *Service) Run(ctx context.Context) error {
 			pending = false
 			s.publishState(ctx, false)
 		case <-tick.C:
+			s.sweep()
 			if s.Watch() {
 				s.publishState(ctx, false)
 			}
@@ -401,6 +492,7 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) publishState(ctx context.Context, ask bool) {
+	s.sweep() // an expired command is not passed on
 	recs := s.Registers.raws()
 	if len(recs) == 0 && !ask {
 		return
@@ -419,7 +511,9 @@ func (s *Service) takeState(st state) (ahead bool) {
 	for _, raw := range st.Records {
 		r, why := s.open(raw, false)
 		if why != "" {
-			s.DropLog.Warn().Str("from", st.From).Str("reason", why).Msg("operator command passed on by a peer refused")
+			by, cmd := s.peek(raw)
+			s.DropLog.Warn().Str("from", st.From).Str("reason", why).Str("signer", by).Str("op", cmd.Op).Str("command", cmd.ID).
+				Msg("operator command passed on by a peer refused")
 			continue
 		}
 		k, _ := r.cmd.register()
@@ -486,6 +580,7 @@ func (s *Service) reply(ctx context.Context, cmd Command, a Ack) {
 // refused ("" when it is not).
 func (s *Service) open(raw []byte, live bool) (record, string) {
 	payload, by := raw, ""
+	var signed time.Time
 	if s.Secure {
 		if s.Ring == nil {
 			return record{}, "no operator key on this agent (keys_dir/" + OperatorsDir + "/*.pub): operator commands are refused"
@@ -503,7 +598,7 @@ func (s *Service) open(raw []byte, live bool) (record, string) {
 		if d := s.Now().Sub(v.At); live && (d > s.Window || d < -s.Window) {
 			return record{}, fmt.Sprintf("stale: signed %s from this agent's clock (message_window %s)", d.Round(time.Second), s.Window)
 		}
-		payload, by = v.Payload, v.Host
+		payload, by, signed = v.Payload, v.Host, v.At
 	} else if h, p, ok := auth.Unverified(raw); ok {
 		payload, by = p, h // unsigned region: a signature is not checked
 	}
@@ -514,7 +609,30 @@ func (s *Service) open(raw []byte, live bool) (record, string) {
 	if err := cmd.Validate(); err != nil {
 		return record{}, "malformed command: " + err.Error()
 	}
+	if why := s.tooOld(cmd, signed); why != "" {
+		s.expired.Add(1)
+		return record{}, why
+	}
 	return record{cmd: cmd, by: by, raw: raw}, ""
+}
+
+// tooOld says why cmd's time refuses it ("" when it does not): its time
+// is its age, so it must be its signing time (signed, zero when the
+// region is unsigned) within the message window; older than MaxAge, or
+// ahead of this agent's clock by more than the window (it would win its
+// register, and never expire, for as long), it is refused.
+func (s *Service) tooOld(cmd Command, signed time.Time) string {
+	if d := cmd.At.Sub(signed); !signed.IsZero() && (d > s.Window || d < -s.Window) {
+		return fmt.Sprintf("command time %s is %s from its signing time (message_window %s)", cmd.At.Format(time.RFC3339), d.Round(time.Second), s.Window)
+	}
+	age := s.Now().Sub(cmd.At)
+	switch {
+	case age > s.maxAge():
+		return fmt.Sprintf("expired: sent %s ago, older than control_max_age %s (send it again)", age.Round(time.Second), s.maxAge())
+	case age < -s.Window:
+		return fmt.Sprintf("from the future: sent %s ahead of this agent's clock (message_window %s)", (-age).Round(time.Second), s.Window)
+	}
+	return ""
 }
 
 // peek reads a refused command for the log and the answer, trusting

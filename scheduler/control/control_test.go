@@ -180,3 +180,98 @@ func operator(t *testing.T, name string) (*auth.Signer, *auth.Keyring) {
 	}
 	return op, ring
 }
+
+// Red team: a year-old signed pause, kept by an eavesdropper (or an agent
+// key's holder) and passed on to the region on the control-state
+// subject, pauses nobody: refused, counted and logged as expired. A pause
+// signed today and passed on the same way still pauses (a restarted
+// agent learns the controls from its peers), and a held pause is
+// forgotten everywhere at the same age.
+func TestOldCommandPassedOnIsRefused(t *testing.T) {
+	url := testbus.Server(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	op, ring := operator(t, "alice")
+	regs := NewRegisters(false)
+	svc := &Service{Region: "r", Host: "c1", Bus: testbus.Connect(t, ctx, url, "c1"), Secure: true, Ring: ring, Window: time.Minute,
+		Registers: regs, Watch: func() bool { return false }, Members: func() []string { return []string{"c1"} },
+		Apply: func() {}, Log: zerolog.Nop(), DropLog: zerolog.Nop(), Now: time.Now, Rand: rand.New(rand.NewSource(1))}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		if err := svc.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	peer := testbus.Connect(t, ctx, url, "insider")
+	passOn := func(id string, at time.Time) []byte {
+		payload, _ := json.Marshal(Command{V: 1, ID: id, At: at, Op: OpPause})
+		st, _ := json.Marshal(state{V: 1, From: "c4", Records: [][]byte{op.Seal(bus.ControlSubject("r"), payload, at)}})
+		return st
+	}
+	yearOld := passOn("old", time.Now().Add(-365*24*time.Hour))
+	// The service subscribes asynchronously: pass it on until counted.
+	testwait.Until(t, 20*time.Second, "the year-old pause is refused as expired", func() (bool, string) {
+		if err := peer.Publish(ctx, bus.ControlStateSubject("r"), yearOld); err != nil {
+			t.Fatal(err)
+		}
+		return svc.Expired() > 0, fmt.Sprintf("expired %d", svc.Expired())
+	})
+	if regs.Paused() {
+		t.Fatal("a year-old pause passed on paused the agent")
+	}
+	fresh := passOn("new", time.Now())
+	testwait.Until(t, 20*time.Second, "a pause signed today and passed on is taken", func() (bool, string) {
+		if err := peer.Publish(ctx, bus.ControlStateSubject("r"), fresh); err != nil {
+			t.Fatal(err)
+		}
+		return regs.Paused(), fmt.Sprintf("holds %+v", regs.View())
+	})
+}
+
+// The age limit itself: refused past MaxAge (published or passed on) and
+// ahead of the agent's clock, a command's time bound to its signing
+// time; a held command stops counting at MaxAge and the sweep forgets
+// it.
+func TestControlMaxAge(t *testing.T) {
+	op, ring := operator(t, "alice")
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	s := &Service{Region: "r", Secure: true, Ring: ring, Window: 30 * time.Second, MaxAge: 48 * time.Hour,
+		Now: func() time.Time { return now }, Log: zerolog.Nop(), Apply: func() {}}
+	seal := func(at, signed time.Time) []byte {
+		payload, _ := json.Marshal(Command{V: 1, ID: "x", At: at, Op: OpPause})
+		return op.Seal(bus.ControlSubject("r"), payload, signed)
+	}
+	for _, tc := range []struct {
+		name       string
+		at, signed time.Time
+		want       string
+	}{
+		{"a day old", now.Add(-24 * time.Hour), now.Add(-24 * time.Hour), ""},
+		{"three days old", now.Add(-72 * time.Hour), now.Add(-72 * time.Hour), "expired"},
+		{"an hour ahead", now.Add(time.Hour), now.Add(time.Hour), "from the future"},
+		{"its time not its signing time", now.Add(-72 * time.Hour), now, "command time"},
+	} {
+		if _, why := s.open(seal(tc.at, tc.signed), false); !strings.HasPrefix(why, tc.want) || (tc.want == "") != (why == "") {
+			t.Errorf("%s: %q, want %q", tc.name, why, tc.want)
+		}
+	}
+	if n := s.Expired(); n != 3 {
+		t.Errorf("expired %d, want 3", n)
+	}
+	s.Registers = NewRegisters(false)
+	s.Registers.limitAge(s.maxAge(), s.Now)
+	r, why := s.open(seal(now.Add(-47*time.Hour), now.Add(-47*time.Hour)), false)
+	if why != "" || !s.Registers.merge(r) || !s.Registers.Paused() {
+		t.Fatalf("a 47-hour-old pause: %q, paused %v", why, s.Registers.Paused())
+	}
+	now = now.Add(2 * time.Hour)
+	if s.Registers.Paused() {
+		t.Fatal("a pause past control_max_age still counts")
+	}
+	s.sweep()
+	if len(s.Registers.raws()) != 0 || s.Expired() != 4 {
+		t.Fatalf("after the sweep: %d held, expired %d", len(s.Registers.raws()), s.Expired())
+	}
+}

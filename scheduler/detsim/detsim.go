@@ -687,6 +687,10 @@ func (c *Cluster) observe(e *exec, a scheduler.Action, i int) node.Observed {
 		o.Dest, o.DestServers = c.novaHost(a.To)
 		o.SrcDemand, o.DestDemand = c.demand(a.From), c.demand(a.To)
 	}
+	if !e.check.ConsentKnown(a.From) {
+		o.Source, _ = c.novaHost(a.From)
+		o.SrcDemand = c.demand(a.From)
+	}
 	return o
 }
 

@@ -131,7 +131,8 @@ const (
 	ReasonCancelled           ReasonClass = "cancelled"            // an earlier action failed
 	ReasonReadFailed          ReasonClass = "read_failed"          // a re-check read failed
 	ReasonEvent               ReasonClass = "event_reason"         // the plan's event no longer holds (its host's measurement, Nova for a drain)
-	ReasonEventUnverified     ReasonClass = "event_unverified"     // the plan's event could not be verified (a read failed, the host's agent did not answer)
+	ReasonEventUnverified     ReasonClass = "event_unverified"     // the plan's event (or a source's consent) could not be verified (a read failed, the host's agent did not answer)
+	ReasonNoConsent           ReasonClass = "no_consent"           // the source host did not consent: not drained in Nova, neither over- nor underloaded by its own measurement
 	ReasonServerChanged       ReasonClass = "server_changed"       // moved, busy or migrating
 	ReasonServerGroup         ReasonClass = "server_group"         // (anti-)affinity
 	ReasonDestinationDisabled ReasonClass = "destination_disabled" // service disabled, down or forced down
@@ -220,11 +221,6 @@ type Executor struct {
 	// Ask, if set, asks a host's agent for its latest local measurement
 	// (hosts the executor's own source does not measure).
 	Ask func(ctx context.Context, host string) (map[string]nova.Demand, error)
-	// Capacity, if set, is a host's CPUs and RAM (MB) as its own agent
-	// last read them from Nova (with its answer to Ask, or this agent's
-	// view of its own host): an OVERLOAD its measurement confirms on
-	// them needs no Nova read (executor_reason.go).
-	Capacity func(host string) (cpus, ramMB float64, ok bool)
 	// OnShelved, if set, is called after a server was shelved-offloaded
 	// (the agents with room may unshelve it later).
 	OnShelved func(serverID string)
@@ -569,6 +565,9 @@ func judge(thr scheduler.Thresholds, a scheduler.Action, f *flight, r *reads) (b
 	if r.reason.why != "" {
 		return nil, nil, r.reason
 	}
+	if r.consent.why != "" {
+		return nil, nil, r.consent // the source host did not consent (consent.go)
+	}
 	if a.Kind != scheduler.LiveMigrate {
 		return nil, nil, skip{}
 	}
@@ -689,12 +688,23 @@ type reads struct {
 	destServersErr              error
 	srcDemand, destDemand       map[string]nova.Demand
 	srcDemandErr, destDemandErr error
+	// consent: the source host's consent (consent.go), from src (Nova's
+	// view of the source, read while it is not known) and srcDemand.
+	consent skip
+	src     nova.Host
+	srcErr  error
 }
 
 // readAll runs the re-check's reads concurrently (a shelve needs only the
 // server and the reason).
 func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) *reads {
 	r := &reads{}
+	// A source that already refused consent costs Nova nothing more.
+	cons, consKnown := f.consentKnown(ev, a.From)
+	if consKnown && cons.why != "" {
+		r.reason, r.decided = cons, true
+		return r
+	}
 	// The event's verdict first when it needs no Nova read (kept for the
 	// plan, or its host's agent did not answer): an action skipped for it
 	// costs Nova nothing. Else its Nova reads go with the others.
@@ -722,10 +732,20 @@ func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.
 		do(func() {
 			r.destServers, r.destServersErr = retry(ctx, e, func() ([]nova.Server, error) { return e.nova.Servers(ctx, a.To) })
 		})
-		do(func() { r.srcDemand, r.srcDemandErr = e.measureIn(ctx, f, a.From) })
 		do(func() { r.destDemand, r.destDemandErr = e.measureIn(ctx, f, a.To) })
 	}
+	if a.Kind == scheduler.LiveMigrate || !consKnown {
+		do(func() { r.srcDemand, r.srcDemandErr = e.measureIn(ctx, f, a.From) })
+	}
+	if !consKnown {
+		e.consentReads(ctx, a.From, r, do)
+	}
 	wg.Wait()
+	r.consent = cons
+	if !consKnown {
+		r.consent = consentVerdict(e.thr, e.DrainReason, a.From, r.src, r.srcErr, r.srcDemand)
+		f.keepConsent(a.From, r.consent)
+	}
 	return r
 }
 

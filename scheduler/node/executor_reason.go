@@ -18,23 +18,35 @@ import (
 //   - MAINTENANCE: Nova says the host's nova-compute service is disabled
 //     with a reason matching drain_reason_pattern;
 //   - OVERLOAD: the host is being drained, or its own latest measurement
-//     (its local source, else its agent answering over the bus) says it is
+//     (its local source, else its agent answering over the bus, an answer
+//     signed by that host's key) on the capacity Nova gives it says it is
 //     overloaded;
 //   - UNDERLOAD: the host is being drained, or its own latest measurement
-//     says it is underloaded.
+//     on Nova's capacity says it is underloaded.
 //
 // When the reason does not hold, no action of the plan runs: a forged
 // event moves nothing. The verdict holds for the rest of the plan (its own
-// moves lower the host's load). Moves off other hosts (a chain making room,
-// or the events of partitions a merge absorbed, which the executor is not
-// given) are re-checked for fit only. An action without an event kind
-// (tools, tests) is not a protocol decision and is not checked.
+// moves lower the host's load).
+//
+// A host's servers leave only with that host's consent: a move off any
+// other host H (a chain making room, another overloaded host of the
+// partition, the events of partitions a merge absorbed, which the
+// executor is not given) runs only when Nova says H is disabled with a
+// drain reason, or H's own measurement now, on the capacity Nova gives H,
+// says H is overloaded or underloaded (consent.go). An event a partition
+// carries is nobody's word but the partition's: one compromised host
+// could write any event for any host into it. So the executor does not
+// trust it; it asks H (its signed answer) and Nova. An action without an
+// event kind (tools, tests) is not a protocol decision and is not checked.
 
 // reasonFirst is the event's verdict when it is known without a Nova
 // read: kept for the plan (known true), or its host's measurement missing
 // (ReasonEventUnverified: its agent did not answer); then the re-check
 // sends Nova nothing for the action. Otherwise known is false and d is the
 // host's measurement, for reasonHolds (nil for a drain: Nova decides).
+// The capacity the host's own agent reports is not taken: a compromised
+// host could shrink another's (or its own) to fake an overload, so Nova
+// gives the capacity.
 func (e *Executor) reasonFirst(ctx context.Context, ev scheduler.Event, f *flight) (why skip, known bool, d map[string]nova.Demand) {
 	if ev.Kind == scheduler.NoEvent {
 		return skip{}, true, nil
@@ -49,37 +61,7 @@ func (e *Executor) reasonFirst(ctx context.Context, ev scheduler.Event, f *fligh
 	if err != nil || d == nil {
 		return skip{ReasonEventUnverified, "reason not verified: no measurement of " + ev.Host + " (its agent did not answer)"}, true, nil
 	}
-	if ev.Kind == scheduler.Overload && e.overloadedByItsAgent(ev.Host, d) {
-		f.mu.Lock()
-		f.reasons[ev.Host] = skip{}
-		f.mu.Unlock()
-		return skip{}, true, nil
-	}
 	return skip{}, false, d
-}
-
-// overloadedByItsAgent says whether host's own agent says it is
-// overloaded: its measurement d on the capacity it read from Nova
-// (Capacity). Both are that agent's word, which decides an OVERLOAD
-// anyway (a forged event or snapshot from any other agent does not
-// change them), so the verdict needs no Nova read: on a queued API this
-// saves the plan three requests or more (the host's service and usage,
-// its servers, and its resource provider the first time). When it says
-// not overloaded, or gave no capacity, Nova is read (a drain, Nova's
-// capacity).
-func (e *Executor) overloadedByItsAgent(host string, d map[string]nova.Demand) bool {
-	if e.Capacity == nil {
-		return false
-	}
-	cpus, ramMB, ok := e.Capacity(host)
-	if !ok {
-		return false
-	}
-	h := scheduler.Host{Name: host, CPUs: cpus, RAMMB: ramMB, Servers: make([]scheduler.Server, 0, len(d))}
-	for id, v := range d {
-		h.Servers = append(h.Servers, scheduler.Server{ID: id, CPU: v.CPU, RAM: v.RAMMB})
-	}
-	return e.thr.Overloaded(&h)
 }
 
 // reasonHolds says why the plan's event no longer justifies its actions
@@ -104,7 +86,8 @@ func (e *Executor) reasonHolds(ctx context.Context, ev scheduler.Event, d map[st
 func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event, d map[string]nova.Demand) skip {
 	src := ev.Host
 	// Nova's reads at once: on a queued API the verdict costs one wait,
-	// not two in a row (a Maintenance needs only the host).
+	// not two in a row (a Maintenance and an Overload need only the host:
+	// an overload is its host's own measurement on Nova's capacity).
 	var (
 		h       nova.Host
 		servers []nova.Server
@@ -112,7 +95,7 @@ func (e *Executor) eventReason(ctx context.Context, ev scheduler.Event, d map[st
 		sErr    error
 		wg      sync.WaitGroup
 	)
-	if ev.Kind != scheduler.Maintenance {
+	if ev.Kind == scheduler.Underload {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -148,6 +131,15 @@ func eventVerdict(thr scheduler.Thresholds, drain *regexp.Regexp, ev scheduler.E
 	}
 	if sErr != nil {
 		return skip{ReasonEventUnverified, "reason not verified: re-read of " + src + "'s servers failed: " + sErr.Error()}
+	}
+	if ev.Kind == scheduler.Overload {
+		// Its own measurement on Nova's capacity, as consentVerdict.
+		host := measured(h, d, drain)
+		if thr.Overloaded(host) {
+			return skip{}
+		}
+		cpu, ram := host.Demand()
+		return skipf(ReasonEvent, "reason does not hold: %s is neither drained nor overloaded by its own measurement (cpu %.1f/%.0f, ram %.0f/%.0f)", src, cpu, host.CPUs, ram, host.RAMMB)
 	}
 	host := ToHost(h, servers, d, drain)
 	if ev.Kind == scheduler.Underload {

@@ -205,7 +205,7 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 		done:        make(chan struct{}),
 	}
 	r.q.waiting, r.q.caps = map[string]chan demandAnswer{}, map[string]capacity{}
-	r.exec.Ask, r.exec.Capacity = r.askDemand, r.capacityOf
+	r.exec.Ask = r.askDemand
 	r.exec.DrainReason = cfg.DrainReason
 	r.exec.Controls = d.Controls
 	r.est = migest.New(cfg.Estimate)

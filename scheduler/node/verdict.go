@@ -55,6 +55,10 @@ type Observed struct {
 	Event        nova.Host
 	EventServers []nova.Server
 	EventDemand  map[string]nova.Demand
+	// Source is the action's source host as Nova lists it, read while
+	// the plan does not know the source's consent yet
+	// (PlanCheck.ConsentKnown); SrcDemand is then read for a shelve too.
+	Source nova.Host
 }
 
 // Verdict is a re-check's answer: the action runs when Class is "".
@@ -98,6 +102,14 @@ func (p *PlanCheck) EventKnown() bool {
 	return ok
 }
 
+// ConsentKnown says whether the plan already has a verdict on the
+// consent of host, the source of an action (consent.go): then a re-check
+// needs no read of it.
+func (p *PlanCheck) ConsentKnown(host string) bool {
+	_, ok := p.f.consentKnown(p.ev, host)
+	return ok
+}
+
 // Judge is the executor's verdict on action a given what its re-check
 // read (o). An action that may start is taken as started and accepted by
 // Nova: its load is held on its destination for the rest of the plan,
@@ -106,7 +118,15 @@ func (p *PlanCheck) Judge(a scheduler.Action, o Observed) Verdict {
 	r := &reads{server: o.Server, migrations: o.Migrations, dest: o.Dest, destServers: o.DestServers,
 		srcDemand: o.SrcDemand, destDemand: o.DestDemand}
 	var calls []Read
+	cons, consKnown := p.f.consentKnown(p.ev, a.From)
+	if consKnown && cons.why != "" {
+		return Verdict{Class: cons.class, Reason: cons.why} // readAll: nothing read
+	}
 	if !p.EventKnown() {
+		if p.ev.Kind != scheduler.Maintenance && o.EventDemand == nil {
+			// reasonFirst: no measurement of the event's host, nothing read.
+			return Verdict{Class: ReasonEventUnverified, Reason: "reason not verified: no measurement of " + p.ev.Host + " (its agent did not answer)"}
+		}
 		if p.ev.Kind != scheduler.Maintenance {
 			p.f.note(o.EventDemand)
 		}
@@ -115,14 +135,10 @@ func (p *PlanCheck) Judge(a scheduler.Action, o Observed) Verdict {
 			p.f.reasons[p.ev.Host] = why
 		}
 		r.reason = why
-		// reasonFirst: an OVERLOAD its host's agent confirms costs Nova
-		// nothing; else eventReason reads the host (and its servers).
-		switch {
-		case p.ev.Kind == scheduler.Overload && why.why == "":
-		case p.ev.Kind == scheduler.Maintenance:
-			calls = append(calls, Read{"Host", p.ev.Host})
-		default:
-			calls = append(calls, Read{"Host", p.ev.Host}, Read{"Servers", p.ev.Host})
+		// eventReason reads the host (and an underloaded one's servers).
+		calls = append(calls, Read{"Host", p.ev.Host})
+		if p.ev.Kind == scheduler.Underload {
+			calls = append(calls, Read{"Servers", p.ev.Host})
 		}
 	} else {
 		r.reason = p.f.reasons[p.ev.Host]
@@ -141,6 +157,15 @@ func (p *PlanCheck) Judge(a scheduler.Action, o Observed) Verdict {
 	if a.Kind == scheduler.LiveMigrate {
 		p.f.note(o.SrcDemand)
 		p.f.note(o.DestDemand)
+	}
+	r.consent = cons
+	if !r.decided && !consKnown {
+		if a.Kind != scheduler.LiveMigrate {
+			p.f.note(o.SrcDemand)
+		}
+		calls = append(calls, Read{"Host", a.From})
+		r.consent = consentVerdict(p.thr, p.drain, a.From, o.Source, nil, o.SrcDemand)
+		p.f.keepConsent(a.From, r.consent)
 	}
 	_, held, sk := judge(p.thr, a, p.f, r)
 	p.f.accept(held)

@@ -101,6 +101,10 @@ func TestPlanCheckReadsWhatTheExecutorReads(t *testing.T) {
 					o.SrcDemand, _ = cloud.Demand(ctx, a.From)
 					o.DestDemand, _ = cloud.Demand(ctx, a.To)
 				}
+				if !pc.ConsentKnown(a.From) {
+					o.Source, _ = cloud.Uncharged().Host(ctx, a.From)
+					o.SrcDemand, _ = cloud.Demand(ctx, a.From)
+				}
 				vd := pc.Judge(a, o)
 				verdicts = append(verdicts, vd.Class)
 				for _, r := range vd.Reads {
@@ -117,7 +121,6 @@ func TestPlanCheckReadsWhatTheExecutorReads(t *testing.T) {
 			cfg.DryRun = true
 			cfg.RecheckTimeout = time.Hour
 			e := node.NewExecutor(cfg, v, cloud, scheduler.DefaultThresholds(), clock, zerolog.Nop())
-			e.Capacity = func(string) (float64, float64, bool) { return 8, 16384, true }
 			before := cloud.Meter().CallerTotal("agent")
 			res := e.Execute(ctx, tc.ev, plan)
 			sent := int(cloud.Meter().CallerTotal("agent") - before)
