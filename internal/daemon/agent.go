@@ -221,7 +221,7 @@ func agentOptions(cfg Config, natsURL string, tr, bt bus.Transport, nd *NovaDeps
 		Arbiter: arb, Clock: node.Wall{}, Log: log, Seed: time.Now().UnixNano(),
 		Membership: func(m agentd.Membership) (agentd.Members, error) { return membership(cfg, natsURL, m) },
 		Coords:     &agentd.Coords{Config: cfg.Coord, Table: coords},
-		Secure:     cfg.KeysDir != "", OperatorKeys: operatorKeys(cfg, log), Window: cfg.MessageWindow,
+		Secure:     cfg.KeysDir != "", OperatorKeys: operatorKeys(cfg, log), Window: cfg.MessageWindow, ControlMaxAge: cfg.ControlMaxAge,
 		Summary: &summary, Reviver: reviverConfig(cfg), MetricsListen: cfg.MetricsListen,
 	}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/internal/conf"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/control"
 	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/extsched/schedapi"
 	"github.com/dvms-project/dvms/scheduler/node"
@@ -30,8 +31,10 @@ type Config struct {
 
 	// Message signing (bus/auth): the keys directory, the freshness
 	// window, and the explicit opt-out.
-	KeysDir          string
-	MessageWindow    time.Duration
+	KeysDir       string
+	MessageWindow time.Duration
+	// ControlMaxAge: how long an operator's command counts after signing.
+	ControlMaxAge    time.Duration
 	InsecureUnsigned bool
 
 	OSCloud        string
@@ -233,6 +236,9 @@ func (c Config) validate() error {
 		errs = append(errs, errors.New("[monitor] source = file needs file_path"))
 	case c.MonitorSource == "prometheus" && (c.PromURL == "" || c.PromCPUQuery == ""):
 		errs = append(errs, errors.New("[monitor] source = prometheus needs prometheus_url and prometheus_cpu_query"))
+	}
+	if err := control.ValidateMaxAge(c.ControlMaxAge, c.MessageWindow); err != nil {
+		errs = append(errs, fmt.Errorf("[DEFAULT] %w", err))
 	}
 	if c.NATSNkeyAuth && c.KeysDir == "" {
 		errs = append(errs, errors.New("[nats] nkey_auth uses the agent's message key: set [DEFAULT] keys_dir"))

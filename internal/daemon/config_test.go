@@ -175,6 +175,7 @@ func TestConfigListsEveryProblem(t *testing.T) {
 	bad := `[DEFAULT]
 region = Region One
 os_cloud = mine
+control_max_age = 10
 [nova]
 request_timeout = -5
 [nats]
@@ -201,6 +202,7 @@ x = 1
 	wants := []string{
 		`[DEFAULT] region = "Region One": want letters, digits`,
 		`[DEFAULT] os_cloud: unknown option (it belongs in [nova])`,
+		`[DEFAULT] control_max_age 10s must be >= message_window 30s`,
 		`[nova] request_timeout = "-5": must be > 0`,
 		`[nats] url = "not a url": want nats`,
 		`tls_cert and tls_key go together`,

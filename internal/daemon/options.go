@@ -79,6 +79,12 @@ var Options = []Option{
 	{section: "DEFAULT", name: "message_window", kind: kindSeconds, def: "30", bounds: "> 0",
 		help:  "A signed message is accepted within this long of its signing time, either way (clock skew and delivery), and its replay refused.",
 		field: func(c *Config) any { return &c.MessageWindow }},
+	{section: "DEFAULT", name: "control_max_age", kind: kindSeconds, def: "604800", bounds: "> 0",
+		help: "An operator's run-time command (dvms pause, resume, mode, exclude, include) counts for this long after it was signed, " +
+			"also when another agent passes it on; then every agent forgets it and its register falls back to the default. " +
+			"Send the command again to keep it longer. 604800 = 7 days: it outlives agent restarts and a weekend, and an old " +
+			"signed command cannot be replayed for ever.",
+		field: func(c *Config) any { return &c.ControlMaxAge }},
 	{section: "DEFAULT", name: "insecure_unsigned", kind: kindBool, def: "false",
 		help: "Run without keys_dir: messages are neither signed nor verified, so anyone who can publish on the NATS subjects " +
 			"can steer this agent (move servers, stall events). Trials only.",
