@@ -1,0 +1,139 @@
+package agentd
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/internal/testbus"
+	"github.com/dvms-project/dvms/internal/testwait"
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/fake"
+	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/node"
+)
+
+// scrape GETs url and parses the answer with Prometheus's text parser.
+func scrape(t *testing.T, url string) ([]byte, map[string]*dto.MetricFamily) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("the text parser refuses /metrics: %v\n%s", err, body)
+	}
+	return body, fams
+}
+
+// PromtoolCheck runs `promtool check metrics` on a scrape when promtool
+// is installed (Debian: apt-get install prometheus); it reports whether
+// it ran.
+func promtoolCheck(t *testing.T, body []byte) bool {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Log("promtool not installed: not run")
+		return false
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+	return true
+}
+
+// A freshly started agent serves every family on /metrics before any
+// event, each series with its region and host; Prometheus's text parser
+// and promtool accept it; the Go and process collectors are there; the
+// Nova families come with the first request, latency as a histogram.
+func TestFreshAgentMetrics(t *testing.T) {
+	url := testbus.Server(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := testbus.Connect(t, ctx, url, "agent")
+	cloud := fake.New(fake.DefaultConfig(), node.Wall{})
+	cloud.AddHost(nova.Host{Name: "c1", VCPUs: 8, RAMMB: 32768, CPUAllocRatio: 4, RAMAllocRatio: 1})
+	rt := node.DefaultConfig()
+	rt.Region = "r1"
+	a, err := New(Options{
+		Runtime: rt, Agent: scheduler.DefaultConfig("c1"), Version: "v-test", Bus: tr,
+		Nova: cloud, Demand: cloud, Arbiter: Shared{Arbiter: consensus.NewLocal(time.Now)}, Clock: node.Wall{},
+		Log: zerolog.Nop(), Seed: 1, MetricsListen: "127.0.0.1:0", Meter: cloud.Meter(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, stop := context.WithCancel(ctx)
+	defer func() { stop(); _ = a.Wait() }()
+	a.Start(actx)
+	if a.MetricsAddr() == "" {
+		t.Fatal("no /metrics")
+	}
+	body, fams := scrape(t, "http://"+a.MetricsAddr()+"/metrics")
+	for _, n := range append(slices.Clone(metricNames), "go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes") {
+		f := fams[n]
+		if f == nil || len(f.GetMetric()) == 0 {
+			t.Errorf("%s: not on /metrics at start", n)
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["region"] != "r1" || l["host"] != "c1" {
+				t.Errorf("%s: labels %v, want region r1 and host c1", n, l)
+			}
+		}
+	}
+	for _, n := range []string{"dvms_events_raised_total", "dvms_events_ended_total", "dvms_actions_total", "dvms_messages_sent_total"} {
+		if f := fams[n]; f != nil && len(f.GetMetric()) < 3 {
+			t.Errorf("%s: %d series at start, want one per known label value", n, len(f.GetMetric()))
+		}
+	}
+	promtoolCheck(t, body)
+
+	// The agent's first cycle reads the (fake) cloud, which meters it.
+	testwait.Until(t, 20*time.Second, "the Nova families", func() (bool, string) {
+		_, fams = scrape(t, "http://"+a.MetricsAddr()+"/metrics")
+		var missing []string
+		for _, n := range novaMetricNames {
+			if fams[n] == nil {
+				missing = append(missing, n)
+			}
+		}
+		return len(missing) == 0, fmt.Sprint("missing ", missing)
+	})
+	if f := fams["dvms_nova_request_seconds"]; f.GetType() != dto.MetricType_HISTOGRAM ||
+		len(f.GetMetric()[0].GetHistogram().GetBucket()) != len(nova.LatencyBounds)+1 {
+		t.Errorf("dvms_nova_request_seconds: %s, want a histogram of %d buckets and +Inf", f.GetType(), len(nova.LatencyBounds))
+	}
+	body, _ = scrape(t, "http://"+a.MetricsAddr()+"/metrics")
+	if !strings.Contains(string(body), `dvms_nova_request_seconds_bucket{`) {
+		t.Errorf("no histogram buckets:\n%s", body)
+	}
+	promtoolCheck(t, body)
+}
