@@ -27,9 +27,9 @@ const (
 // Nova's order as a whole.
 var failCauses = []string{resultUnauthorized, resultLimited, resultBadRequest, resultBadMethod, failSpec, failKept}
 
-// metricNames lists the families of scheduler-api's /metrics, every one
-// there from the start.
-var metricNames = []string{
+// MetricNames lists the families of scheduler-api's /metrics, every one
+// there from the start (the Grafana dashboard test reads it).
+var MetricNames = []string{
 	"dvms_schedapi_requests_total", "dvms_schedapi_answers_total", "dvms_schedapi_fail_open_total",
 	"dvms_schedapi_request_seconds", "dvms_schedapi_hosts", "dvms_schedapi_hosts_fresh",
 	"dvms_schedapi_summaries_rejected_total", "dvms_schedapi_reservations_total",

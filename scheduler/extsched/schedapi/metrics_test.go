@@ -102,7 +102,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 		t.Fatalf("/healthz with no host: %d %s (%v), want 503 and the reason", code, body, err)
 	}
 	fams := scrapeMetrics(t, srv)
-	for _, n := range append(metricNames, "go_goroutines", "process_cpu_seconds_total") {
+	for _, n := range append(MetricNames, "go_goroutines", "process_cpu_seconds_total") {
 		f := fams[n]
 		if f == nil || len(f.GetMetric()) == 0 {
 			t.Errorf("%s: not on /metrics at start", n)
