@@ -163,8 +163,12 @@ func (l *lockedBuffer) String() string {
 }
 
 func hasSeries(samples map[string]float64, name string) bool {
-	_, ok := samples[name]
-	return ok
+	for series := range samples {
+		if n, _, _ := strings.Cut(series, "{"); n == name {
+			return true
+		}
+	}
+	return false
 }
 
 func healthz(t *testing.T, p *agentProc) int {
