@@ -1,23 +1,18 @@
 package agentd
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/internal/promcheck"
 	"github.com/dvms-project/dvms/internal/testbus"
 	"github.com/dvms-project/dvms/internal/testwait"
 	"github.com/dvms-project/dvms/nova"
@@ -25,45 +20,6 @@ import (
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
-
-// scrape GETs url and parses the answer with Prometheus's text parser.
-func scrape(t *testing.T, url string) ([]byte, map[string]*dto.MetricFamily) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("the text parser refuses /metrics: %v\n%s", err, body)
-	}
-	return body, fams
-}
-
-// PromtoolCheck runs `promtool check metrics` on a scrape when promtool
-// is installed (Debian: apt-get install prometheus); it reports whether
-// it ran.
-func promtoolCheck(t *testing.T, body []byte) bool {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Log("promtool not installed: not run")
-		return false
-	}
-	cmd := exec.Command(path, "check", "metrics")
-	cmd.Stdin = bytes.NewReader(body)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
-	return true
-}
 
 // A freshly started agent serves every family on /metrics before any
 // event, each series with its region and host; Prometheus's text parser
@@ -92,7 +48,7 @@ func TestFreshAgentMetrics(t *testing.T) {
 	if a.MetricsAddr() == "" {
 		t.Fatal("no /metrics")
 	}
-	body, fams := scrape(t, "http://"+a.MetricsAddr()+"/metrics")
+	_, fams := promcheck.Scrape(t, "http://"+a.MetricsAddr()+"/metrics")
 	for _, n := range append(slices.Clone(metricNames), "go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes") {
 		f := fams[n]
 		if f == nil || len(f.GetMetric()) == 0 {
@@ -114,11 +70,9 @@ func TestFreshAgentMetrics(t *testing.T) {
 			t.Errorf("%s: %d series at start, want one per known label value", n, len(f.GetMetric()))
 		}
 	}
-	promtoolCheck(t, body)
-
 	// The agent's first cycle reads the (fake) cloud, which meters it.
 	testwait.Until(t, 20*time.Second, "the Nova families", func() (bool, string) {
-		_, fams = scrape(t, "http://"+a.MetricsAddr()+"/metrics")
+		_, fams = promcheck.Scrape(t, "http://"+a.MetricsAddr()+"/metrics")
 		var missing []string
 		for _, n := range novaMetricNames {
 			if fams[n] == nil {
@@ -131,9 +85,7 @@ func TestFreshAgentMetrics(t *testing.T) {
 		len(f.GetMetric()[0].GetHistogram().GetBucket()) != len(nova.LatencyBounds)+1 {
 		t.Errorf("dvms_nova_request_seconds: %s, want a histogram of %d buckets and +Inf", f.GetType(), len(nova.LatencyBounds))
 	}
-	body, _ = scrape(t, "http://"+a.MetricsAddr()+"/metrics")
-	if !strings.Contains(string(body), `dvms_nova_request_seconds_bucket{`) {
+	if body, _ := promcheck.Scrape(t, "http://"+a.MetricsAddr()+"/metrics"); !strings.Contains(string(body), `dvms_nova_request_seconds_bucket{`) {
 		t.Errorf("no histogram buckets:\n%s", body)
 	}
-	promtoolCheck(t, body)
 }

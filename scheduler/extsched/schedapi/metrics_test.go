@@ -1,21 +1,18 @@
 package schedapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
 
+	"github.com/dvms-project/dvms/internal/promcheck"
 	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/extsched/extschedtest"
 )
@@ -34,28 +31,9 @@ func get(t *testing.T, url string) (int, []byte) {
 	return resp.StatusCode, body
 }
 
-// scrapeMetrics parses /metrics with Prometheus's text parser and, when
-// promtool is installed, checks it with `promtool check metrics`.
 func scrapeMetrics(t *testing.T, base string) map[string]*dto.MetricFamily {
 	t.Helper()
-	code, body := get(t, base+"/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d", code)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("the text parser refuses /metrics: %v\n%s", err, body)
-	}
-	if path, err := exec.LookPath("promtool"); err == nil {
-		cmd := exec.Command(path, "check", "metrics")
-		cmd.Stdin = bytes.NewReader(body)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("promtool check metrics: %v\n%s", err, out)
-		}
-	} else {
-		t.Log("promtool not installed: not run")
-	}
+	_, fams := promcheck.Scrape(t, base+"/metrics")
 	return fams
 }
 
