@@ -9,16 +9,12 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/rs/zerolog"
 
-	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/internal/promcheck"
 	"github.com/dvms-project/dvms/internal/testbus"
 	"github.com/dvms-project/dvms/internal/testwait"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
-	"github.com/dvms-project/dvms/scheduler"
-	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 // A freshly started agent serves every family on /metrics before any
@@ -29,19 +25,9 @@ func TestFreshAgentMetrics(t *testing.T) {
 	url := testbus.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr := testbus.Connect(t, ctx, url, "agent")
-	cloud := fake.New(fake.DefaultConfig(), node.Wall{})
-	cloud.AddHost(nova.Host{Name: "c1", VCPUs: 8, RAMMB: 32768, CPUAllocRatio: 4, RAMAllocRatio: 1})
-	rt := node.DefaultConfig()
-	rt.Region = "r1"
-	a, err := New(Options{
-		Runtime: rt, Agent: scheduler.DefaultConfig("c1"), Version: "v-test", Bus: tr,
-		Nova: cloud, Demand: cloud, Arbiter: Shared{Arbiter: consensus.NewLocal(time.Now)}, Clock: node.Wall{},
-		Log: zerolog.Nop(), Seed: 1, MetricsListen: "127.0.0.1:0", Meter: cloud.Meter(),
+	a := testAgent(t, ctx, url, "r1", func(o *Options, cloud *fake.Cloud) {
+		o.MetricsListen, o.Meter = "127.0.0.1:0", cloud.Meter()
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	actx, stop := context.WithCancel(ctx)
 	defer func() { stop(); _ = a.Wait() }()
 	a.Start(actx)
