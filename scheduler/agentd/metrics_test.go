@@ -58,36 +58,7 @@ func TestMetricNamesAreWhatTheAgentRegisters(t *testing.T) {
 // query names metrics the agents or scheduler-api export, filtered by
 // the variables.
 func TestDashboardUsesExportedMetrics(t *testing.T) {
-	data, err := os.ReadFile("../../etc/grafana/dvms.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	type gridPos struct{ X, Y, W, H int }
-	var d struct {
-		Title         string `json:"title"`
-		UID           string `json:"uid"`
-		SchemaVersion int    `json:"schemaVersion"`
-		Templating    struct {
-			List []struct {
-				Name  string `json:"name"`
-				Type  string `json:"type"`
-				Query any    `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-		Panels []struct {
-			ID      int      `json:"id"`
-			Type    string   `json:"type"`
-			Title   string   `json:"title"`
-			GridPos *gridPos `json:"gridPos"`
-			Targets []struct {
-				RefID string `json:"refId"`
-				Expr  string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(data, &d); err != nil {
-		t.Fatal(err)
-	}
+	d := readDashboard(t)
 	if d.Title == "" || d.UID == "" || d.SchemaVersion < 30 || len(d.Panels) == 0 {
 		t.Fatalf("not a dashboard: title %q uid %q schemaVersion %d, %d panels", d.Title, d.UID, d.SchemaVersion, len(d.Panels))
 	}
@@ -151,6 +122,45 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 	if !slices.Equal(rows, []string{"Agents", "scheduler-api"}) {
 		t.Errorf("rows %v, want Agents and scheduler-api", rows)
 	}
+}
+
+type gridPos struct{ X, Y, W, H int }
+
+// dashboard is what the tests read of etc/grafana/dvms.json.
+type dashboard struct {
+	Title         string `json:"title"`
+	UID           string `json:"uid"`
+	SchemaVersion int    `json:"schemaVersion"`
+	Templating    struct {
+		List []struct {
+			Name  string `json:"name"`
+			Type  string `json:"type"`
+			Query any    `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
+	Panels []struct {
+		ID      int      `json:"id"`
+		Type    string   `json:"type"`
+		Title   string   `json:"title"`
+		GridPos *gridPos `json:"gridPos"`
+		Targets []struct {
+			RefID string `json:"refId"`
+			Expr  string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+func readDashboard(t *testing.T) dashboard {
+	t.Helper()
+	data, err := os.ReadFile("../../etc/grafana/dvms.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // The metrics' reason label is the class the executor set where it
