@@ -34,7 +34,15 @@ func TestFreshAgentMetrics(t *testing.T) {
 	if a.MetricsAddr() == "" {
 		t.Fatal("no /metrics")
 	}
-	_, fams := promcheck.Scrape(t, "http://"+a.MetricsAddr()+"/metrics")
+	body, fams := promcheck.Scrape(t, "http://"+a.MetricsAddr()+"/metrics")
+	dvms, series := 0, 0
+	for n, f := range fams {
+		if strings.HasPrefix(n, "dvms_") {
+			dvms++
+			series += len(f.GetMetric())
+		}
+	}
+	t.Logf("fresh agent: %d dvms families (%d series), %d families in all, %d bytes", dvms, series, len(fams), len(body))
 	for _, n := range append(slices.Clone(metricNames), "go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes") {
 		f := fams[n]
 		if f == nil || len(f.GetMetric()) == 0 {
