@@ -79,8 +79,9 @@ var metricNames = []string{
 	"dvms_demand_blind", "dvms_demand_servers_listed", "dvms_demand_servers_measured",
 }
 
-// novaMetricNames are the families of the requests to Nova, by request
-// template: there from the agent's first request (its first token).
+// novaMetricNames are the families of the requests to Nova, placement
+// and keystone, by request template: there from the agent's first
+// request (templates are not known in advance).
 var novaMetricNames = []string{"dvms_nova_requests_total", "dvms_nova_request_errors_total", "dvms_nova_request_seconds"}
 
 // Event-level latencies span a second (a solve) to an hour (a drain).
@@ -255,10 +256,7 @@ func (m *agentMetrics) zeroes() {
 			}
 		}
 	}
-	for _, a := range node.CompletionActions {
-		if a == node.CompleteNone {
-			continue
-		}
+	for _, a := range []string{node.CompleteAbort, node.CompleteForce} { // the requests it sends
 		for _, r := range completionResults {
 			m.completion.WithLabelValues(a, r)
 		}
