@@ -1,6 +1,7 @@
 package schedapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -107,6 +108,10 @@ func TestMetricsAndReadiness(t *testing.T) {
 	if code, hosts := post(t, srv, "Bearer "+token, nova); code != 200 || len(hosts) != 2 {
 		t.Fatalf("answer %d %v", code, hosts)
 	}
+	rebuild := bytes.Replace(nova, []byte(`"rebuild":false`), []byte(`"rebuild":true`), 1)
+	if code, hosts := post(t, srv, "Bearer "+token, rebuild); code != 200 || len(hosts) != 2 {
+		t.Fatalf("rebuild: %d %v", code, hosts)
+	}
 	if code, _ := post(t, srv, "", nova); code != http.StatusUnauthorized {
 		t.Fatalf("no token: %d", code)
 	}
@@ -121,16 +126,17 @@ func TestMetricsAndReadiness(t *testing.T) {
 		name, key, val string
 		want           float64
 	}{
-		{"dvms_schedapi_requests_total", "result", "answered", 1},
+		{"dvms_schedapi_requests_total", "result", "answered", 2},
 		{"dvms_schedapi_requests_total", "result", "unauthorized", 1},
 		{"dvms_schedapi_requests_total", "result", "bad_request", 1},
 		{"dvms_schedapi_requests_total", "result", "wrong_method", 1},
 		{"dvms_schedapi_answers_total", "tier", "roomy", 1},
-		{"dvms_schedapi_answers_total", "tier", "unknown", 0},
+		{"dvms_schedapi_answers_total", "tier", "unknown", 1}, // the rebuild: Nova's order
 		{"dvms_schedapi_fail_open_total", "cause", "unauthorized", 1},
 		{"dvms_schedapi_fail_open_total", "cause", "bad_request", 1},
-		{"dvms_schedapi_fail_open_total", "cause", "nova_order", 0},
-		{"dvms_schedapi_request_seconds", "region", "r1", 4},
+		{"dvms_schedapi_fail_open_total", "cause", "nova_order", 1},
+		{"dvms_schedapi_fail_open_total", "cause", "spec", 0},
+		{"dvms_schedapi_request_seconds", "region", "r1", 5},
 		{"dvms_schedapi_hosts_fresh", "region", "r1", 2},
 		{"dvms_schedapi_ready", "region", "r1", 1},
 		{"dvms_schedapi_reservations_total", "region", "r1", 1},
@@ -150,8 +156,8 @@ func TestMetricsAndReadiness(t *testing.T) {
 	if code, hosts := post(t, srv, "Bearer "+token, nova); code != 200 || len(hosts) != 2 {
 		t.Fatalf("answer %d %v", code, hosts)
 	}
-	if got := value(scrapeMetrics(t, srv), "dvms_schedapi_answers_total", "tier", "unknown"); got != 1 {
-		t.Errorf("answers with only stale hosts, tier unknown: %v, want 1", got)
+	if got := value(scrapeMetrics(t, srv), "dvms_schedapi_answers_total", "tier", "unknown"); got != 2 {
+		t.Errorf("answers with only stale hosts, tier unknown: %v, want 2", got)
 	}
 }
 
