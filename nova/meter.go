@@ -327,6 +327,7 @@ func (m *Meter) LatencySince(mark LatencyMark) (n int64, p50, p99 time.Duration)
 	h := m.latency
 	m.mu.Unlock()
 	h.n -= mark.h.n
+	h.sum -= mark.h.sum
 	for i := range h.b {
 		h.b[i] -= mark.h.b[i]
 	}
@@ -345,6 +346,7 @@ const (
 type histogram struct {
 	n   int64
 	max time.Duration
+	sum time.Duration
 	b   [nBuckets]int64
 }
 
@@ -374,6 +376,7 @@ func (h *histogram) add(b int, d time.Duration) {
 	h.n++
 	h.b[b]++
 	h.max = max(h.max, d)
+	h.sum += max(d, 0)
 }
 
 // quantile returns the upper bound of the bucket holding the q-th
@@ -392,4 +395,54 @@ func (h *histogram) quantile(q float64) time.Duration {
 		}
 	}
 	return h.max
+}
+
+// LatencyBounds are the upper bounds of LatencyHistogram.Cumulative:
+// powers of two microseconds, 1.024 ms to 67.1 s. They fall on the
+// meter's own bucket boundaries, so the counts below them are exact.
+var LatencyBounds = func() []time.Duration {
+	var b []time.Duration
+	for k := 10; k <= 26; k++ {
+		b = append(b, time.Duration(1<<k)*time.Microsecond)
+	}
+	return b
+}()
+
+// LatencyHistogram is the latency of one template's requests in the
+// shape Prometheus exports: count, sum and cumulative counts.
+type LatencyHistogram struct {
+	Template Template
+	Count    int64
+	Sum      time.Duration
+	// Cumulative[i] is how many requests took less than LatencyBounds[i]
+	// (at the meter's microsecond resolution).
+	Cumulative []int64
+}
+
+// LatencyHistograms returns the latency histogram of every template,
+// in no particular order.
+func (m *Meter) LatencyHistograms() []LatencyHistogram {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]LatencyHistogram, 0, len(m.tmpl))
+	for t, ts := range m.tmpl {
+		out = append(out, LatencyHistogram{Template: t, Count: ts.latency.n, Sum: ts.latency.sum, Cumulative: ts.latency.cumulative()})
+	}
+	return out
+}
+
+// cumulative counts the requests below each of LatencyBounds: 2^k µs is
+// the first value of bucket bucketOf(2^k µs), so the buckets before it
+// hold exactly the requests faster than it.
+func (h *histogram) cumulative() []int64 {
+	out := make([]int64, len(LatencyBounds))
+	var seen int64
+	i := 0
+	for j, bound := range LatencyBounds {
+		for end := bucketOf(bound); i < end; i++ {
+			seen += h.b[i]
+		}
+		out[j] = seen
+	}
+	return out
 }

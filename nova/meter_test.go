@@ -152,3 +152,36 @@ func TestMeterConcurrent(t *testing.T) {
 		t.Fatalf("total %d over %d callers", s.Total, len(s.Callers))
 	}
 }
+
+// The exported histogram counts each request below exactly the bounds
+// it is faster than, and sums the latencies.
+func TestMeterLatencyHistograms(t *testing.T) {
+	m := NewMeter()
+	tmpl := Template{Service: ServiceCompute, Method: "GET", Path: "/servers/detail"}
+	lat := []time.Duration{500 * time.Microsecond, 1023 * time.Microsecond, 1024 * time.Microsecond, 3 * time.Millisecond, 2 * time.Second, 100 * time.Second}
+	for _, d := range lat {
+		m.Record(Request{Template: tmpl, Latency: d, Class: ClassOK})
+	}
+	hs := m.LatencyHistograms()
+	if len(hs) != 1 || hs[0].Template != tmpl || hs[0].Count != int64(len(lat)) {
+		t.Fatalf("histograms %+v", hs)
+	}
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	if hs[0].Sum != sum {
+		t.Errorf("sum %s, want %s", hs[0].Sum, sum)
+	}
+	for i, b := range LatencyBounds {
+		var want int64
+		for _, d := range lat {
+			if d < b {
+				want++
+			}
+		}
+		if got := hs[0].Cumulative[i]; got != want {
+			t.Errorf("below %s: %d, want %d", b, got, want)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/internal/daemon"
+	"github.com/dvms-project/dvms/internal/promcheck"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler/node"
@@ -105,8 +106,13 @@ func scrapeAt(t *testing.T, addr string) map[string]float64 {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	promcheck.Promtool(t, body) // when installed (required with DVMS_REQUIRE_PROMTOOL=1)
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -164,8 +170,12 @@ func (l *lockedBuffer) String() string {
 }
 
 func hasSeries(samples map[string]float64, name string) bool {
-	_, ok := samples[name]
-	return ok
+	for series := range samples {
+		if n, _, _ := strings.Cut(series, "{"); n == name {
+			return true
+		}
+	}
+	return false
 }
 
 func healthz(t *testing.T, p *daemon.Proc) int {

@@ -24,8 +24,9 @@ func init() {
 		Usage: "Nova's external scheduler: order candidate hosts by the demand the agents measure",
 		Description: "Listens on [scheduler_api] listen for POST " + extsched.Path + " (the request and\n" +
 			"response shapes of cortex's external scheduler API, so Nova's external-scheduler hook or the\n" +
-			"dvms_nova weigher can call it) and GET /healthz. Reads the summaries the agents publish over\n" +
-			"NATS; needs no OpenStack credentials. Several replicas behind one URL are fine.",
+			"dvms_nova weigher can call it), GET /healthz (503 while it knows no fresh host) and GET /metrics.\n" +
+			"Reads the summaries the agents publish over NATS; needs no OpenStack credentials. Several\n" +
+			"replicas behind one URL are fine.",
 		Flags: append(configFlags(),
 			&cli.StringFlag{Name: "listen", Usage: "HTTP address (overrides [scheduler_api] listen)"},
 			&cli.StringFlag{Name: "nats-url", Usage: "NATS server URL(s) (overrides [nats] url)"},

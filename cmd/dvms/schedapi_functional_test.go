@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dvms-project/dvms/internal/promcheck"
 )
 
 // TestFunctionalSchedulerAPI checks dvms as Nova's external scheduler
@@ -79,6 +81,18 @@ func TestFunctionalSchedulerAPI(t *testing.T) {
 		return err == nil && h.Fresh >= len(hosts)
 	}) {
 		t.Fatalf("scheduler-api lacks fresh summaries after 2 min; logs %s and %s", api.log, f.logDir)
+	}
+	// What Prometheus scrapes of it: promtool-clean (promtool installed;
+	// required with DVMS_REQUIRE_PROMTOOL=1), ready, every host fresh.
+	_, fams := promcheck.Scrape(t, "http://"+api.addr+"/metrics")
+	gauge := func(name string) float64 {
+		if ms := fams[name].GetMetric(); len(ms) > 0 {
+			return ms[0].GetGauge().GetValue()
+		}
+		return -1
+	}
+	if fresh, ready := gauge("dvms_schedapi_hosts_fresh"), gauge("dvms_schedapi_ready"); fresh < float64(len(hosts)) || ready != 1 {
+		t.Errorf("scheduler-api /metrics: %v fresh hosts, ready %v; want %d and 1", fresh, ready, len(hosts))
 	}
 
 	t.Run("WithDvms", func(t *testing.T) {

@@ -66,7 +66,8 @@ var Options = []Option{
 		help:  "Site (availability zone, datacenter) of this host: the merge arbiter's voters are spread across sites. Empty = one site.",
 		field: func(c *Config) any { return &c.Site }},
 	{section: "DEFAULT", name: "metrics_listen", kind: kindAddr, def: "127.0.0.1:9464", flag: "metrics-listen",
-		help:  "Address of the agent's Prometheus /metrics and /healthz endpoint (port 0 picks one); empty = none.",
+		help: "Address of the agent's Prometheus /metrics and /healthz endpoint (port 0 picks one); empty = none. " +
+			"Loopback by default: neither endpoint authenticates, so for a Prometheus on another machine set the host's management address and firewall the port.",
 		field: func(c *Config) any { return &c.MetricsListen }},
 
 	{section: "DEFAULT", name: "keys_dir", kind: kindPath,

@@ -39,6 +39,7 @@ func StartSchedAPI(ctx context.Context, cfg Config, now func() time.Time, log ze
 			return nil, fmt.Errorf("[DEFAULT] keys_dir: %w", err)
 		}
 	}
+	cfg.SchedAPIHTTP.Region = cfg.Runtime.Region // labels /metrics
 	api, err := schedapi.New(cfg.SchedAPI, cfg.SchedAPIHTTP, now, log)
 	if err != nil {
 		return nil, fmt.Errorf("[scheduler_api] %w", err)

@@ -197,7 +197,7 @@ func New(o Options) (*Agent, error) {
 	}
 	a.controls = control.NewRegisters(o.Runtime.Exec.DryRun)
 	a.metrics = newAgentMetrics(metricsSources{
-		host: host, version: o.Version, meter: o.Meter,
+		host: host, region: o.Runtime.Region, version: o.Version, meter: o.Meter,
 		advise:    func() bool { return a.controls.Advise(host) },
 		paused:    a.controls.Paused,
 		excluded:  func() bool { return a.controls.Excluded(host) },

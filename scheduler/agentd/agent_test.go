@@ -38,26 +38,17 @@ func TestAgentServesStatusAndControls(t *testing.T) {
 	url := testbus.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr := testbus.Connect(t, ctx, url, "agent")
-	cloud := fake.New(fake.DefaultConfig(), node.Wall{})
-	cloud.AddHost(nova.Host{Name: "c1", VCPUs: 8, RAMMB: 32768, CPUAllocRatio: 4, RAMAllocRatio: 1})
-	rt := node.DefaultConfig()
-	rt.Region = "t"
-	a, err := New(Options{
-		Runtime: rt, Agent: scheduler.DefaultConfig("c1"), Version: "v-test", Bus: tr,
-		Nova: cloud, Demand: cloud, Arbiter: Shared{Arbiter: consensus.NewLocal(time.Now)}, Clock: node.Wall{},
-		Log: zerolog.Nop(), Seed: 1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := testAgent(t, ctx, url, "t", nil)
 	actx, stop := context.WithCancel(ctx)
 	a.Start(actx)
 	if err := a.Healthy(); err != nil {
 		t.Fatalf("started: %v", err)
 	}
 	cli := testbus.Connect(t, ctx, url, "cli")
-	var reps []status.Report
+	var (
+		reps []status.Report
+		err  error
+	)
 	testwait.Until(t, 20*time.Second, "the agent answers", func() (bool, string) {
 		reps, err = status.Gather(ctx, cli, status.GatherConfig{Region: "t", Timeout: time.Second})
 		return len(reps) == 1, fmt.Sprint(err)
@@ -92,6 +83,30 @@ func TestAgentServesStatusAndControls(t *testing.T) {
 	if err := a.Healthy(); err == nil {
 		t.Error("stopped, yet healthy")
 	}
+}
+
+// testAgent is the agent of host c1 (8 cores) of a fake cloud, in
+// region, on the NATS server at url; tweak (if not nil) edits its options.
+func testAgent(t *testing.T, ctx context.Context, url, region string, tweak func(*Options, *fake.Cloud)) *Agent {
+	t.Helper()
+	tr := testbus.Connect(t, ctx, url, "agent")
+	cloud := fake.New(fake.DefaultConfig(), node.Wall{})
+	cloud.AddHost(nova.Host{Name: "c1", VCPUs: 8, RAMMB: 32768, CPUAllocRatio: 4, RAMAllocRatio: 1})
+	rt := node.DefaultConfig()
+	rt.Region = region
+	o := Options{
+		Runtime: rt, Agent: scheduler.DefaultConfig("c1"), Version: "v-test", Bus: tr,
+		Nova: cloud, Demand: cloud, Arbiter: Shared{Arbiter: consensus.NewLocal(time.Now)}, Clock: node.Wall{},
+		Log: zerolog.Nop(), Seed: 1,
+	}
+	if tweak != nil {
+		tweak(&o, cloud)
+	}
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // The caller's hooks come after the agent's own, and both are called.

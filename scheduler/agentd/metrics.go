@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dvms-project/dvms/nova"
@@ -21,7 +22,11 @@ import (
 // agentMetrics are the Prometheus metrics of one agent, on a registry of
 // their own (no process-global state). The runner's hooks feed the
 // counters and histograms; gauges are read from the agent's parts at
-// scrape time.
+// scrape time. Every series carries the agent's region and host as
+// labels (the agent knows both for sure; a scrape configuration need
+// not), and every family is there from the start: labelled ones with a
+// zero series for each label value known in advance. The Go runtime's
+// and the process's collectors (go_*, process_*) come along.
 type agentMetrics struct {
 	reg *prometheus.Registry
 
@@ -52,6 +57,7 @@ type metricsSources struct {
 	// does not say; the gauges read 0 then).
 	coverage func() (cgroup.Coverage, bool)
 	host     string
+	region   string
 	version  string // the agent's build version
 	meter    *nova.Meter
 	// The operators' controls as they apply to this agent (nil: not
@@ -59,8 +65,9 @@ type metricsSources struct {
 	advise, paused, excluded func() bool
 }
 
-// metricNames lists every metric family an agent registers (the Grafana
-// dashboard test reads it).
+// metricNames lists every dvms metric family an agent registers (the
+// Grafana dashboard test reads it). All but novaMetricNames are there
+// from the start.
 var metricNames = []string{
 	"dvms_build_info", "dvms_advise_mode", "dvms_paused", "dvms_excluded",
 	"dvms_records_total", "dvms_events_raised_total", "dvms_events_ended_total",
@@ -69,15 +76,20 @@ var metricNames = []string{
 	"dvms_messages_stale_total", "dvms_messages_dropped_total", "dvms_solver_seconds",
 	"dvms_members", "dvms_maintenance_watch", "dvms_in_partition", "dvms_partition_leader",
 	"dvms_arbiter_voter", "dvms_arbiter_leader", "dvms_arbiter_term",
-	"dvms_nova_requests_total", "dvms_nova_request_errors_total", "dvms_nova_request_seconds",
 	"dvms_demand_blind", "dvms_demand_servers_listed", "dvms_demand_servers_measured",
 }
+
+// novaMetricNames are the families of the requests to Nova, placement
+// and keystone, by request template: there from the agent's first
+// request (templates are not known in advance).
+var novaMetricNames = []string{"dvms_nova_requests_total", "dvms_nova_request_errors_total", "dvms_nova_request_seconds"}
 
 // Event-level latencies span a second (a solve) to an hour (a drain).
 var eventBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
 func newAgentMetrics(src metricsSources) *agentMetrics {
 	m := &agentMetrics{reg: prometheus.NewRegistry()}
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"region": src.region, "host": src.host}, m.reg)
 	m.records = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_records_total",
 		Help: "Records of the agent's state machine, by kind (event-raised, joined, blocked, planned, merge-committed...)."}, []string{"kind"})
 	m.raised = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_events_raised_total",
@@ -103,11 +115,13 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 		Help: "Protocol messages received and ignored by the state machine (stale version, ended partition, too many hops)."})
 	m.solverTime = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dvms_solver_seconds",
 		Help: "Wall time of one solve and plan on this agent.", Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}})
-	m.reg.MustRegister(m.records, m.raised, m.ended, m.solveTime, m.fixTime, m.partSize, m.merges, m.actions, m.completion, m.sent, m.stale, m.solverTime)
+	reg.MustRegister(m.records, m.raised, m.ended, m.solveTime, m.fixTime, m.partSize, m.merges, m.actions, m.completion, m.sent, m.stale, m.solverTime)
+	m.zeroes()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dvms_build_info", Help: "Always 1: the agent's build version and host."}, []string{"version", "host"})
-	info.WithLabelValues(src.version, src.host).Set(1)
-	m.reg.MustRegister(info)
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dvms_build_info", Help: "Always 1: the agent's build version."}, []string{"version"})
+	info.WithLabelValues(src.version).Set(1)
+	reg.MustRegister(info)
 	for _, g := range []struct {
 		name, help string
 		f          func() bool
@@ -118,24 +132,24 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 	} {
 		if g.f != nil {
 			f := g.f
-			m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, func() float64 { return b2f(f()) }))
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, func() float64 { return b2f(f()) }))
 		}
 	}
 	if src.dropped != nil {
 		m.messagesBad = prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dvms_messages_dropped_total",
 			Help: "Protocol messages dropped on receipt: malformed, or the agent's inbox full."}, func() float64 { return float64(src.dropped()) })
-		m.reg.MustRegister(m.messagesBad)
+		reg.MustRegister(m.messagesBad)
 	}
 	if src.members != nil {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_members",
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_members",
 			Help: "Live members of the region as this agent hears them, itself included."}, func() float64 { return float64(src.members()) }))
 	}
 	if src.watch != nil {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_maintenance_watch",
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_maintenance_watch",
 			Help: "1 when this agent is the region's maintenance watch (it lists the nova-compute services)."}, func() float64 { return b2f(src.watch()) }))
 	}
 	if src.partition != nil {
-		m.reg.MustRegister(
+		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_in_partition",
 				Help: "1 when this agent is in a partition."}, func() float64 { return b2f(src.partition() != nil) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_partition_leader",
@@ -145,7 +159,7 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 			}))
 	}
 	if src.arbiter != nil {
-		m.reg.MustRegister(
+		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_arbiter_voter",
 				Help: "1 when this agent is a voter of the region's merge arbiter (Raft group)."}, func() float64 {
 				a := src.arbiter()
@@ -174,7 +188,7 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 				return f(c)
 			}
 		}
-		m.reg.MustRegister(
+		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_demand_blind",
 				Help: "1 while the demand source finds none of the servers Nova lists running on this host (source = cgroup: no guest cgroup, or none named after them): the host is not measured."},
 				cov(func(c cgroup.Coverage) float64 { return b2f(c.Blind) })),
@@ -186,9 +200,70 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 				cov(func(c cgroup.Coverage) float64 { return float64(c.Measured) })))
 	}
 	if src.meter != nil {
-		m.reg.MustRegister(meterCollector{src.meter})
+		reg.MustRegister(meterCollector{src.meter})
 	}
 	return m
+}
+
+// Label values known in advance, for the zero series.
+var (
+	eventKinds  = []scheduler.EventKind{scheduler.Overload, scheduler.Underload, scheduler.Maintenance}
+	outcomes    = []scheduler.Outcome{scheduler.Solved, scheduler.Unsolvable, scheduler.Failed, scheduler.Aborted}
+	recordKinds = []scheduler.RecordKind{scheduler.RecEventRaised, scheduler.RecEventEnded, scheduler.RecJoined, scheduler.RecBlocked,
+		scheduler.RecPlanned, scheduler.RecNoSolution, scheduler.RecExecuting, scheduler.RecDissolved, scheduler.RecMergeProposed,
+		scheduler.RecMergeCommitted, scheduler.RecMergeRefused, scheduler.RecDropped, scheduler.RecMemberRemoved, scheduler.RecReplanning}
+	endClasses = []scheduler.EndClass{scheduler.EndExecuted, scheduler.EndForceCompleted, scheduler.EndNothingToDo,
+		scheduler.EndRelieved, scheduler.EndNoSolution, scheduler.EndActionFailed, scheduler.EndMigrationAborted,
+		scheduler.EndVanished, scheduler.EndSkipped, scheduler.EndUnverified, scheduler.EndAdvise, scheduler.EndPaused,
+		scheduler.EndExcluded, scheduler.EndStopping, scheduler.EndSolvedOthers, scheduler.EndMemberLost, scheduler.EndTimeout,
+		scheduler.EndRequestLost, scheduler.EndFork, scheduler.EndAbsorbedLost}
+	msgTypes    = []scheduler.MsgType{scheduler.MsgGrow, scheduler.MsgUpdate, scheduler.MsgHeartbeat, scheduler.MsgSnapshot, scheduler.MsgDissolve, scheduler.MsgMergeOffer, scheduler.MsgAbsorbed, scheduler.MsgNack}
+	actionKinds = []scheduler.ActionKind{scheduler.LiveMigrate, scheduler.Shelve}
+	// The reason classes an action of each outcome ends with.
+	actionReasons = map[node.ActionOutcome][]node.ReasonClass{
+		node.ActionDone: {node.ReasonNone, node.ReasonForceCompleted},
+		node.ActionSkipped: {node.ReasonAdvise, node.ReasonPaused, node.ReasonExcluded, node.ReasonStopping, node.ReasonCancelled,
+			node.ReasonReadFailed, node.ReasonEvent, node.ReasonEventUnverified, node.ReasonServerChanged, node.ReasonServerGroup,
+			node.ReasonDestinationDisabled, node.ReasonDestinationBusy, node.ReasonPlacement, node.ReasonOverload, node.ReasonConflict},
+		node.ActionFailed: {node.ReasonTimeout, node.ReasonFailed, node.ReasonMigrationAborted},
+	}
+	completionResults = []string{node.CompletionAccepted, node.CompletionEnded, node.CompletionRefused, node.CompletionFailed}
+)
+
+// zeroes creates the zero series of every label value known in advance,
+// so that dashboards and rate() see the families before the first event.
+func (m *agentMetrics) zeroes() {
+	for _, k := range recordKinds {
+		m.records.WithLabelValues(k.String())
+	}
+	for _, k := range eventKinds {
+		m.raised.WithLabelValues(k.String())
+		m.solveTime.WithLabelValues(k.String())
+		for _, o := range outcomes {
+			m.fixTime.WithLabelValues(k.String(), o.String())
+		}
+		for _, c := range endClasses {
+			m.ended.WithLabelValues(k.String(), c.Outcome().String(), string(c))
+		}
+	}
+	for _, r := range []string{"committed", "refused"} {
+		m.merges.WithLabelValues(r)
+	}
+	for _, k := range actionKinds {
+		for o, rs := range actionReasons {
+			for _, r := range rs {
+				m.actions.WithLabelValues(k.String(), o.String(), string(r))
+			}
+		}
+	}
+	for _, a := range []string{node.CompleteAbort, node.CompleteForce} { // the requests it sends
+		for _, r := range completionResults {
+			m.completion.WithLabelValues(a, r)
+		}
+	}
+	for _, t := range msgTypes {
+		m.sent.WithLabelValues(t.String())
+	}
 }
 
 func b2f(b bool) float64 {
@@ -288,7 +363,7 @@ var (
 	novaErrDesc = prometheus.NewDesc("dvms_nova_request_errors_total",
 		"Requests that got no answer or an error status, by template.", []string{"service", "method", "path"}, nil)
 	novaLatDesc = prometheus.NewDesc("dvms_nova_request_seconds",
-		"Latency of the requests of a template since the agent started, at quantile 0.5 and 0.99 (within 19 %).", []string{"service", "method", "path", "quantile"}, nil)
+		"Latency of the requests of a template, answered or not (buckets: powers of two of a microsecond, 1 ms to 67 s).", []string{"service", "method", "path"}, nil)
 )
 
 func (c meterCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -302,8 +377,14 @@ func (c meterCollector) Collect(ch chan<- prometheus.Metric) {
 		l := []string{t.Template.Service, t.Template.Method, t.Template.Path}
 		ch <- prometheus.MustNewConstMetric(novaReqDesc, prometheus.CounterValue, float64(t.Count), l...)
 		ch <- prometheus.MustNewConstMetric(novaErrDesc, prometheus.CounterValue, float64(t.Errors), l...)
-		ch <- prometheus.MustNewConstMetric(novaLatDesc, prometheus.GaugeValue, t.P50.Seconds(), append(l, "0.5")...)
-		ch <- prometheus.MustNewConstMetric(novaLatDesc, prometheus.GaugeValue, t.P99.Seconds(), append(l, "0.99")...)
+	}
+	for _, h := range c.m.LatencyHistograms() {
+		buckets := make(map[float64]uint64, len(nova.LatencyBounds))
+		for i, b := range nova.LatencyBounds {
+			buckets[b.Seconds()] = uint64(h.Cumulative[i])
+		}
+		ch <- prometheus.MustNewConstHistogram(novaLatDesc, uint64(h.Count), h.Sum.Seconds(), buckets,
+			h.Template.Service, h.Template.Method, h.Template.Path)
 	}
 }
 

@@ -1,17 +1,18 @@
 package agentd
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/extsched/schedapi"
 	"github.com/dvms-project/dvms/scheduler/node"
 	"github.com/dvms-project/dvms/scheduler/status"
 )
@@ -42,74 +43,124 @@ func TestMetricNamesAreWhatTheAgentRegisters(t *testing.T) {
 	}
 	var got []string
 	for _, f := range fams {
-		got = append(got, f.GetName())
+		if strings.HasPrefix(f.GetName(), "dvms_") {
+			got = append(got, f.GetName())
+		}
 	}
-	want := slices.Sorted(slices.Values(metricNames))
+	want := slices.Sorted(slices.Values(append(slices.Clone(metricNames), novaMetricNames...)))
 	if !slices.Equal(got, want) {
 		t.Fatalf("registered families:\n %v\nmetricNames:\n %v", got, want)
 	}
 }
 
-// The Grafana dashboard is well formed and every query names metrics the
-// agents export.
+// The Grafana dashboard is well formed: region, host and scheduler-api
+// variables, a row per component, panels that do not overlap, and every
+// query names metrics the agents or scheduler-api export, filtered by
+// the variables.
 func TestDashboardUsesExportedMetrics(t *testing.T) {
-	data, err := os.ReadFile("../../etc/grafana/dvms.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Title         string `json:"title"`
-		UID           string `json:"uid"`
-		SchemaVersion int    `json:"schemaVersion"`
-		Panels        []struct {
-			ID      int    `json:"id"`
-			Type    string `json:"type"`
-			Title   string `json:"title"`
-			GridPos *struct {
-				X, Y, W, H int
-			} `json:"gridPos"`
-			Targets []struct {
-				RefID string `json:"refId"`
-				Expr  string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&d); err != nil {
-		t.Fatal(err)
-	}
+	d := readDashboard(t)
 	if d.Title == "" || d.UID == "" || d.SchemaVersion < 30 || len(d.Panels) == 0 {
 		t.Fatalf("not a dashboard: title %q uid %q schemaVersion %d, %d panels", d.Title, d.UID, d.SchemaVersion, len(d.Panels))
 	}
-	known := map[string]bool{}
-	for _, n := range metricNames {
+	vars := map[string]bool{}
+	for _, v := range d.Templating.List {
+		vars[v.Name] = true
+	}
+	for _, v := range []string{"datasource", "region", "host", "scheduler_api"} {
+		if !vars[v] {
+			t.Errorf("no $%s variable", v)
+		}
+	}
+	known := map[string]bool{"process_resident_memory_bytes": true, "process_cpu_seconds_total": true, "go_memstats_heap_inuse_bytes": true}
+	for _, n := range slices.Concat(metricNames, novaMetricNames, schedapi.MetricNames) {
 		known[n] = true
 		for _, s := range []string{"_bucket", "_count", "_sum"} {
 			known[n+s] = true // histogram series
 		}
 	}
-	name := regexp.MustCompile(`\bdvms_[a-z0-9_]+`)
+	name := regexp.MustCompile(`\b(?:dvms|go|process)_[a-z0-9_]+(\{[^}]*\})?`)
 	ids := map[int]bool{}
+	var rows []string
+	var cells []gridPos
 	for _, p := range d.Panels {
-		if ids[p.ID] || p.ID == 0 || p.Type == "" || p.Title == "" || p.GridPos == nil || p.GridPos.W == 0 || p.GridPos.H == 0 {
-			t.Errorf("panel %d %q: needs a unique id, a type, a title and a grid position", p.ID, p.Title)
+		if ids[p.ID] || p.ID == 0 || p.Type == "" || p.Title == "" || p.GridPos == nil || p.GridPos.W == 0 || p.GridPos.H == 0 || p.GridPos.X+p.GridPos.W > 24 {
+			t.Errorf("panel %d %q: needs a unique id, a type, a title and a grid position within 24 columns", p.ID, p.Title)
+			continue
 		}
 		ids[p.ID] = true
+		g := *p.GridPos
+		for _, o := range cells {
+			if g.X < o.X+o.W && o.X < g.X+g.W && g.Y < o.Y+o.H && o.Y < g.Y+g.H {
+				t.Errorf("panel %q at %+v overlaps another at %+v", p.Title, g, o)
+			}
+		}
+		cells = append(cells, g)
+		if p.Type == "row" {
+			rows = append(rows, p.Title)
+			continue
+		}
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q has no query", p.Title)
 		}
 		for _, q := range p.Targets {
-			used := name.FindAllString(q.Expr, -1)
+			used := name.FindAllStringSubmatch(q.Expr, -1)
 			if len(used) == 0 || q.RefID == "" {
 				t.Errorf("panel %q: query %q names no dvms metric (or has no refId)", p.Title, q.Expr)
 			}
 			for _, u := range used {
-				if !known[u] {
-					t.Errorf("panel %q: %s is not a metric the agents export", p.Title, u)
+				metric := strings.TrimSuffix(u[0], u[1])
+				if !known[metric] {
+					t.Errorf("panel %q: %s is not a metric the agents or scheduler-api export", p.Title, metric)
+				}
+				if !strings.Contains(u[1], `region=~"$region"`) ||
+					!strings.Contains(u[1], `host=~"$host"`) && !strings.Contains(u[1], `instance=~"$scheduler_api"`) {
+					t.Errorf("panel %q: %s is not filtered by $region and $host (or $scheduler_api)", p.Title, u[0])
 				}
 			}
 		}
 	}
+	if !slices.Equal(rows, []string{"Agents", "scheduler-api"}) {
+		t.Errorf("rows %v, want Agents and scheduler-api", rows)
+	}
+}
+
+type gridPos struct{ X, Y, W, H int }
+
+// dashboard is what the tests read of etc/grafana/dvms.json.
+type dashboard struct {
+	Title         string `json:"title"`
+	UID           string `json:"uid"`
+	SchemaVersion int    `json:"schemaVersion"`
+	Templating    struct {
+		List []struct {
+			Name  string `json:"name"`
+			Type  string `json:"type"`
+			Query any    `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
+	Panels []struct {
+		ID      int      `json:"id"`
+		Type    string   `json:"type"`
+		Title   string   `json:"title"`
+		GridPos *gridPos `json:"gridPos"`
+		Targets []struct {
+			RefID string `json:"refId"`
+			Expr  string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+func readDashboard(t *testing.T) dashboard {
+	t.Helper()
+	data, err := os.ReadFile("../../etc/grafana/dvms.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // The metrics' reason label is the class the executor set where it

@@ -1,9 +1,9 @@
 // Package schedapi is the HTTP side of `dvms scheduler-api`: Nova's
 // external scheduler, in its boot path. It answers POST extsched.Path
 // with the weighing of package extsched over the region's view, which the
-// caller feeds with the agents' summaries (Service.Receive), and GET
-// /healthz. It never reads Nova and never fails a boot: any doubt keeps
-// Nova's order.
+// caller feeds with the agents' summaries (Service.Receive), GET /healthz
+// (503 while it knows no fresh host) and GET /metrics (Prometheus). It
+// never reads Nova and never fails a boot: any doubt keeps Nova's order.
 //
 // Defences, as a service every boot goes through: callers authenticate
 // with a shared token (Config.TokenFile, sent by the dvms_nova weigher as
@@ -50,6 +50,9 @@ type Config struct {
 	MaxPerClient, MaxInFlight int
 	// MaxBody bounds a request body (bytes).
 	MaxBody int64
+	// Region labels every series of /metrics (the caller's region; not
+	// an option of its own).
+	Region string
 }
 
 // DefaultConfig returns the defaults.
@@ -114,6 +117,8 @@ type Service struct {
 	inFlight  int
 
 	rejected, unauthorized, limited, reserved atomic.Int64
+
+	metrics *metrics
 }
 
 // New returns the service; with cfg.TokenFile set, the token is read now.
@@ -122,6 +127,7 @@ func New(weigh extsched.Config, cfg Config, now func() time.Time, log zerolog.Lo
 		return nil, err
 	}
 	s := &Service{weigh: weigh, cfg: cfg, view: extsched.NewView(weigh.StaleAfter, weigh.PendingTTL), now: now, log: log, perClient: map[string]int{}}
+	s.metrics = newMetrics(s)
 	if cfg.TokenFile != "" {
 		tok, err := LoadToken(cfg.TokenFile)
 		if err != nil {
@@ -163,11 +169,12 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Handler serves extsched.Path and /healthz.
+// Handler serves extsched.Path, /healthz and /metrics.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(extsched.Path, s.schedule)
 	mux.HandleFunc("/healthz", s.health)
+	mux.Handle("/metrics", s.metrics.handler())
 	return mux
 }
 
@@ -240,7 +247,10 @@ func clientOf(r *http.Request) string {
 }
 
 func (s *Service) schedule(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	defer func() { s.metrics.latency.Observe(time.Since(start).Seconds()) }()
 	if r.Method != http.MethodPost {
+		s.metrics.refused(resultBadMethod)
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
@@ -250,6 +260,7 @@ func (s *Service) schedule(w http.ResponseWriter, r *http.Request) {
 	if s.token != "" && !auth {
 		// Nova keeps its order on any error: fail-open, nothing learnt.
 		s.unauthorized.Add(1)
+		s.metrics.refused(resultUnauthorized)
 		s.log.Warn().Str("client", client).Str("request_id", rid).Msg("scheduling request refused: no valid token")
 		w.Header().Set("WWW-Authenticate", `Bearer realm="dvms scheduler-api"`)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -257,6 +268,7 @@ func (s *Service) schedule(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.admit(client) {
 		s.limited.Add(1)
+		s.metrics.refused(resultLimited)
 		s.log.Warn().Str("client", client).Str("request_id", rid).Msg("scheduling request refused: too many in progress")
 		w.Header().Set("Connection", "close")
 		http.Error(w, "too many requests in progress", http.StatusTooManyRequests)
@@ -272,6 +284,7 @@ func (s *Service) schedule(w http.ResponseWriter, r *http.Request) {
 		err = json.Unmarshal(body, &req)
 	}
 	if err != nil {
+		s.metrics.refused(resultBadRequest)
 		s.log.Warn().Err(err).Str("client", client).Str("request_id", rid).Msg("scheduling request rejected: Nova keeps its order")
 		w.Header().Set("Connection", "close")
 		http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
@@ -297,6 +310,7 @@ func (s *Service) schedule(w http.ResponseWriter, r *http.Request) {
 	if d.Hosts == nil {
 		d.Hosts = []string{}
 	}
+	s.metrics.answered(d, serr)
 	if rid == "" {
 		rid = spec.InstanceUUID
 	}
@@ -337,6 +351,11 @@ type Health struct {
 	Unauthorized   int `json:"unauthorized_requests"`
 	Limited        int `json:"limited_requests"`
 	Reserved       int `json:"reservations"`
+	// Ready is 1 when the service knows a fresh host (it can order
+	// candidates), 0 otherwise; Reason then says why (the one field
+	// that is not a number).
+	Ready  int    `json:"ready"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Health reports the view and the counters.
@@ -349,12 +368,27 @@ func (s *Service) Health() Health {
 			h.Fresh++
 		}
 	}
+	switch {
+	case h.Fresh > 0:
+		h.Ready = 1
+	case h.Hosts == 0:
+		h.Reason = "no summary from any agent yet: every answer keeps Nova's order (NATS reachable? agents publishing summaries?)"
+	default:
+		h.Reason = fmt.Sprintf("none of the %d hosts' summaries is fresh (stale after %s): every answer keeps Nova's order", h.Hosts, s.weigh.StaleAfter)
+	}
 	return h
 }
 
+// health answers 200 while the service knows a fresh host, else 503
+// with the reason: a load balancer then prefers a replica that knows
+// the region, and monitoring sees an instance that can only fail open.
 func (s *Service) health(w http.ResponseWriter, _ *http.Request) {
+	h := s.Health()
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(s.Health())
+	if h.Ready == 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(h)
 }
 
 func b2i(b bool) int {
