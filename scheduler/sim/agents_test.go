@@ -100,8 +100,15 @@ func askSimulatedAgents(ctx context.Context, url string, c Config, pausedFor *ti
 		}
 	}
 
-	// dvms pause, unsigned.
-	cmd := control.Command{V: 1, ID: "pause-1", At: time.Now(), Op: control.OpPause}
+	// dvms pause, unsigned, dated by the region's clock (simulated time:
+	// agents refuse a command from their future).
+	var agentsNow time.Time
+	for _, r := range reps {
+		if r.Now.After(agentsNow) {
+			agentsNow = r.Now
+		}
+	}
+	cmd := control.Command{V: 1, ID: "pause-1", At: agentsNow, Op: control.OpPause}
 	subject := bus.ControlSubject(c.Runtime.Region)
 	acks, err := status.GatherAnswers(ctx, tr, 5*time.Second, subject, func(inbox string) []byte {
 		cmd.Reply = inbox
