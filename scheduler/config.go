@@ -39,6 +39,9 @@ type Config struct {
 	// the cost of more messages per event. ReliefHeadroom 0 turns it off.
 	ReliefHeadroom  float64
 	ReliefPartition int
+	// Windows: when each event kind may be raised (window.go); the zero
+	// value is always.
+	Windows Windows
 	// K of the last N samples must hold for OVERLOAD/UNDERLOAD to fire.
 	K, N int
 	// PartitionTimeout: a member that hears nothing from its leader for

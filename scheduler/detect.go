@@ -83,9 +83,22 @@ func movable(ss []Server) []Server {
 	return out
 }
 
-// detected returns the event kind that holds K of the last N samples.
-// Maintenance is the operator's intent: one sample is enough.
+// detected returns the event kind that holds K of the last N samples and
+// whose window (Config.Windows) is open at the agent's time. Every clock
+// comes here (the runtime's wall clock, the simulators' virtual one): it
+// is the one place the windows are applied.
 func (a *Agent) detected() EventKind {
+	k := a.holds()
+	if k != NoEvent && !a.cfg.Windows.Open(k, a.now) {
+		// Sampling goes on: the window opens onto the last N samples.
+		return NoEvent
+	}
+	return k
+}
+
+// holds returns the event kind that holds K of the last N samples.
+// Maintenance is the operator's intent: one sample is enough.
+func (a *Agent) holds() EventKind {
 	if n := len(a.window); n > 0 && a.window[n-1] == Maintenance {
 		return Maintenance
 	}
