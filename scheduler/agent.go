@@ -71,7 +71,7 @@ type Agent struct {
 	// it offers no snapshot until the next sample (Observe).
 	stale   bool
 	window  []EventKind          // last N classifications
-	arrived map[string]time.Time // server -> when first seen on the host (zero: at start)
+	arrived map[string]arrival // server -> when first seen on the host
 	active  *Event               // own event being handled
 	backoff time.Duration
 	retryAt time.Time
