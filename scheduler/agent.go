@@ -70,9 +70,9 @@ type Agent struct {
 	// last sample may list servers that left or miss some that came, so
 	// it offers no snapshot until the next sample (Observe).
 	stale   bool
-	window  []EventKind          // last N classifications
+	window  []EventKind        // last N classifications
 	arrived map[string]arrival // server -> when first seen on the host
-	active  *Event               // own event being handled
+	active  *Event             // own event being handled
 	backoff time.Duration
 	retryAt time.Time
 
