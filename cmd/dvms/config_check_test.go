@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/internal/daemon"
 )
 
 // `dvms config check` refuses exactly the files `dvms agent` refuses at
@@ -62,8 +63,8 @@ func TestConfigCheckRefusesWhatTheAgentRefuses(t *testing.T) {
 		switch {
 		case tc.want == "" && (code != 0 || !strings.Contains(out.String(), "configuration ok")):
 			t.Errorf("%s: exit %d, want ok:\n%s%s", tc.name, code, out.String(), errb.String())
-		case tc.want != "" && (code != exitConfig || !strings.Contains(errb.String(), tc.want)):
-			t.Errorf("%s: exit %d, want %d naming %q:\n%s", tc.name, code, exitConfig, tc.want, errb.String())
+		case tc.want != "" && (code != daemon.ExitConfig || !strings.Contains(errb.String(), tc.want)):
+			t.Errorf("%s: exit %d, want %d naming %q:\n%s", tc.name, code, daemon.ExitConfig, tc.want, errb.String())
 		}
 		if tc.want == "" {
 			continue
@@ -71,8 +72,8 @@ func TestConfigCheckRefusesWhatTheAgentRefuses(t *testing.T) {
 		// The agent refuses the same file, the same way.
 		var aout, aerr bytes.Buffer
 		acode := run(append([]string{"dvms", "agent", "--host", "compute-1", "--metrics-listen", "", "--config", f}, tc.extra...), &aout, &aerr)
-		if acode != exitConfig || !strings.Contains(aerr.String(), tc.want) {
-			t.Errorf("%s: dvms agent exit %d, want %d naming %q:\n%s", tc.name, acode, exitConfig, tc.want, aerr.String())
+		if acode != daemon.ExitConfig || !strings.Contains(aerr.String(), tc.want) {
+			t.Errorf("%s: dvms agent exit %d, want %d naming %q:\n%s", tc.name, acode, daemon.ExitConfig, tc.want, aerr.String())
 		}
 	}
 }
@@ -95,7 +96,7 @@ func TestConfigDirOverrides(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := loadConfig(configSource{file: main, dir: d, env: fakeEnv()}, "compute-1")
+	c, err := daemon.Load(daemon.Source{File: main, Dir: d, Env: fakeEnv()}, "compute-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestConfigDirOverrides(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("[scheduler]\ncpu_overload = 3\ncolour = red\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = loadConfig(configSource{file: main, dir: d, env: fakeEnv()}, "compute-1")
+	_, err = daemon.Load(daemon.Source{File: main, Dir: d, Env: fakeEnv()}, "compute-1")
 	if err == nil || !strings.Contains(err.Error(), `[scheduler] cpu_overload (`+bad+`) = "3"`) || !strings.Contains(err.Error(), "colour: unknown option ("+bad+")") {
 		t.Errorf("a bad drop-in: %v", err)
 	}

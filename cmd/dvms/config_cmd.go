@@ -2,17 +2,14 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 
-	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
-	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/internal/conf"
-	"github.com/dvms-project/dvms/scheduler/node"
+	"github.com/dvms-project/dvms/internal/daemon"
 )
 
 func init() {
@@ -45,10 +42,10 @@ func init() {
 				Action: func(c *cli.Context) error {
 					cfg, err := agentConfig(c)
 					if err == nil {
-						err = startChecks(cfg)
+						err = daemon.StartChecks(cfg)
 					}
 					if err != nil {
-						return configError(fmt.Errorf("configuration:\n%w", err))
+						return daemon.ConfigError(fmt.Errorf("configuration:\n%w", err))
 					}
 					fmt.Fprintln(c.App.Writer, "configuration ok")
 					return nil
@@ -74,8 +71,8 @@ func writeOut(c *cli.Context, gen func(io.Writer)) error {
 
 const sampleHeader = `dvms agent configuration (INI, oslo.config style).
 
-Generated from the option table (cmd/dvms/options.go) by ` + "`dvms config sample`" + `
-(go generate ./cmd/dvms): edit the table, not this file.
+Generated from the option table (internal/daemon/options.go) by
+` + "`dvms config sample`" + ` (go generate ./cmd/dvms): edit the table, not this file.
 
 Every option is shown commented out with its default. DVMS_<SECTION>_<OPTION>
 environment variables (DVMS_<OPTION> for [DEFAULT], e.g. DVMS_REGION,
@@ -84,30 +81,8 @@ DVMS_NATS_URL, DVMS_SCHEDULER_CPU_OVERLOAD) override this file; flags of
 values that contradict each other stop the agent at start, every problem
 listed; ` + "`dvms config check --config FILE`" + ` lists them without starting.`
 
-// startChecks runs what the agent checks of its configuration as it
-// starts, before it needs NATS or Nova, with the agent's own functions:
-// its keys (signedBus), the Raft group's TLS (raftTLS), the SWIM key and
-// addresses (swimConfig).
-func startChecks(cfg fileConfig) error {
-	var errs []error
-	if _, _, err := signedBus(cfg, bus.NewHub(1).Transport(cfg.Agent.ID), zerolog.Nop()); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Arbiter == "raft" {
-		if _, err := raftTLS(cfg); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if cfg.Membership == "swim" {
-		if _, err := swimConfig(cfg, cfg.NATSURL, node.Heartbeat{Host: cfg.Agent.ID}, nil, nil); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // writeSample writes the sample configuration from the option table.
-func writeSample(w io.Writer) { _ = conf.WriteSample(w, sampleHeader, sections, docs()) }
+func writeSample(w io.Writer) { _ = conf.WriteSample(w, sampleHeader, daemon.Sections, daemon.Docs()) }
 
 // configFlags are --config and --config-dir, for every command that
 // reads the configuration.
@@ -121,6 +96,6 @@ func configFlags() []cli.Flag {
 
 // fileSource is where a command's configuration comes from: --config,
 // --config-dir and the DVMS_* environment.
-func fileSource(c *cli.Context) configSource {
-	return configSource{file: c.String("config"), dir: c.String("config-dir"), env: os.LookupEnv}
+func fileSource(c *cli.Context) daemon.Source {
+	return daemon.Source{File: c.String("config"), Dir: c.String("config-dir"), Env: os.LookupEnv}
 }

@@ -4,7 +4,13 @@ import (
 	"io"
 
 	"github.com/dvms-project/dvms/internal/conf"
+	"github.com/dvms-project/dvms/internal/daemon"
 )
+
+// The sample and the reference are generated from the option table
+// (internal/daemon/options.go):
+//go:generate go run . config sample --output ../../etc/dvms/dvms.conf.sample
+//go:generate go run . config reference --output ../../doc/source/configuration/reference.rst
 
 // referencePath is where the committed reference lives, from cmd/dvms.
 const referencePath = "../../doc/source/configuration/reference.rst"
@@ -27,7 +33,7 @@ each other stop the agent at start with every problem listed;
 // writeReference writes the configuration reference (reStructuredText)
 // from the option table: the same rows, help and defaults as the sample.
 func writeReference(w io.Writer) {
-	_ = conf.WriteReference(w, "Generated from the option table (cmd/dvms/options.go) by\n"+
+	_ = conf.WriteReference(w, "Generated from the option table (internal/daemon/options.go) by\n"+
 		"`dvms config reference` (go generate ./cmd/dvms): edit the table, not this file.",
-		"Configuration reference", referenceIntro, "dvms agent", sections, docs())
+		"Configuration reference", referenceIntro, "dvms agent", daemon.Sections, daemon.Docs())
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/internal/testwait"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/control"
@@ -51,7 +52,7 @@ func TestOperatorControls(t *testing.T) {
 	if _, err := auth.GenerateKey(obs, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := natsServerConfig(keys, opsRegion, []string{filepath.Join(obs, "ops.pub")})
+	sc, err := auth.NATSServerConfig(keys, opsRegion, map[string][]string{"observer": {filepath.Join(obs, "ops.pub")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,14 +64,14 @@ func TestOperatorControls(t *testing.T) {
 	cloud := opsCloud(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	signed := func(c *fileConfig) { c.KeysDir, c.NATSNkeyAuth, c.Runtime.Exec.DryRun = keys, true, true }
+	signed := func(c *daemon.Config) { c.KeysDir, c.NATSNkeyAuth, c.Runtime.Exec.DryRun = keys, true, true }
 	a1 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-1", signed)
 	a2 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-2", signed)
-	agents := []*agentProc{a1, a2}
+	agents := []*daemon.Proc{a1, a2}
 	defer func() {
 		cancel()
 		for _, a := range agents {
-			if err := a.wait(); err != nil {
+			if err := a.WaitClosed(); err != nil {
 				t.Error(err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/scheduler/status"
@@ -53,7 +54,7 @@ func TestAgentSaysWhenItIsBlind(t *testing.T) {
 	}
 	src := &countedSource{Source: cs}
 
-	cfg, err := loadConfig(configSource{env: fakeEnv("OS_CLOUD=fake")}, "compute-1")
+	cfg, err := daemon.Load(daemon.Source{Env: fakeEnv("OS_CLOUD=fake")}, "compute-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +62,13 @@ func TestAgentSaysWhenItIsBlind(t *testing.T) {
 	var logs lockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p, err := startAgent(ctx, cfg, false, &novaDeps{client: cloud, meter: cloud.Meter(), demand: src}, zerolog.New(&logs).Level(zerolog.InfoLevel), nil)
+	p, err := daemon.Start(ctx, cfg, false, &daemon.NovaDeps{Client: cloud, Meter: cloud.Meter(), Demand: src}, zerolog.New(&logs).Level(zerolog.InfoLevel), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
 		cancel()
-		if err := p.wait(); err != nil {
+		if err := p.WaitClosed(); err != nil {
 			t.Error(err)
 		}
 	}()

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/openstack"
 )
@@ -77,10 +78,10 @@ func drainClient(c *cli.Context) (string, *openstack.Client, zerolog.Logger, err
 	if err != nil {
 		return "", nil, log, err
 	}
-	if _, err := parseLevel(level); err != nil {
+	if _, err := daemon.ParseLevel(level); err != nil {
 		return "", nil, log, err
 	}
-	cloud, err := resolveCloud(c.String("os-cloud"), os.LookupEnv)
+	cloud, err := daemon.ResolveCloud(c.String("os-cloud"), os.LookupEnv)
 	if err != nil {
 		return "", nil, log, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
@@ -27,8 +28,8 @@ func runDrainDryRun(c *cli.Context, host string, cl nova.Client, log zerolog.Log
 	if dc.MaxHosts = c.Int("max-hosts"); dc.MaxHosts < 2 {
 		return usageError(fmt.Errorf("--max-hosts must be at least 2 (the host and one destination)"))
 	}
-	if src := fileSource(c); src.file != "" || src.dir != "" {
-		cfg, err := loadConfig(src, host)
+	if src := fileSource(c); src.File != "" || src.Dir != "" {
+		cfg, err := daemon.Load(src, host)
 		if err = withoutCloudError(err); err != nil {
 			return fmt.Errorf("--config:\n%w", err)
 		}

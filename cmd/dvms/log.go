@@ -7,6 +7,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
+
+	"github.com/dvms-project/dvms/internal/daemon"
 )
 
 // logLevelFlag is the global flag (dvms --log-level LEVEL COMMAND); a
@@ -30,24 +32,16 @@ func logLevel(c *cli.Context) (level string, ok bool) {
 // checkGlobalLogLevel refuses a global --log-level that is no level.
 func checkGlobalLogLevel(c *cli.Context) error {
 	if c.IsSet("log-level") {
-		if _, err := parseLevel(c.String("log-level")); err != nil {
+		if _, err := daemon.ParseLevel(c.String("log-level")); err != nil {
 			return usageError(fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level")))
 		}
 	}
 	return nil
 }
 
-func parseLevel(s string) (zerolog.Level, error) {
-	switch s {
-	case "debug", "info", "warn", "error":
-		return zerolog.ParseLevel(s)
-	}
-	return zerolog.InfoLevel, fmt.Errorf("[DEFAULT] log_level %q: want debug, info, warn or error", s)
-}
-
 // newLogger builds the process logger: JSON or console on stderr.
 func newLogger(level, format string) zerolog.Logger {
-	lvl, _ := parseLevel(level)
+	lvl, _ := daemon.ParseLevel(level)
 	var w io.Writer = os.Stderr
 	if format == "console" {
 		w = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/urfave/cli/v2"
 )
 
@@ -25,7 +26,7 @@ var version = "dev"
 var commands []*cli.Command
 
 // Exit codes (doc/source/admin/index.rst, "Command line conventions"): 0 success, 1 the command failed,
-// 2 the command line is wrong (usage printed), 78 (exitConfig, service.go)
+// 2 the command line is wrong (usage printed), 78 (daemon.ExitConfig)
 // the agent's configuration, keys or credentials are wrong.
 const (
 	exitFailed = 1
@@ -51,6 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runContext is run until ctx ends (commands that follow stop then).
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	daemon.Version = version
 	app := newApp(stdout, stderr)
 	err := app.RunContext(ctx, args)
 	if err == nil {
@@ -60,8 +62,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if errors.As(err, new(errUsage)) {
 		return exitUsage
 	}
-	if errors.As(err, new(errConfig)) {
-		return exitConfig
+	if errors.As(err, new(daemon.ErrConfig)) {
+		return daemon.ExitConfig
 	}
 	return exitFailed
 }

@@ -2,10 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -40,10 +36,10 @@ func init() {
 				return usageError(fmt.Errorf("--tls-cert and --tls-key go together"))
 			}
 			tools := map[string][]string{}
-			for _, r := range toolRoles {
-				tools[r.flag] = c.StringSlice(r.flag)
+			for _, r := range auth.ToolRoles {
+				tools[r.Name] = c.StringSlice(r.Name)
 			}
-			sc, err := natsServerConfigRoles(c.String("keys-dir"), c.String("region"), tools)
+			sc, err := auth.NATSServerConfig(c.String("keys-dir"), c.String("region"), tools)
 			if err != nil {
 				return err
 			}
@@ -69,80 +65,4 @@ func natsAuthFlags() []cli.Flag {
 func withNATSAuth(c *cli.Context, bc bus.Config) bus.Config {
 	bc.NkeySeedFile, bc.TLSCA = c.String("nats-nkey"), c.String("nats-ca")
 	return bc
-}
-
-// toolRoles are the NATS roles of the tools' keys, by nats-config flag.
-var toolRoles = []struct {
-	flag  string
-	perms func(region, pub string) bus.Permissions
-}{
-	{"observer", bus.ObserverPermissions},
-	{"reader", bus.ReaderPermissions},
-	{"scheduler-api", func(region, _ string) bus.Permissions { return bus.SchedulerAPIPermissions(region) }},
-}
-
-// natsServerConfig lists one NATS user per agent key of keysDir and per
-// observer public key file.
-func natsServerConfig(keysDir, region string, observers []string) (bus.ServerConfig, error) {
-	return natsServerConfigRoles(keysDir, region, map[string][]string{"observer": observers})
-}
-
-// natsServerConfigRoles lists one NATS user per agent key of keysDir and
-// per tool public key file, by role (toolRoles' flags).
-func natsServerConfigRoles(keysDir, region string, tools map[string][]string) (bus.ServerConfig, error) {
-	ents, err := os.ReadDir(keysDir)
-	if err != nil {
-		return bus.ServerConfig{}, fmt.Errorf("keys directory: %w", err)
-	}
-	var sc bus.ServerConfig
-	pubs := map[string]string{}
-	for _, e := range ents {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), auth.PubExt) {
-			b, err := os.ReadFile(filepath.Join(keysDir, e.Name()))
-			if err != nil {
-				return sc, err
-			}
-			pubs[strings.TrimSuffix(e.Name(), auth.PubExt)] = string(b)
-		}
-	}
-	ring, err := auth.NewKeyring(pubs) // the same checks the agents make
-	if err != nil {
-		return sc, fmt.Errorf("keys directory %s: %w", keysDir, err)
-	}
-	if ring.Len() == 0 {
-		return sc, fmt.Errorf("keys directory %s: no *%s file", keysDir, auth.PubExt)
-	}
-	hosts := make([]string, 0, len(pubs))
-	for h := range pubs {
-		hosts = append(hosts, h)
-	}
-	slices.Sort(hosts)
-	seen := map[string]string{}
-	for _, h := range hosts {
-		pub := strings.TrimSpace(pubs[h])
-		seen[pub] = "agent " + h
-		sc.Users = append(sc.Users, bus.User{Name: "agent " + h, Nkey: pub, Perms: bus.AgentPermissions(region, h)})
-	}
-	for _, role := range toolRoles {
-		for _, f := range tools[role.flag] {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return sc, fmt.Errorf("%s key: %w", role.flag, err)
-			}
-			name := strings.TrimSuffix(filepath.Base(f), auth.PubExt)
-			if _, err := auth.NewKeyring(map[string]string{name: string(b)}); err != nil {
-				return sc, fmt.Errorf("%s key %s: %w", role.flag, f, err)
-			}
-			if _, clash := pubs[name]; clash || filepath.Clean(filepath.Dir(f)) == filepath.Clean(keysDir) {
-				return sc, fmt.Errorf("%s key %s: keep tools' keys outside the keys directory (the agents would take it for a host)", role.flag, f)
-			}
-			pub := strings.TrimSpace(string(b))
-			if other, dup := seen[pub]; dup {
-				return sc, fmt.Errorf("%s key %s: the same key is already %s (NATS takes one user per key)", role.flag, f, other)
-			}
-			seen[pub] = role.flag + " " + f
-			sc.Users = append(sc.Users, bus.User{Name: role.flag + " " + name, Nkey: pub, Perms: role.perms(region, pub)})
-		}
-	}
-	return sc, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler/node"
@@ -68,9 +69,9 @@ func (violationSink) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, host string, opts ...func(*fileConfig)) *agentProc {
+func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, host string, opts ...func(*daemon.Config)) *daemon.Proc {
 	t.Helper()
-	cfg, err := loadConfig(configSource{env: fakeEnv("OS_CLOUD=fake")}, host)
+	cfg, err := daemon.Load(daemon.Source{Env: fakeEnv("OS_CLOUD=fake")}, host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, ho
 	for _, o := range opts {
 		o(&cfg)
 	}
-	p, err := startAgent(ctx, cfg, false, &novaDeps{client: cloud, meter: cloud.Meter(), demand: cloud}, zerolog.New(violationSink{}).Level(zerolog.WarnLevel), nil)
+	p, err := daemon.Start(ctx, cfg, false, &daemon.NovaDeps{Client: cloud, Meter: cloud.Meter(), Demand: cloud}, zerolog.New(violationSink{}).Level(zerolog.WarnLevel), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, ho
 }
 
 // scrape returns the samples of /metrics: series (name{labels}) -> value.
-func scrape(t *testing.T, p *agentProc) map[string]float64 {
+func scrape(t *testing.T, p *daemon.Proc) map[string]float64 {
 	t.Helper()
 	return scrapeAt(t, p.MetricsAddr())
 }
@@ -167,7 +168,7 @@ func hasSeries(samples map[string]float64, name string) bool {
 	return ok
 }
 
-func healthz(t *testing.T, p *agentProc) int {
+func healthz(t *testing.T, p *daemon.Proc) int {
 	t.Helper()
 	resp, err := http.Get("http://" + p.MetricsAddr() + "/healthz")
 	if err != nil {
@@ -209,8 +210,8 @@ func TestOperatorsViewOfAnOverload(t *testing.T) {
 	a2 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-2")
 	defer func() {
 		cancel()
-		for _, a := range []*agentProc{a1, a2} {
-			if err := a.wait(); err != nil {
+		for _, a := range []*daemon.Proc{a1, a2} {
+			if err := a.WaitClosed(); err != nil {
 				t.Error(err)
 			}
 		}
@@ -377,13 +378,13 @@ func TestAdvisedPlansAreListed(t *testing.T) {
 	defer cancel()
 	// An advised event ends with its moves skipped: the agent raises it
 	// again after the backoff (short here) and plans it again.
-	advise := func(c *fileConfig) { c.Runtime.Exec.DryRun, c.Agent.RetryBackoff = true, 500*time.Millisecond }
+	advise := func(c *daemon.Config) { c.Runtime.Exec.DryRun, c.Agent.RetryBackoff = true, 500*time.Millisecond }
 	a1 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-1", advise)
 	a2 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-2", advise)
 	defer func() {
 		cancel()
-		for _, a := range []*agentProc{a1, a2} {
-			if err := a.wait(); err != nil {
+		for _, a := range []*daemon.Proc{a1, a2} {
+			if err := a.WaitClosed(); err != nil {
 				t.Error(err)
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/dvms-project/dvms/internal/daemon"
 )
 
 // operatorsView checks, after the drain (kind maintenance) or the
@@ -147,9 +149,9 @@ func (w *world) operatorsView(f *fleet, bin, host, kind string) {
 
 // agentConfig is the agents' configuration ($DVMS_FUNC_DIR/etc/dvms.conf
 // and the environment).
-func (w *world) agentConfig() fileConfig {
+func (w *world) agentConfig() daemon.Config {
 	w.t.Helper()
-	cfg, err := loadConfig(configSource{file: filepath.Join(w.fc.dir, "etc", "dvms.conf"), env: os.LookupEnv}, w.hosts[0])
+	cfg, err := daemon.Load(daemon.Source{File: filepath.Join(w.fc.dir, "etc", "dvms.conf"), Env: os.LookupEnv}, w.hosts[0])
 	if err = withoutCloudError(err); err != nil {
 		w.t.Fatalf("read the agents' configuration: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dvms-project/dvms/devstack/hosts/guest/wire"
+	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/nova"
 )
 
@@ -390,7 +391,7 @@ func (b *realBed) requireCgroupSource() {
 		if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 			b.t.Fatal(err)
 		}
-		cfg, err := loadConfig(configSource{file: file, env: func(k string) (string, bool) { v, ok := unitEnv[k]; return v, ok }}, h)
+		cfg, err := daemon.Load(daemon.Source{File: file, Env: func(k string) (string, bool) { v, ok := unitEnv[k]; return v, ok }}, h)
 		if err = withoutCloudError(err); err != nil {
 			b.t.Fatalf("the configuration of the agent of %s: %v", h, err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/sim"
 )
@@ -123,7 +124,7 @@ func simConfig(c *cli.Context) (sim.Config, error) {
 	if lv, ok := logLevel(c); ok {
 		level = lv
 	}
-	if _, err := parseLevel(level); err != nil {
+	if _, err := daemon.ParseLevel(level); err != nil {
 		return cfg, fmt.Errorf("--log-level: %w", err)
 	}
 	cfg.Log = newLogger(level, "console")

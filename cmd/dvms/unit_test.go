@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dvms-project/dvms/internal/daemon"
 )
 
 const unitPath = "../../etc/systemd/dvms-agent@.service"
@@ -26,7 +28,7 @@ func TestSystemdUnitHardened(t *testing.T) {
 		// reload by SIGHUP, restart on failure but not on a configuration
 		// error.
 		"Type=notify\n", "WatchdogSec=", "ExecReload=/bin/kill -HUP $MAINPID\n", "Restart=on-failure\n",
-		"RestartPreventExitStatus=" + strconv.Itoa(exitConfig) + "\n",
+		"RestartPreventExitStatus=" + strconv.Itoa(daemon.ExitConfig) + "\n",
 	} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("unit lacks %q", strings.TrimSpace(want))

@@ -75,3 +75,15 @@ func DropIns(dir string) ([]string, error) {
 	slices.Sort(out)
 	return out, nil
 }
+
+// MapEnv is an environment made of KEY=VALUE pairs, a lookup like
+// os.LookupEnv: for loading a configuration in an environment other than
+// the process's (tests, a unit's Environment= lines).
+func MapEnv(kv ...string) func(string) (string, bool) {
+	m := make(map[string]string, len(kv))
+	for _, s := range kv {
+		k, v, _ := strings.Cut(s, "=")
+		m[k] = v
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}

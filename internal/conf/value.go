@@ -3,7 +3,7 @@
 // its drop-in directory are read (Read), and how the sample file and the
 // reStructuredText reference are written from the table's rows (Sample,
 // Reference). The table itself (which options exist, their defaults,
-// help and destinations) is the command's: cmd/dvms/options.go.
+// help and destinations) is the agent's: internal/daemon/options.go.
 package conf
 
 import (

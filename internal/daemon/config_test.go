@@ -1,10 +1,8 @@
-package main
+package daemon
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/dvms-project/dvms/internal/conf"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/extsched/schedapi"
@@ -23,33 +22,26 @@ import (
 
 const samplePath = "../../etc/dvms/dvms.conf.sample"
 
-// fakeEnv is an environment of the given KEY=value pairs only.
-func fakeEnv(kv ...string) func(string) (string, bool) {
-	m := map[string]string{}
-	for _, s := range kv {
-		k, v, _ := strings.Cut(s, "=")
-		m[k] = v
-	}
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
+// fakeEnv is an environment of the KEY=VALUE pairs kv.
+var fakeEnv = conf.MapEnv
 
 // load loads text as the configuration file ("" = no file) in the
 // environment kv.
-func load(t *testing.T, text string, kv ...string) (fileConfig, error) {
+func load(t *testing.T, text string, kv ...string) (Config, error) {
 	t.Helper()
-	src := configSource{env: fakeEnv(kv...)}
+	src := Source{Env: fakeEnv(kv...)}
 	if text != "" {
-		src.file = filepath.Join(t.TempDir(), "dvms.conf")
-		if err := os.WriteFile(src.file, []byte(text), 0o600); err != nil {
+		src.File = filepath.Join(t.TempDir(), "dvms.conf")
+		if err := os.WriteFile(src.File, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return loadConfig(src, "compute-1")
+	return Load(src, "compute-1")
 }
 
 // comparable returns c with its regexp replaced by its text, so configs
 // compare with reflect.DeepEqual.
-func comparable(c fileConfig) (fileConfig, string) {
+func comparable(c Config) (Config, string) {
 	re := ""
 	if c.Runtime.DrainReason != nil {
 		re = c.Runtime.DrainReason.String()
@@ -58,58 +50,12 @@ func comparable(c fileConfig) (fileConfig, string) {
 	return c, re
 }
 
-func sameConfig(t *testing.T, what string, got, want fileConfig) {
+func sameConfig(t *testing.T, what string, got, want Config) {
 	t.Helper()
 	g, gre := comparable(got)
 	w, wre := comparable(want)
 	if !reflect.DeepEqual(g, w) || gre != wre {
 		t.Errorf("%s:\n got %+v %q\nwant %+v %q", what, g, gre, w, wre)
-	}
-}
-
-// The committed sample is what `dvms config sample` writes today.
-func TestSampleIsGenerated(t *testing.T) {
-	checkGenerated(t, samplePath, writeSample, "go run ./cmd/dvms config sample --output etc/dvms/dvms.conf.sample")
-}
-
-// checkGenerated fails when the committed file at path differs from what
-// gen writes from the option table, naming the commands that rewrite it.
-func checkGenerated(t *testing.T, path string, gen func(io.Writer), cmd string) {
-	t.Helper()
-	var b bytes.Buffer
-	gen(&b)
-	committed, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b.Bytes(), committed) {
-		t.Fatalf("%s is stale: run go generate ./cmd/dvms (or: %s)", path, cmd)
-	}
-}
-
-// The committed configuration reference is what `dvms config reference`
-// writes today: the docs and the sample come from the one table.
-func TestReferenceIsGenerated(t *testing.T) {
-	checkGenerated(t, referencePath, writeReference, "go run ./cmd/dvms config reference --output doc/source/configuration/reference.rst")
-}
-
-// Every option of the table has its entry in the reference, with its
-// default and environment variable, and the help is reST-safe.
-func TestReferenceListsEveryOption(t *testing.T) {
-	var b bytes.Buffer
-	writeReference(&b)
-	text := b.String()
-	for i := range options {
-		o := &options[i]
-		entry := "\n``" + o.name + "``\n   :Type: "
-		idx := strings.Index(text, "\n["+o.section+"]\n")
-		if idx < 0 || !strings.Contains(text[idx:], entry) {
-			t.Errorf("[%s] %s: no entry in the reference", o.section, o.name)
-			continue
-		}
-		if !strings.Contains(text, ":Environment: ``"+o.envName()+"``") {
-			t.Errorf("[%s] %s: environment variable %s missing", o.section, o.name, o.envName())
-		}
 	}
 }
 
@@ -131,8 +77,8 @@ func TestSampleDefaultsAreTheLoadersDefaults(t *testing.T) {
 			documented++
 		}
 	}
-	if documented != len(options) {
-		t.Errorf("the sample documents %d options, the table has %d", documented, len(options))
+	if documented != len(Options) {
+		t.Errorf("the sample documents %d options, the table has %d", documented, len(Options))
 	}
 	fromSample, err := load(t, uncommented.String(), "OS_CLOUD=c")
 	if err != nil {
@@ -158,7 +104,7 @@ func TestTableDefaultsArePackageDefaults(t *testing.T) {
 	sameConfig(t, "defaults", c, want)
 }
 
-// notOptions are the fields of fileConfig that no row binds, and why.
+// notOptions are the fields of Config that no row binds, and why.
 var notOptions = map[string]string{
 	"Agent.ID":                   "the --host flag",
 	"Agent.Incarnation":          "drawn at each start",
@@ -182,10 +128,10 @@ var notOptions = map[string]string{
 // Every configuration field is an option or listed in notOptions: a new
 // field of scheduler.Config or node.Config needs a row or a reason.
 func TestEveryFieldIsAnOptionOrListed(t *testing.T) {
-	var c fileConfig
+	var c Config
 	bound := map[uintptr]string{}
-	for i := range options {
-		o := &options[i]
+	for i := range Options {
+		o := &Options[i]
 		p := reflect.ValueOf(o.field(&c)).Pointer()
 		if prev, dup := bound[p]; dup {
 			t.Errorf("[%s] %s and %s bind the same field", o.section, o.name, prev)
@@ -267,7 +213,7 @@ x = 1
 		`[consensus] voters = "4": want one of 3, 5`,
 		`[consensus] bind = "no-port": want host:port`,
 		`[extra]: unknown section`,
-		errNoCloud.Error(),
+		ErrNoCloud.Error(),
 	}
 	for _, want := range wants {
 		if !strings.Contains(err.Error(), want) {
@@ -313,8 +259,8 @@ func TestValuesAgainstTheirRows(t *testing.T) {
 		{"DEFAULT", "region", "eu.west", false},
 	}
 	for _, tc := range cases {
-		o := lookupOption(tc.section, tc.name)
-		var c fileConfig
+		o := LookupOption(tc.section, tc.name)
+		var c Config
 		c.Runtime = node.DefaultConfig()
 		if err := o.set(&c, tc.value); (err == nil) != tc.ok {
 			t.Errorf("[%s] %s = %q: error %v, want ok=%v", tc.section, tc.name, tc.value, err, tc.ok)
@@ -325,7 +271,7 @@ func TestValuesAgainstTheirRows(t *testing.T) {
 // The cloud, as doc/source/admin/configure.rst says: --os-cloud, else [nova] os_cloud (which
 // DVMS_NOVA_OS_CLOUD overrides), else OS_CLOUD, else an error.
 func TestCloudPrecedence(t *testing.T) {
-	osCloud := lookupOption("nova", "os_cloud")
+	osCloud := LookupOption("nova", "os_cloud")
 	cases := []struct {
 		flag, file string
 		env        []string
@@ -339,20 +285,20 @@ func TestCloudPrecedence(t *testing.T) {
 		{},
 	}
 	for _, tc := range cases {
-		src := configSource{env: fakeEnv(tc.env...)}
+		src := Source{Env: fakeEnv(tc.env...)}
 		if tc.file != "" {
-			src.file = filepath.Join(t.TempDir(), "dvms.conf")
-			if err := os.WriteFile(src.file, []byte("[nova]\nos_cloud = "+tc.file+"\n"), 0o600); err != nil {
+			src.File = filepath.Join(t.TempDir(), "dvms.conf")
+			if err := os.WriteFile(src.File, []byte("[nova]\nos_cloud = "+tc.file+"\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if tc.flag != "" {
-			src.flags = []flagValue{{osCloud, tc.flag}}
+			src.Flags = []FlagValue{{osCloud, tc.flag}}
 		}
-		c, err := loadConfig(src, "compute-1")
+		c, err := Load(src, "compute-1")
 		if tc.want == "" {
-			if !errors.Is(err, errNoCloud) {
-				t.Errorf("%+v: error %v, want %v", tc, err, errNoCloud)
+			if !errors.Is(err, ErrNoCloud) {
+				t.Errorf("%+v: error %v, want %v", tc, err, ErrNoCloud)
 			}
 			continue
 		}
@@ -371,9 +317,9 @@ func TestEnvironmentOverridesFileAndFlagsOverrideBoth(t *testing.T) {
 	if c.NATSURL != "nats://env:4222" || c.Agent.Thresholds.CPUOverload != 0.9 || c.Runtime.Region != "eu" {
 		t.Fatalf("environment not applied: %s %v %s", c.NATSURL, c.Agent.Thresholds.CPUOverload, c.Runtime.Region)
 	}
-	src := configSource{env: fakeEnv("DVMS_NATS_URL=nats://env:4222", "OS_CLOUD=c"),
-		flags: []flagValue{{lookupOption("nats", "url"), "nats://flag:4222"}}}
-	if c, err = loadConfig(src, "compute-1"); err != nil || c.NATSURL != "nats://flag:4222" {
+	src := Source{Env: fakeEnv("DVMS_NATS_URL=nats://env:4222", "OS_CLOUD=c"),
+		Flags: []FlagValue{{LookupOption("nats", "url"), "nats://flag:4222"}}}
+	if c, err = Load(src, "compute-1"); err != nil || c.NATSURL != "nats://flag:4222" {
 		t.Fatalf("flag not applied: %s %v", c.NATSURL, err)
 	}
 	_, err = load(t, "", "DVMS_SCHEDULER_DEBOUNCE_N=x", "OS_CLOUD=c")

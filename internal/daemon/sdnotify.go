@@ -1,4 +1,4 @@
-package main
+package daemon
 
 // systemd's notify protocol (sd_notify(3)) for `dvms agent` under a unit of
 // Type=notify: READY=1 once every part started, WATCHDOG=1 while the

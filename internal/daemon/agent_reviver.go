@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"github.com/dvms-project/dvms/scheduler/node"
@@ -10,7 +10,7 @@ import (
 // it only cleans up (a round at start, then every 15 min or on a shelve
 // notice): preemption may have been on before, or on elsewhere. nil:
 // no reviver.
-func reviverConfig(cfg fileConfig) *node.ReviverConfig {
+func reviverConfig(cfg Config) *node.ReviverConfig {
 	if cfg.UnshelveEvery <= 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 
 // newArbiter builds [consensus] arbiter: raft (the region's standing
 // Raft group, requests forwarded over NATS) or local (one agent alone).
-func newArbiter(cfg fileConfig, tr bus.Transport, natsURL string, log zerolog.Logger) (agentd.Arbiter, error) {
+func newArbiter(cfg Config, tr bus.Transport, natsURL string, log zerolog.Logger) (agentd.Arbiter, error) {
 	if cfg.Arbiter == "local" {
 		log.Warn().Msg("[consensus] arbiter = local: merges decided by this agent alone (one-host trial only)")
 		return agentd.Shared{Arbiter: consensus.NewLocal(time.Now)}, nil

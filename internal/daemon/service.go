@@ -1,4 +1,4 @@
-package main
+package daemon
 
 // The agent as a systemd service (etc/systemd/dvms-agent@.service):
 // start-up that waits out NATS, Keystone and Nova outages instead of
@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -24,28 +25,28 @@ import (
 	"github.com/dvms-project/dvms/nova"
 )
 
-// exitConfig is the exit code of an agent whose configuration, keys or
+// ExitConfig is the exit code of an agent whose configuration, keys or
 // credentials are wrong (sysexits' EX_CONFIG): restarting it cannot help,
 // so the unit's RestartPreventExitStatus names it.
-const exitConfig = 78
+const ExitConfig = 78
 
-// errConfig marks an error only the operator can mend (exit exitConfig).
-type errConfig struct{ err error }
+// ErrConfig marks an error only the operator can mend (exit ExitConfig).
+type ErrConfig struct{ err error }
 
-func (e errConfig) Error() string { return e.err.Error() }
-func (e errConfig) Unwrap() error { return e.err }
+func (e ErrConfig) Error() string { return e.err.Error() }
+func (e ErrConfig) Unwrap() error { return e.err }
 
-func configError(err error) error {
+func ConfigError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return errConfig{err}
+	return ErrConfig{err}
 }
 
-// startWait retries a step of the agent's start-up (authenticating to
+// StartWait retries a step of the agent's start-up (authenticating to
 // Keystone, reading the host from Nova) while it fails transiently, with
 // capped exponential backoff and jitter, telling systemd what it waits for.
-type startWait struct {
+type StartWait struct {
 	policy backoff.Policy
 	// after is time.After outside tests.
 	after func(time.Duration) <-chan time.Time
@@ -55,12 +56,12 @@ type startWait struct {
 }
 
 // defaultStartWait waits 1 s after the first failure, doubling up to 30 s.
-func defaultStartWait(log zerolog.Logger, status func(string)) *startWait {
-	return &startWait{policy: backoff.Policy{Base: time.Second, Max: 30 * time.Second}, after: time.After, status: status, log: log}
+func DefaultStartWait(log zerolog.Logger, status func(string)) *StartWait {
+	return &StartWait{policy: backoff.Policy{Base: time.Second, Max: 30 * time.Second}, after: time.After, status: status, log: log}
 }
 
 // report tells systemd (STATUS=) what the agent is doing.
-func (w *startWait) report(s string) {
+func (w *StartWait) report(s string) {
 	if w.status != nil {
 		w.status(s)
 	}
@@ -69,7 +70,7 @@ func (w *startWait) report(s string) {
 // until calls try until it succeeds, ctx ends, or it fails with an error
 // transient says is not (returned as it is). what names the wait
 // ("Keystone (cloud x)").
-func (w *startWait) until(ctx context.Context, what string, try func(context.Context) error, transient func(error) bool) error {
+func (w *StartWait) until(ctx context.Context, what string, try func(context.Context) error, transient func(error) bool) error {
 	for attempt := 1; ; attempt++ {
 		err := try(ctx)
 		if err == nil || !transient(err) {
@@ -102,7 +103,7 @@ type sdService struct {
 	mu     sync.Mutex
 	status string
 
-	agent atomic.Pointer[agentProc] // nil while starting
+	agent atomic.Pointer[Proc] // nil while starting
 }
 
 func newSDService(sd notifier, log zerolog.Logger) *sdService {
@@ -156,7 +157,7 @@ func (s *sdService) extendStart(ctx context.Context, every time.Duration, tick <
 }
 
 // ready sends READY=1 with the status line of p.
-func (s *sdService) ready(p *agentProc, host string) {
+func (s *sdService) ready(p *Proc, host string) {
 	s.agent.Store(p)
 	_, text := readiness(host, p.tr.Connected(), p.meter)
 	s.mu.Lock()
@@ -167,7 +168,7 @@ func (s *sdService) ready(p *agentProc, host string) {
 
 // follow keeps STATUS= up to date (NATS connection, Nova's last answer)
 // every tick until ctx ends.
-func (s *sdService) follow(ctx context.Context, p *agentProc, host string, tick <-chan time.Time) {
+func (s *sdService) follow(ctx context.Context, p *Proc, host string, tick <-chan time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -199,6 +200,74 @@ func readiness(host string, natsUp bool, meter *nova.Meter) (bool, string) {
 	return true, "ready: agent of " + host + " running, NATS connected, Nova answering"
 }
 
+// Serve runs the agent cfg describes as a systemd service until ctx
+// ends: it starts it (see Start), reports readiness, status and the
+// watchdog over sd_notify, and reloads the configuration (reload reads
+// it again) on each signal from hup.
+func Serve(ctx context.Context, cfg Config, embedded bool, reload func() (Config, error), hup <-chan os.Signal, log zerolog.Logger) error {
+	// systemd (Type=notify): the watchdog is fed from now on, while the
+	// agent waits for NATS, Keystone or Nova (the start timeout extended
+	// meanwhile), then while its runner runs; READY=1 once it runs.
+	svc := newSDService(newNotifier(os.LookupEnv, os.Getpid()), log)
+	sdCtx, stopSD := context.WithCancel(context.WithoutCancel(ctx))
+	var sdWG sync.WaitGroup
+	defer func() { stopSD(); sdWG.Wait() }()
+	sdWG.Add(1)
+	go func() {
+		defer sdWG.Done()
+		svc.sd.watch(sdCtx, svc.alive)
+	}()
+	sdWG.Add(1)
+	go func() {
+		defer sdWG.Done()
+		const every = 10 * time.Second
+		t := time.NewTicker(every)
+		defer t.Stop()
+		svc.extendStart(sdCtx, every, t.C)
+	}()
+	svc.setStatus("starting")
+	a, err := Start(ctx, cfg, embedded, nil, log, DefaultStartWait(log, svc.setStatus))
+	if err != nil {
+		if ctx.Err() != nil { // SIGTERM while starting
+			log.Info().Err(err).Msg("agent stopped while starting")
+			return nil
+		}
+		return err
+	}
+	svc.ready(a, cfg.Agent.ID)
+	sdWG.Add(2)
+	go func() {
+		defer sdWG.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		svc.follow(sdCtx, a, cfg.Agent.ID, t.C)
+	}()
+	go func() {
+		defer sdWG.Done()
+		select {
+		case <-ctx.Done():
+			svc.send("STOPPING=1\nSTATUS=stopping: finishing the plan being executed")
+		case <-sdCtx.Done():
+		}
+	}()
+	rl := &reloader{
+		load:    reload,
+		running: cfg, setLevel: zerolog.SetGlobalLevel, log: log, notify: svc.send,
+		status: func() string { _, text := readiness(cfg.Agent.ID, a.tr.Connected(), a.meter); return text },
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.WaitClosed() }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-hup:
+			log.Info().Msg("SIGHUP: reloading the configuration")
+			rl.reload()
+		}
+	}
+}
+
 // ---- reload (SIGHUP) ----
 
 // reloader re-reads the configuration on SIGHUP and applies what can
@@ -206,8 +275,8 @@ func readiness(host string, natsUp bool, meter *nova.Meter) (bool, string) {
 // named in one log line as needing a restart. A configuration that does
 // not load or validate is refused: the running one stays.
 type reloader struct {
-	load     func() (fileConfig, error)
-	running  fileConfig
+	load     func() (Config, error)
+	running  Config
 	setLevel func(zerolog.Level)
 	log      zerolog.Logger
 	// notify sends a notification to systemd.
@@ -260,10 +329,10 @@ func (r *reloader) reload() reloadResult {
 }
 
 // apply makes a live option's new value effective.
-func (o *option) apply(r *reloader, next fileConfig) error {
+func (o *Option) apply(r *reloader, next Config) error {
 	switch {
 	case o.section == "DEFAULT" && o.name == "log_level":
-		lvl, err := parseLevel(next.LogLevel)
+		lvl, err := ParseLevel(next.LogLevel)
 		if err != nil {
 			return err
 		}
@@ -275,10 +344,10 @@ func (o *option) apply(r *reloader, next fileConfig) error {
 
 // changedOptions are the options whose value differs between a and b
 // (values compared, never logged: some hold secrets).
-func changedOptions(a, b fileConfig) []*option {
-	var out []*option
-	for i := range options {
-		o := &options[i]
+func changedOptions(a, b Config) []*Option {
+	var out []*Option
+	for i := range Options {
+		o := &Options[i]
 		if optionValue(o, &a) != optionValue(o, &b) {
 			out = append(out, o)
 		}
@@ -287,7 +356,7 @@ func changedOptions(a, b fileConfig) []*option {
 }
 
 // optionValue is o's value in c, comparable.
-func optionValue(o *option, c *fileConfig) string {
+func optionValue(o *Option, c *Config) string {
 	v := reflect.ValueOf(o.field(c)).Elem().Interface()
 	if re, ok := v.(*regexp.Regexp); ok {
 		if re == nil {
@@ -299,6 +368,15 @@ func optionValue(o *option, c *fileConfig) string {
 }
 
 // copyOption sets o's field of dst to its value in src.
-func copyOption(o *option, dst, src *fileConfig) {
+func copyOption(o *Option, dst, src *Config) {
 	reflect.ValueOf(o.field(dst)).Elem().Set(reflect.ValueOf(o.field(src)).Elem())
+}
+
+// ParseLevel is a [DEFAULT] log_level (or --log-level) value as a level.
+func ParseLevel(s string) (zerolog.Level, error) {
+	switch s {
+	case "debug", "info", "warn", "error":
+		return zerolog.ParseLevel(s)
+	}
+	return zerolog.InfoLevel, fmt.Errorf("[DEFAULT] log_level %q: want debug, info, warn or error", s)
 }

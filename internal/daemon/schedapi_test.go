@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -74,17 +74,17 @@ func TestSchedulerAPIOverNATS(t *testing.T) {
 	}
 	clock := &testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	var logs syncBuffer
-	p, err := startSchedAPI(ctx, cfg, clock.now, zerolog.New(&logs))
+	p, err := StartSchedAPI(ctx, cfg, clock.now, zerolog.New(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
 		cancel()
-		if err := p.wait(); err != nil {
+		if err := p.Wait(); err != nil {
 			t.Error(err)
 		}
 	}()
-	base := "http://" + p.addr
+	base := "http://" + p.Addr()
 
 	agent, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: "fake-agents"})
 	if err != nil {
@@ -207,18 +207,18 @@ func TestSchedulerAPIStartsWithoutNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	p, err := startSchedAPI(ctx, cfg, time.Now, zerolog.New(&logs))
+	p, err := StartSchedAPI(ctx, cfg, time.Now, zerolog.New(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
 		cancel()
-		if err := p.wait(); err != nil {
+		if err := p.Wait(); err != nil {
 			t.Error(err)
 		}
 	}()
 	post := func() []string {
-		resp, err := http.Post("http://"+p.addr+extsched.Path, "application/json", bytes.NewReader(extschedtest.NovaRequest(1, 512, "a", "b")))
+		resp, err := http.Post("http://"+p.Addr()+extsched.Path, "application/json", bytes.NewReader(extschedtest.NovaRequest(1, 512, "a", "b")))
 		if err != nil {
 			t.Fatal(err)
 		}

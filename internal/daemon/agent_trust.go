@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/scheduler/control"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 // errUnsigned: no keys and no explicit opt-out.
@@ -21,7 +22,7 @@ var errUnsigned = errors.New("[DEFAULT] keys_dir is not set: the agent signs and
 	"(`dvms keygen`); set keys_dir, or insecure_unsigned = true to run a trial without them")
 
 // checkTrust is the agent's rule between keys_dir and insecure_unsigned.
-func checkTrust(cfg fileConfig) error {
+func CheckTrust(cfg Config) error {
 	if cfg.KeysDir == "" && !cfg.InsecureUnsigned {
 		return errUnsigned
 	}
@@ -31,7 +32,7 @@ func checkTrust(cfg fileConfig) error {
 // signedBus wraps tr with the agent's signer and the region's keyring
 // (keys_dir), or returns tr as is when running unsigned (checkTrust
 // allowed it). Dropped messages are logged, at most 10 per 10 s.
-func signedBus(cfg fileConfig, tr bus.Transport, log zerolog.Logger) (bus.Transport, *auth.Transport, error) {
+func signedBus(cfg Config, tr bus.Transport, log zerolog.Logger) (bus.Transport, *auth.Transport, error) {
 	if cfg.KeysDir == "" {
 		log.Warn().Msg("insecure_unsigned: messages are neither signed nor verified; anyone able to publish on NATS can steer this agent")
 		return tr, nil, nil
@@ -60,7 +61,7 @@ func signedBus(cfg fileConfig, tr bus.Transport, log zerolog.Logger) (bus.Transp
 // raftTLS is the mutual TLS of the raft group, made from the agent's own
 // key and the region's keyring (the same keys that sign messages), or
 // nil when running unsigned.
-func raftTLS(cfg fileConfig) (*auth.PeerTLS, error) {
+func raftTLS(cfg Config) (*auth.PeerTLS, error) {
 	if cfg.KeysDir == "" {
 		return nil, nil
 	}
@@ -81,7 +82,7 @@ func raftTLS(cfg fileConfig) (*auth.PeerTLS, error) {
 // operatorKeys are the public keys of the operators allowed to send
 // run-time controls (keys_dir/operators/*.pub; scheduler/control); nil when
 // keys_dir is not set or has none (every signed command is then refused).
-func operatorKeys(cfg fileConfig, log zerolog.Logger) *auth.Keyring {
+func operatorKeys(cfg Config, log zerolog.Logger) *auth.Keyring {
 	if cfg.KeysDir == "" {
 		log.Warn().Msg("insecure_unsigned: operator commands (dvms pause, mode, exclude) are taken unsigned from anyone able to publish on NATS")
 		return nil
@@ -96,7 +97,7 @@ func operatorKeys(cfg fileConfig, log zerolog.Logger) *auth.Keyring {
 	return ring
 }
 
-func authConfig(cfg fileConfig, log zerolog.Logger) (ac auth.Config, dlog zerolog.Logger) {
+func authConfig(cfg Config, log zerolog.Logger) (ac auth.Config, dlog zerolog.Logger) {
 	ac = auth.DefaultConfig()
 	ac.Window = cfg.MessageWindow
 	dlog = log.Sample(&zerolog.BurstSampler{Burst: 10, Period: 10 * time.Second})
@@ -107,11 +108,11 @@ func authConfig(cfg fileConfig, log zerolog.Logger) (ac auth.Config, dlog zerolo
 	return ac, dlog
 }
 
-// subscribeVerified subscribes h to per-host subject (its last token is
+// SubscribeVerified subscribes h to per-host subject (its last token is
 // the host) for a service that reads what agents publish: with keys_dir,
 // only messages signed by the host the subject names reach h; without,
 // everything does.
-func subscribeVerified(cfg fileConfig, tr bus.Transport, subject string, h bus.Handler, log zerolog.Logger) (bus.Subscription, error) {
+func SubscribeVerified(cfg Config, tr bus.Transport, subject string, h bus.Handler, log zerolog.Logger) (bus.Subscription, error) {
 	if cfg.KeysDir == "" {
 		log.Warn().Msg("no keys_dir: summaries are not verified; anyone able to publish on NATS can feed this service")
 		return tr.Subscribe(subject, h)
@@ -137,7 +138,7 @@ func subscribeVerified(cfg fileConfig, tr bus.Transport, subject string, h bus.H
 // warnReadable warns when a file holding secrets can be read by others
 // than the agent: by everyone, or by a group the agent does not run as
 // (root:dvms 0640 is fine for an agent running as group dvms).
-func warnReadable(log zerolog.Logger, path, what string) {
+func WarnReadable(log zerolog.Logger, path, what string) {
 	if path == "" {
 		return
 	}
@@ -161,7 +162,7 @@ func warnReadable(log zerolog.Logger, path, what string) {
 
 // cloudsFile is the clouds.yaml the Nova client reads: [nova] clouds_yaml,
 // else the first of the openstack CLI's search path that exists.
-func cloudsFile(configured string) string {
+func CloudsFile(configured string) string {
 	if configured != "" {
 		return configured
 	}
@@ -180,4 +181,26 @@ func cloudsFile(configured string) string {
 		}
 	}
 	return ""
+}
+
+// StartChecks runs what the agent checks of its configuration as it
+// starts, before it needs NATS or Nova, with the agent's own functions:
+// its keys (signedBus), the Raft group's TLS (raftTLS), the SWIM key and
+// addresses (swimConfig).
+func StartChecks(cfg Config) error {
+	var errs []error
+	if _, _, err := signedBus(cfg, bus.NewHub(1).Transport(cfg.Agent.ID), zerolog.Nop()); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Arbiter == "raft" {
+		if _, err := raftTLS(cfg); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cfg.Membership == "swim" {
+		if _, err := swimConfig(cfg, cfg.NATSURL, node.Heartbeat{Host: cfg.Agent.ID}, nil, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

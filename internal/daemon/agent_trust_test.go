@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -16,16 +16,16 @@ import (
 )
 
 func TestAgentRefusesToRunUnsignedUnlessTold(t *testing.T) {
-	var c fileConfig
-	if err := checkTrust(c); !errors.Is(err, errUnsigned) {
+	var c Config
+	if err := CheckTrust(c); !errors.Is(err, errUnsigned) {
 		t.Fatalf("no keys_dir: %v, want errUnsigned", err)
 	}
 	c.InsecureUnsigned = true
-	if err := checkTrust(c); err != nil {
+	if err := CheckTrust(c); err != nil {
 		t.Fatalf("insecure_unsigned: %v", err)
 	}
 	c.InsecureUnsigned, c.KeysDir = false, "/etc/dvms/keys"
-	if err := checkTrust(c); err != nil {
+	if err := CheckTrust(c); err != nil {
 		t.Fatalf("keys_dir: %v", err)
 	}
 }
@@ -35,7 +35,7 @@ func TestSignedBusNeedsOwnKeys(t *testing.T) {
 	if _, err := auth.GenerateKey(dir, "compute-2"); err != nil {
 		t.Fatal(err)
 	}
-	c := fileConfig{KeysDir: dir, MessageWindow: auth.DefaultConfig().Window}
+	c := Config{KeysDir: dir, MessageWindow: auth.DefaultConfig().Window}
 	c.Agent.ID = "compute-1"
 	hub := bus.NewHub(1)
 	if _, _, err := signedBus(c, hub.Transport("compute-1"), zerolog.Nop()); err == nil {
@@ -62,9 +62,9 @@ func TestSubscribeVerified(t *testing.T) {
 	s1, _ := auth.LoadSigner(dir, "h1")
 	hub := bus.NewHub(1)
 	h1, _ := auth.Wrap(hub.Transport("h1"), s1, ring, auth.DefaultConfig())
-	c := fileConfig{KeysDir: dir, MessageWindow: auth.DefaultConfig().Window}
+	c := Config{KeysDir: dir, MessageWindow: auth.DefaultConfig().Window}
 	var got []string
-	if _, err := subscribeVerified(c, hub.Transport("api"), bus.SummarySubject("r", "*"), func(s string, d []byte) {
+	if _, err := SubscribeVerified(c, hub.Transport("api"), bus.SummarySubject("r", "*"), func(s string, d []byte) {
 		got = append(got, s+"="+string(d))
 	}, zerolog.Nop()); err != nil {
 		t.Fatal(err)
@@ -86,12 +86,12 @@ func TestWarnReadable(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	log := zerolog.New(&buf)
-	warnReadable(log, path, "clouds.yaml")
+	WarnReadable(log, path, "clouds.yaml")
 	if buf.Len() != 0 {
 		t.Fatalf("0600: %s", buf.String())
 	}
 	_ = os.Chmod(path, 0o644)
-	warnReadable(log, path, "clouds.yaml")
+	WarnReadable(log, path, "clouds.yaml")
 	if !strings.Contains(buf.String(), "world-readable") {
 		t.Fatalf("0644: no warning: %q", buf.String())
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 // swimKeys are the agent's signer and the region's keyring for SWIM
 // (node.SwimConfig.Signer, Keyring: members bound to keys_dir), or nils
 // when running unsigned.
-func swimKeys(cfg fileConfig) (*auth.Signer, *auth.Keyring, error) {
+func swimKeys(cfg Config) (*auth.Signer, *auth.Keyring, error) {
 	if cfg.KeysDir == "" {
 		return nil, nil, nil
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import "github.com/dvms-project/dvms/internal/conf"
 
@@ -21,24 +21,24 @@ const (
 )
 
 // spec is what o's value must be.
-func (o *option) spec() conf.Spec {
+func (o *Option) spec() conf.Spec {
 	return conf.Spec{Kind: o.kind, Bounds: o.bounds, Choices: o.choices, Required: o.required}
 }
 
 // set parses raw and stores it in o's field of c, or says what is wrong
 // with it (c is then untouched).
-func (o *option) set(c *fileConfig, raw string) error { return o.spec().Parse(raw, o.field(c)) }
+func (o *Option) set(c *Config, raw string) error { return o.spec().Parse(raw, o.field(c)) }
 
 // doc is o as the sample and the reference show it.
-func (o *option) doc() conf.Doc {
-	return conf.Doc{Section: o.section, Name: o.name, Type: o.spec().Describe(o.unit), Default: o.def, Help: o.help, Env: o.envName(), Flag: o.flag}
+func (o *Option) doc() conf.Doc {
+	return conf.Doc{Section: o.section, Name: o.name, Type: o.spec().Describe(o.unit), Default: o.def, Help: o.help, Env: o.EnvName(), Flag: o.flag}
 }
 
 // docs are the table's rows for the sample and the reference.
-func docs() []conf.Doc {
-	out := make([]conf.Doc, len(options))
-	for i := range options {
-		out[i] = options[i].doc()
+func Docs() []conf.Doc {
+	out := make([]conf.Doc, len(Options))
+	for i := range Options {
+		out[i] = Options[i].doc()
 	}
 	return out
 }

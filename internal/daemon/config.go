@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -18,10 +18,10 @@ import (
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
-// fileConfig is the agent configuration: the options of the table
+// Config is the agent configuration: the options of the table
 // (options.go) read from the INI file, DVMS_* environment variables and
 // flags, on top of the packages' defaults for what is not an option.
-type fileConfig struct {
+type Config struct {
 	LogLevel  string
 	LogFormat string
 	Site      string
@@ -88,20 +88,20 @@ type fileConfig struct {
 	SchedAPIListen string
 }
 
-// configSource says where option values come from. Each overrides the
+// Source says where option values come from. Each overrides the
 // one before: the table's defaults, the file, the environment
 // (DVMS_<SECTION>_<OPTION>, DVMS_<OPTION> for [DEFAULT]), the flags.
-type configSource struct {
-	file  string                      // "" = none
-	dir   string                      // drop-in directory of *.conf overrides, "" = none
-	env   func(string) (string, bool) // os.LookupEnv outside tests
-	flags []flagValue
+type Source struct {
+	File  string                      // "" = none
+	Dir   string                      // drop-in directory of *.conf overrides, "" = none
+	Env   func(string) (string, bool) // os.LookupEnv outside tests
+	Flags []FlagValue
 }
 
-// flagValue is a flag set on the command line, naming its option.
-type flagValue struct {
-	o     *option
-	value string
+// FlagValue is a flag set on the command line, naming its option.
+type FlagValue struct {
+	Option *Option
+	Value  string
 }
 
 // setting is an option's value and where it came from.
@@ -109,40 +109,40 @@ type setting struct {
 	raw, from string
 }
 
-// errNoCloud: neither --os-cloud, [nova] os_cloud nor OS_CLOUD names a cloud.
-var errNoCloud = errors.New("no cloud named: set [nova] os_cloud, --os-cloud or OS_CLOUD")
+// ErrNoCloud: neither --os-cloud, [nova] os_cloud nor OS_CLOUD names a cloud.
+var ErrNoCloud = errors.New("no cloud named: set [nova] os_cloud, --os-cloud or OS_CLOUD")
 
 // loadConfig reads the configuration of host's agent from src and
 // returns it with every problem found, all in one pass: unknown sections
 // and options of the file, bad values, and the rules between options.
-func loadConfig(src configSource, host string) (fileConfig, error) {
-	c := fileConfig{Agent: scheduler.DefaultConfig(host), Runtime: node.DefaultConfig(), Coord: node.DefaultCoordConfig(),
+func Load(src Source, host string) (Config, error) {
+	c := Config{Agent: scheduler.DefaultConfig(host), Runtime: node.DefaultConfig(), Coord: node.DefaultCoordConfig(),
 		Summary: node.DefaultSummaryConfig(), SchedAPI: extsched.DefaultConfig(), SchedAPIHTTP: schedapi.DefaultConfig()}
-	if src.env == nil {
-		src.env = func(string) (string, bool) { return "", false }
+	if src.Env == nil {
+		src.Env = func(string) (string, bool) { return "", false }
 	}
 	var errs []error
-	for i := range options { // then a bad value leaves its default
-		if o := &options[i]; o.set(&c, o.def) != nil {
+	for i := range Options { // then a bad value leaves its default
+		if o := &Options[i]; o.set(&c, o.def) != nil {
 			errs = append(errs, fmt.Errorf("[%s] %s: bad default %q in the option table", o.section, o.name, o.def))
 		}
 	}
-	eff := map[*option]setting{} // the values set, and where
-	entries, err := conf.Read(src.file, src.dir)
+	eff := map[*Option]setting{} // the values set, and where
+	entries, err := conf.Read(src.File, src.Dir)
 	if err != nil {
 		return c, err
 	}
 	badSection := map[[2]string]bool{}
 	for _, e := range entries {
 		in := "" // a drop-in file is named
-		if e.File != src.file {
+		if e.File != src.File {
 			in = " (" + e.File + ")"
 		}
-		switch o := lookupOption(e.Section, e.Key); {
-		case !slices.Contains(sections, e.Section):
+		switch o := LookupOption(e.Section, e.Key); {
+		case !slices.Contains(Sections, e.Section):
 			if !badSection[[2]string{e.File, e.Section}] {
 				badSection[[2]string{e.File, e.Section}] = true
-				errs = append(errs, fmt.Errorf("[%s]%s: unknown section (sections: %s)", e.Section, in, strings.Join(sections, ", ")))
+				errs = append(errs, fmt.Errorf("[%s]%s: unknown section (sections: %s)", e.Section, in, strings.Join(Sections, ", ")))
 			}
 		case e.Key == "":
 		case o == nil:
@@ -151,17 +151,17 @@ func loadConfig(src configSource, host string) (fileConfig, error) {
 			eff[o] = setting{e.Value, fmt.Sprintf("[%s] %s%s", o.section, o.name, in)}
 		}
 	}
-	for i := range options {
-		o := &options[i]
-		if v, ok := src.env(o.envName()); ok {
-			eff[o] = setting{strings.TrimSpace(v), fmt.Sprintf("%s ([%s] %s)", o.envName(), o.section, o.name)}
+	for i := range Options {
+		o := &Options[i]
+		if v, ok := src.Env(o.EnvName()); ok {
+			eff[o] = setting{strings.TrimSpace(v), fmt.Sprintf("%s ([%s] %s)", o.EnvName(), o.section, o.name)}
 		}
 	}
-	for _, f := range src.flags {
-		eff[f.o] = setting{f.value, fmt.Sprintf("--%s ([%s] %s)", f.o.flag, f.o.section, f.o.name)}
+	for _, f := range src.Flags {
+		eff[f.Option] = setting{f.Value, fmt.Sprintf("--%s ([%s] %s)", f.Option.flag, f.Option.section, f.Option.name)}
 	}
-	for i := range options {
-		o := &options[i]
+	for i := range Options {
+		o := &Options[i]
 		if v, ok := eff[o]; ok {
 			if err := o.set(&c, v.raw); err != nil {
 				shown := v.raw
@@ -172,18 +172,18 @@ func loadConfig(src configSource, host string) (fileConfig, error) {
 			}
 		}
 	}
-	if c.OSCloud, err = resolveCloud(c.OSCloud, src.env); err != nil {
+	if c.OSCloud, err = ResolveCloud(c.OSCloud, src.Env); err != nil {
 		errs = append(errs, err)
 	}
-	c.derive(func(section, name string) bool { _, ok := eff[lookupOption(section, name)]; return ok })
+	c.derive(func(section, name string) bool { _, ok := eff[LookupOption(section, name)]; return ok })
 	errs = append(errs, c.validate())
 	return c, errors.Join(errs...)
 }
 
 // unknownOption names the key, and its section if it is in another one.
 func unknownOption(section, key string) error {
-	for _, s := range sections {
-		if lookupOption(s, key) != nil {
+	for _, s := range Sections {
+		if LookupOption(s, key) != nil {
 			return fmt.Errorf("[%s] %s: unknown option (it belongs in [%s])", section, key, s)
 		}
 	}
@@ -192,14 +192,14 @@ func unknownOption(section, key string) error {
 
 // resolveCloud returns the cloud to use, as doc/source/admin/configure.rst says: the one named
 // (by --os-cloud or [nova] os_cloud), else $OS_CLOUD.
-func resolveCloud(named string, env func(string) (string, bool)) (string, error) {
+func ResolveCloud(named string, env func(string) (string, bool)) (string, error) {
 	if named != "" {
 		return named, nil
 	}
 	if v, ok := env("OS_CLOUD"); ok && v != "" {
 		return v, nil
 	}
-	return "", errNoCloud
+	return "", ErrNoCloud
 }
 
 // derive sets the fields that follow from options: the summaries' site,
@@ -207,7 +207,7 @@ func resolveCloud(named string, env func(string) (string, bool)) (string, error)
 // (the agents'), and no RTT probes over the bus under SWIM unless
 // rtt_probe_interval is set (set reports whether an option was given, by
 // file, environment or flag).
-func (c *fileConfig) derive(set func(section, name string) bool) {
+func (c *Config) derive(set func(section, name string) bool) {
 	if c.Membership == "swim" && !set("scheduler", "rtt_probe_interval") {
 		// memberlist's probes feed the coordinates (node.SwimConfig.Observe).
 		c.Coord.Probe = 0
@@ -221,13 +221,13 @@ func (c *fileConfig) derive(set func(section, name string) bool) {
 
 // validate checks the rules between options; each value alone was
 // checked against its row.
-func (c fileConfig) validate() error {
+func (c Config) validate() error {
 	ac := c.Agent
 	if ac.Distance == nil {
 		// startAgent wires the coordinates' distances.
 		ac.Distance = node.NewCoordTable().Distance(c.Coord.MaxError)
 	}
-	errs := []error{ac.Validate(), c.Runtime.Validate(), c.Coord.Validate(), c.busConfig(c.NATSURL).Validate(), c.Summary.Validate(), c.SchedAPI.Validate(), c.SchedAPIHTTP.Validate()}
+	errs := []error{ac.Validate(), c.Runtime.Validate(), c.Coord.Validate(), c.BusConfig(c.NATSURL).Validate(), c.Summary.Validate(), c.SchedAPI.Validate(), c.SchedAPIHTTP.Validate()}
 	switch {
 	case c.MonitorSource == "file" && c.FilePath == "":
 		errs = append(errs, errors.New("[monitor] source = file needs file_path"))
@@ -252,7 +252,7 @@ func (c fileConfig) validate() error {
 }
 
 // swimSeeds parses [consensus] swim_seeds.
-func (c fileConfig) swimSeeds() ([]string, error) {
+func (c Config) swimSeeds() ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(c.SwimSeeds, ",") {
 		if f = strings.TrimSpace(f); f == "" {
@@ -266,8 +266,8 @@ func (c fileConfig) swimSeeds() ([]string, error) {
 	return out, nil
 }
 
-// busConfig is the NATS connection of the agent, to url.
-func (c fileConfig) busConfig(url string) bus.Config {
+// BusConfig is the NATS connection of the agent, to url.
+func (c Config) BusConfig(url string) bus.Config {
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name, bc.CredsFile = url, "dvms-agent-"+c.Agent.ID, c.NATSCreds
 	// While NATS is down (at start-up too), retry after 0.5 s, doubling
