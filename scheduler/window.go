@@ -167,6 +167,20 @@ func ParseWindows(s string) (Windows, error) {
 	return w, errors.Join(errs...)
 }
 
+// UnmarshalText reads w with ParseWindows (the option loader); w is
+// untouched on error.
+func (w *Windows) UnmarshalText(b []byte) error {
+	v, err := ParseWindows(string(b))
+	if err != nil {
+		return err
+	}
+	*w = v
+	return nil
+}
+
+// MarshalText writes w with String.
+func (w Windows) MarshalText() ([]byte, error) { return []byte(w.String()), nil }
+
 func (w *Windows) ptr(k EventKind) *Window {
 	switch k {
 	case Overload:
