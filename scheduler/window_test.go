@@ -124,6 +124,11 @@ func TestWindowOpen(t *testing.T) {
 		{"sat-mon 00:00-24:00", utc(29, 9, 0), true}, // Sunday: the range wraps
 		{"08:00-09:00 Europe/Paris", utc(27, 7, 30), true},
 		{"08:00-09:00 Europe/Paris", utc(27, 8, 30), false},
+		// No moves in business hours (a freeze), weekends open.
+		{"mon-fri 00:00-08:00 mon-fri 18:00-24:00 sat-sun 00:00-24:00", utc(30, 7, 59), true}, // Monday
+		{"mon-fri 00:00-08:00 mon-fri 18:00-24:00 sat-sun 00:00-24:00", utc(30, 8, 0), false},
+		{"mon-fri 00:00-08:00 mon-fri 18:00-24:00 sat-sun 00:00-24:00", utc(30, 18, 0), true},
+		{"mon-fri 00:00-08:00 mon-fri 18:00-24:00 sat-sun 00:00-24:00", utc(28, 12, 0), true}, // Saturday
 		{"always", utc(27, 3, 0), true},
 		{"never", utc(27, 3, 0), false},
 	} {
