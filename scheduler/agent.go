@@ -70,9 +70,9 @@ type Agent struct {
 	// last sample may list servers that left or miss some that came, so
 	// it offers no snapshot until the next sample (Observe).
 	stale   bool
-	window  []EventKind          // last N classifications
-	arrived map[string]time.Time // server -> when first seen on the host (zero: at start)
-	active  *Event               // own event being handled
+	window  []EventKind        // last N classifications
+	arrived map[string]arrival // server -> when first seen on the host
+	active  *Event             // own event being handled
 	backoff time.Duration
 	retryAt time.Time
 

@@ -24,6 +24,14 @@ type Config struct {
 	// host that just received servers (from an overload) is not emptied
 	// back at once (ping-pong).
 	ConsolidationCooldown time.Duration
+	// ServerCooldown: a server dvms moved onto this host less than this
+	// long ago is cooling (Server.Cooling); no relief or consolidation
+	// moves it again (a drain does), so no server goes back and forth
+	// while demand flaps. 0 (the default) turns it off: with fewer
+	// servers to choose from, more partitions tour the ring for a
+	// destination under saturation; ConsolidationCooldown already keeps
+	// consolidation from undoing relief.
+	ServerCooldown time.Duration
 	// ConsolidationHeadroom is the fraction of a destination's demand
 	// limits that consolidation leaves free, so demand that wobbles does
 	// not make its destination the next overload. In [0, 1).
@@ -39,6 +47,9 @@ type Config struct {
 	// the cost of more messages per event. ReliefHeadroom 0 turns it off.
 	ReliefHeadroom  float64
 	ReliefPartition int
+	// Windows: when each event kind may be raised (window.go); the zero
+	// value is always.
+	Windows Windows
 	// K of the last N samples must hold for OVERLOAD/UNDERLOAD to fire.
 	K, N int
 	// PartitionTimeout: a member that hears nothing from its leader for
@@ -112,6 +123,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConsolidationCooldown < 0 {
 		errs = append(errs, errors.New("consolidation_cooldown must be >= 0"))
+	}
+	if c.ServerCooldown < 0 {
+		errs = append(errs, errors.New("server_cooldown must be >= 0"))
 	}
 	if !(c.ReliefHeadroom >= 0 && c.ReliefHeadroom < 1) {
 		errs = append(errs, fmt.Errorf("relief_headroom %v must be in [0, 1)", c.ReliefHeadroom))

@@ -32,28 +32,48 @@ func (a *Agent) Observe(now time.Time, h Host) {
 	a.maybeStart()
 }
 
+// arrival is when a server was first seen on the host (zero: at the
+// agent's first sample) and whether dvms moved it there.
+type arrival struct {
+	at    time.Time
+	moved bool
+}
+
 // settle marks the servers that arrived on the host less than the
-// consolidation cooldown ago (Settling) and reports whether there is one.
-// Servers present at the agent's first sample count as settled.
+// consolidation cooldown ago (Settling) and those dvms moved here less
+// than the server cooldown ago (Cooling), and reports whether one is
+// settling. Servers present at the agent's first sample count as
+// settled and cool (an agent restarted forgets the moves before).
+//
+// A server that arrives while a plan runs or has just run on a
+// partition this agent is in counts as moved by dvms: plans move servers
+// only between their partition's members. This costs no request to
+// Nova; a boot or an operator's migration that lands at that moment
+// counts too (it cools, it is not lost).
 func (a *Agent) settle(ss []Server) bool {
 	first := a.arrived == nil
 	if first {
-		a.arrived = make(map[string]time.Time, len(ss))
+		a.arrived = make(map[string]arrival, len(ss))
 	}
+	moving := a.stale || a.planRan || (a.part != nil && a.part.State == Finishing)
 	any := false
 	for k := range ss {
 		id := ss[k].ID
-		at, ok := a.arrived[id]
+		ar, ok := a.arrived[id]
 		if !ok {
-			if first {
-				at = time.Time{}
-			} else {
-				at = a.now
+			if !first {
+				ar = arrival{at: a.now, moved: moving}
 			}
-			a.arrived[id] = at
+			a.arrived[id] = ar
 		}
-		if !at.IsZero() && a.now.Sub(at) < a.cfg.ConsolidationCooldown {
+		if ar.at.IsZero() {
+			continue
+		}
+		if a.now.Sub(ar.at) < a.cfg.ConsolidationCooldown {
 			ss[k].Settling, any = true, true
+		}
+		if ar.moved && a.now.Sub(ar.at) < a.cfg.ServerCooldown {
+			ss[k].Cooling = true
 		}
 	}
 	if len(a.arrived) == len(ss) {
@@ -83,9 +103,22 @@ func movable(ss []Server) []Server {
 	return out
 }
 
-// detected returns the event kind that holds K of the last N samples.
-// Maintenance is the operator's intent: one sample is enough.
+// detected returns the event kind that holds K of the last N samples and
+// whose window (Config.Windows) is open at the agent's time. Every clock
+// comes here (the runtime's wall clock, the simulators' virtual one): it
+// is the one place the windows are applied.
 func (a *Agent) detected() EventKind {
+	k := a.holds()
+	if k != NoEvent && !a.cfg.Windows.Open(k, a.now) {
+		// Sampling goes on: the window opens onto the last N samples.
+		return NoEvent
+	}
+	return k
+}
+
+// holds returns the event kind that holds K of the last N samples.
+// Maintenance is the operator's intent: one sample is enough.
+func (a *Agent) holds() EventKind {
 	if n := len(a.window); n > 0 && a.window[n-1] == Maintenance {
 		return Maintenance
 	}

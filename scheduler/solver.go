@@ -362,6 +362,8 @@ func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solutio
 				fixed = append(fixed, sv.ID+": "+sv.FixedReason)
 			case sv.Settling && e.Kind == Underload:
 				fixed = append(fixed, sv.ID+": arrived within the consolidation cooldown")
+			case sv.Cooling && e.Kind == Underload:
+				fixed = append(fixed, sv.ID+": moved within the server cooldown")
 			}
 		}
 		if e.Kind == Underload && len(fixed) > 0 {
@@ -387,6 +389,18 @@ func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solutio
 		if !empty[i] && base.over(i) && (others || goal[i]) {
 			s.over = append(s.over, i)
 		}
+	}
+	cooling := 0
+	for _, i := range s.over {
+		for _, sv := range base.hosts[i].h.Servers {
+			if sv.Cooling && !sv.Fixed {
+				cooling++
+			}
+		}
+	}
+	if cooling > 0 {
+		notes = append(notes, fmt.Sprintf("%d server(s) of overloaded hosts moved within the server cooldown", cooling))
+		s.note = strings.Join(notes, "; ")
 	}
 	if len(s.ev0) == 0 && len(s.over) == 0 {
 		return Solution{OK: true, Reason: join("nothing to do", s.note), Unmovable: s.unmovable, Solved: solved}
@@ -546,12 +560,14 @@ func (s *search) offer(acts []Action) {
 		Reason: s.note, Unmovable: s.unmovable, TimedOut: s.best.TimedOut}
 }
 
+// candidates are the servers each overloaded host may give up: not
+// fixed, not cooling (Server.Cooling).
 func (s *search) candidates() [][]*Server {
 	cands := make([][]*Server, len(s.over))
 	for k, i := range s.over {
 		h := s.base.hosts[i].h
 		for j := range h.Servers {
-			if !h.Servers[j].Fixed {
+			if !h.Servers[j].Fixed && !h.Servers[j].Cooling {
 				cands[k] = append(cands[k], &h.Servers[j])
 			}
 		}

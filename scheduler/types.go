@@ -58,6 +58,10 @@ type Server struct {
 	// Settling servers arrived on their host less than the consolidation
 	// cooldown ago: consolidation leaves them where they are.
 	Settling bool `json:",omitempty"`
+	// Cooling servers were moved onto their host by dvms less than the
+	// server cooldown ago (Config.ServerCooldown): relief and
+	// consolidation leave them where they are; a drain moves them.
+	Cooling bool `json:",omitempty"`
 }
 
 // Host is one host's snapshot: capacity, state and servers.

@@ -60,6 +60,7 @@ func simFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "placement-refresh-interval", Value: d.Runtime.PlacementRefresh, Usage: "the agents' [monitor] placement_refresh_interval: service, capacity and usage (three requests) this often at rest"},
 		&cli.Float64Flag{Name: "relief-headroom", Value: d.Agent.ReliefHeadroom, Usage: "the agents' [scheduler] relief_headroom: a partition relieving an overload grows for destinations that keep this fraction of their limits free (0: any that fits, the partition stops at the first)"},
 		&cli.IntFlag{Name: "relief-partition", Value: d.Agent.ReliefPartition, Usage: "the agents' [scheduler] relief_partition: up to this many hosts (then any destination that fits)"},
+		&cli.DurationFlag{Name: "server-cooldown", Value: d.Agent.ServerCooldown, Usage: "the agents' [scheduler] server_cooldown: a server moved by dvms is not moved again by relief or consolidation for this long (0: off)"},
 		&cli.BoolFlag{Name: "underload", Usage: "enable UNDERLOAD events (consolidation)"},
 		&cli.BoolFlag{Name: "preempt", Usage: "shelve the lowest-priority servers when nothing else works"},
 		&cli.DurationFlag{Name: "central-period", Value: d.CentralPeriod, Usage: "baseline: simulated time between two whole-cloud rounds"},
@@ -102,6 +103,7 @@ func simConfig(c *cli.Context) (sim.Config, error) {
 	cfg.NovaAPIRate, cfg.NovaLatency, cfg.NovaWarmup = c.Float64("nova-api-rps"), c.Duration("nova-api-latency"), c.Duration("nova-warmup")
 	cfg.Runtime.Refresh, cfg.Runtime.PlacementRefresh = c.Duration("refresh-interval"), c.Duration("placement-refresh-interval")
 	cfg.Agent.Underload, cfg.Agent.Preempt = c.Bool("underload"), c.Bool("preempt")
+	cfg.Agent.ServerCooldown = c.Duration("server-cooldown")
 	cfg.Agent.ReliefHeadroom, cfg.Agent.ReliefPartition = c.Float64("relief-headroom"), c.Int("relief-partition")
 	cfg.CentralPeriod = c.Duration("central-period")
 	cfg.Arbiter = c.String("arbiter")

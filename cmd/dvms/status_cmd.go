@@ -116,10 +116,20 @@ func runStatus(c *cli.Context) error {
 	return writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), statusTables(reps, time.Now())...)
 }
 
+// windowsColumn is the agent's time windows, "" when every kind is
+// always open.
+func windowsColumn(ws []status.WindowInfo) string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.String()
+	}
+	return strings.Join(out, ", ")
+}
+
 // statusTables are the agents, the partitions in flight and the recent
 // events of the region, from the agents' reports.
 func statusTables(reps []status.Report, now time.Time) []table {
-	agents := table{Name: "agents", Columns: []string{"Host", "Site", "State", "Partition", "Version", "Last Heard", "Watch", "Advise", "Excluded", "Demand"}}
+	agents := table{Name: "agents", Columns: []string{"Host", "Site", "State", "Partition", "Version", "Last Heard", "Watch", "Advise", "Excluded", "Demand", "Windows"}}
 	answered := map[string]status.Report{}
 	for _, r := range reps {
 		answered[r.Host] = r
@@ -154,11 +164,11 @@ func statusTables(reps []status.Report, now time.Time) []table {
 			if r.Partition != nil {
 				part = r.Partition.ID
 			}
-			agents.Rows = append(agents.Rows, []any{r.Host, r.Site, r.State, part, r.Version, ago(now, r.Now), r.Watch, r.Advise, r.Excluded, r.Demand.String()})
+			agents.Rows = append(agents.Rows, []any{r.Host, r.Site, r.State, part, r.Version, ago(now, r.Now), r.Watch, r.Advise, r.Excluded, r.Demand.String(), windowsColumn(r.Windows)})
 			continue
 		}
 		m := heard[h]
-		agents.Rows = append(agents.Rows, []any{m.Host, m.Site, "no answer", "", m.Version, ago(now, m.LastHeard), false, false, false, ""})
+		agents.Rows = append(agents.Rows, []any{m.Host, m.Site, "no answer", "", m.Version, ago(now, m.LastHeard), false, false, false, "", ""})
 	}
 
 	parts := table{Name: "partitions", Columns: []string{"ID", "Initiator", "Leader", "Members", "State", "Event", "Kind", "Age"}}

@@ -7,6 +7,7 @@
 package conf
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"math"
@@ -36,6 +37,10 @@ const (
 	NATSURLs Kind = "NATS URLs" // comma separated nats://, tls://, ws:// or wss://
 	HTTPURL  Kind = "URL"       // http:// or https://
 	Addr     Kind = "host:port"
+	// TimeWindows: event kinds and when they may be raised
+	// (scheduler.ParseWindows); the destination reads the text itself
+	// (encoding.TextUnmarshaler).
+	TimeWindows Kind = "time windows"
 )
 
 // Spec is what a value must be: its kind, bounds, choices, whether it may
@@ -59,8 +64,8 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 const MaxSeconds = 100 * 365 * 24 * 3600
 
 // Parse parses raw and stores it in dst, whose type the kind decides:
-// *bool, *int, *float64, *time.Duration (Seconds), **regexp.Regexp, or
-// *string for the text kinds. On error dst is untouched.
+// *bool, *int, *float64, *time.Duration (Seconds), **regexp.Regexp, an
+// encoding.TextUnmarshaler (TimeWindows), or *string for the text kinds. On error dst is untouched.
 func (s Spec) Parse(raw string, dst any) error {
 	if raw == "" && s.Required {
 		return errors.New("is required")
@@ -108,6 +113,8 @@ func (s Spec) Parse(raw string, dst any) error {
 			return errors.New("below a nanosecond")
 		}
 		*dst.(*time.Duration) = d
+	case TimeWindows:
+		return dst.(encoding.TextUnmarshaler).UnmarshalText([]byte(raw))
 	case Regexp:
 		re, err := regexp.Compile(raw)
 		if err != nil {

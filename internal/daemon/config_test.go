@@ -129,10 +129,17 @@ var notOptions = map[string]string{
 // field of scheduler.Config or node.Config needs a row or a reason.
 func TestEveryFieldIsAnOptionOrListed(t *testing.T) {
 	var c Config
-	bound := map[uintptr]string{}
+	// A field by address and type: a struct and its first field share
+	// an address.
+	type field struct {
+		p uintptr
+		t reflect.Type
+	}
+	bound := map[field]string{}
 	for i := range Options {
 		o := &Options[i]
-		p := reflect.ValueOf(o.field(&c)).Pointer()
+		v := reflect.ValueOf(o.field(&c))
+		p := field{v.Pointer(), v.Type()}
 		if prev, dup := bound[p]; dup {
 			t.Errorf("[%s] %s and %s bind the same field", o.section, o.name, prev)
 		}
@@ -146,11 +153,11 @@ func TestEveryFieldIsAnOptionOrListed(t *testing.T) {
 			if path != "" {
 				name = path + "." + name
 			}
-			if f.Kind() == reflect.Struct {
+			_, isOption := bound[field{f.Addr().Pointer(), f.Addr().Type()}]
+			if f.Kind() == reflect.Struct && !isOption { // a struct option (windows) is one field
 				walk(f, name)
 				continue
 			}
-			_, isOption := bound[f.Addr().Pointer()]
 			_, isListed := notOptions[name]
 			listed[name] = true
 			switch {
@@ -259,6 +266,11 @@ func TestValuesAgainstTheirRows(t *testing.T) {
 		{"consensus", "advertise", "", true},
 		{"DEFAULT", "region", "eu-west_2", true},
 		{"DEFAULT", "region", "eu.west", false},
+		{"scheduler", "windows", "", true},
+		{"scheduler", "windows", "underload=22:00-06:00 Europe/Paris, overload=always", true},
+		{"scheduler", "windows", "underload=22:00-06:00 Mars/Base", false},
+		{"scheduler", "server_cooldown", "1800", true},
+		{"scheduler", "server_cooldown", "-1", false},
 	}
 	for _, tc := range cases {
 		o := LookupOption(tc.section, tc.name)
@@ -437,5 +449,27 @@ func TestSwimAdvertiseDerived(t *testing.T) {
 	if _, err := swimConfig(cfg, "::bad", node.Heartbeat{Host: "compute-1", Incarnation: "1"}, nil, nil); err == nil ||
 		!strings.Contains(err.Error(), "[consensus] swim_advertise") {
 		t.Errorf("underivable advertise address: %v", err)
+	}
+}
+
+// [scheduler] windows and server_cooldown reach the agent's
+// configuration; a bad window names the option and the entry.
+func TestWindowsAndCooldownOptions(t *testing.T) {
+	c, err := load(t, "[nova]\nos_cloud = mine\n[scheduler]\nwindows = underload=22:00-06:00 Europe/Paris, maintenance=never\nserver_cooldown = 1800\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noonParis := time.Date(2026, 11, 27, 11, 0, 0, 0, time.UTC)
+	w := c.Agent.Windows
+	if w.Open(scheduler.Underload, noonParis) || !w.Open(scheduler.Underload, noonParis.Add(11*time.Hour)) ||
+		!w.Open(scheduler.Overload, noonParis) || w.Open(scheduler.Maintenance, noonParis) {
+		t.Errorf("windows loaded as %q", w)
+	}
+	if c.Agent.ServerCooldown != 30*time.Minute {
+		t.Errorf("server_cooldown %v", c.Agent.ServerCooldown)
+	}
+	_, err = load(t, "[nova]\nos_cloud = mine\n[scheduler]\nwindows = relief=22:00-06:00\n")
+	if err == nil || !strings.Contains(err.Error(), `[scheduler] windows = "relief=22:00-06:00"`) || !strings.Contains(err.Error(), `kind "relief"`) {
+		t.Errorf("bad window: %v", err)
 	}
 }

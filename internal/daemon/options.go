@@ -147,6 +147,17 @@ var Options = []Option{
 	{section: "scheduler", name: "consolidation_cooldown", kind: kindSeconds, def: "600", bounds: ">= 0",
 		help:  "With underload: a server that arrived on a host less than this long ago is not moved by consolidation (no ping-pong).",
 		field: func(c *Config) any { return &c.Agent.ConsolidationCooldown }},
+	{section: "scheduler", name: "server_cooldown", kind: kindSeconds, def: "0", bounds: ">= 0",
+		help: "A server dvms moved onto a host less than this long ago is not moved again by relief or consolidation (a drain moves it): " +
+			"no server goes back and forth while demand flaps. 0 turns it off; 1800 (30 minutes) suits demand that flaps.",
+		field: func(c *Config) any { return &c.Agent.ServerCooldown }},
+	{section: "scheduler", name: "windows", kind: kindWindows,
+		help: "When each event kind may be raised: KIND=SPEC entries separated by commas, KIND overload, underload or maintenance, " +
+			"SPEC always, never or [DAYS] HH:MM-HH:MM ranges (crossing midnight allowed, 24:00 as an end, DAYS like mon-fri) and an IANA time zone " +
+			"(UTC when left out), for example underload=22:00-06:00 Europe/Paris, overload=always. A kind not listed is always open (so drains run unless " +
+			"maintenance= says otherwise). Outside its window an agent keeps sampling and raises no event of that kind; a condition that still holds " +
+			"K of N samples when the window opens is raised then.",
+		field: func(c *Config) any { return &c.Agent.Windows }},
 	{section: "scheduler", name: "consolidation_headroom", kind: kindFloat, def: "0.1", bounds: "[0, 1)", unit: "fraction of the thresholds",
 		help:  "With underload: consolidation leaves this fraction of a destination's demand limits free, so it never creates the next overload.",
 		field: func(c *Config) any { return &c.Agent.ConsolidationHeadroom }},

@@ -18,6 +18,7 @@ const (
 	kindNATSURLs = conf.NATSURLs
 	kindHTTPURL  = conf.HTTPURL
 	kindAddr     = conf.Addr
+	kindWindows  = conf.TimeWindows
 )
 
 // spec is what o's value must be.

@@ -461,13 +461,14 @@ func (a *Agent) Healthy() error {
 func (a *Agent) Report(req status.Request) status.Report {
 	part := a.runner.Partition()
 	o := a.opt
+	now := o.Clock.Now()
 	return status.Report{
 		V: 1, Host: a.host, Site: o.Site, Version: o.Version, Incarnation: o.Agent.Incarnation,
-		Started: a.started, Now: o.Clock.Now(), State: status.StateOf(a.host, part, a.stopping.Load()),
+		Started: a.started, Now: now, State: status.StateOf(a.host, part, a.stopping.Load()),
 		Advise: a.controls.Advise(a.host), Excluded: a.controls.Excluded(a.host), Control: a.controls.View(),
 		Watch:     o.Watcher(),
 		Partition: status.PartitionOf(part), Members: status.MembersOf(a.Members()), Arbiter: arbiterStatus(o.Arbiter),
-		Demand: a.demandInfo(),
+		Demand: a.demandInfo(), Windows: status.WindowsOf(o.Agent.Windows, now),
 		Events: journal.Filter(a.journal.Snapshot(), req.Since, req.MaxEvents),
 	}
 }

@@ -60,7 +60,8 @@ type Report struct {
 	Partition   *PartitionInfo  `json:"partition,omitempty"`
 	Arbiter     *ArbiterInfo    `json:"arbiter,omitempty"`
 	Members     []MemberInfo    `json:"members"`
-	Demand      *DemandInfo     `json:"demand,omitempty"` // the demand source's view of its host
+	Demand      *DemandInfo     `json:"demand,omitempty"`  // the demand source's view of its host
+	Windows     []WindowInfo    `json:"windows,omitempty"` // event kinds with a time window (none: always open)
 	Events      []journal.Entry `json:"events"`
 	Truncated   int             `json:"truncated,omitempty"` // events left out to fit a NATS message
 }
@@ -96,6 +97,41 @@ func (d *DemandInfo) String() string {
 		return fmt.Sprintf("%s BLIND %d/%d", d.Source, d.Measured, d.Listed)
 	}
 	return fmt.Sprintf("%s %d/%d", d.Source, d.Measured, d.Listed)
+}
+
+// WindowInfo is the time window of one event kind (scheduler.Windows)
+// at the report's time.
+type WindowInfo struct {
+	Kind   string    `json:"kind"`
+	Window string    `json:"window"` // as configured
+	Open   bool      `json:"open"`
+	Next   time.Time `json:"next,omitzero"` // when it next opens or closes (zero: not within 8 days)
+}
+
+// WindowsOf are w's kinds that are not always open, at now.
+func WindowsOf(w scheduler.Windows, now time.Time) []WindowInfo {
+	var out []WindowInfo
+	for _, k := range []scheduler.EventKind{scheduler.Overload, scheduler.Underload, scheduler.Maintenance} {
+		win := w.For(k)
+		if win.Always() {
+			continue
+		}
+		next, _ := win.Next(now)
+		out = append(out, WindowInfo{Kind: k.String(), Window: win.String(), Open: win.Open(now), Next: next})
+	}
+	return out
+}
+
+// String is the status column: "underload closed until 21:00Z".
+func (w WindowInfo) String() string {
+	state := "closed"
+	if w.Open {
+		state = "open"
+	}
+	if w.Next.IsZero() {
+		return w.Kind + " " + state
+	}
+	return w.Kind + " " + state + " until " + w.Next.UTC().Format("Mon 15:04Z")
 }
 
 // ArbiterInfo is what an agent knows of its region's merge arbiter.
