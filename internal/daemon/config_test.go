@@ -123,6 +123,7 @@ var notOptions = map[string]string{
 	"SchedAPIHTTP.HeaderTimeout": "internal: 5 s for a request's header, as before the body",
 	"SchedAPIHTTP.MaxInFlight":   "internal: the service's bound on requests in progress",
 	"SchedAPIHTTP.MaxBody":       "internal: 8 MiB, far above a RequestSpec with thousands of hosts",
+	"SchedAPIHTTP.Region":        "[DEFAULT] region, the metrics' region label, set when the service starts",
 }
 
 // Every configuration field is an option or listed in notOptions: a new
