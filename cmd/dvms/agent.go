@@ -24,7 +24,7 @@ func init() {
 			"stops it gracefully: no new event or partition, a plan being executed is finished\n" +
 			"(at most [scheduler] stop_grace).",
 		Flags: append(append([]cli.Flag{
-			&cli.StringFlag{Name: "host", EnvVars: []string{"DVMS_HOST"}, Usage: "compute host name as Nova knows it (default: this machine's host name)"},
+			&cli.StringFlag{Name: "host", EnvVars: []string{"DVMS_HOST"}, Usage: "compute `HOST` name as Nova knows it (default: this machine's host name)"},
 			&cli.BoolFlag{Name: "embedded-nats", Usage: "run a NATS server in this process on [nats] url's address (one-host trials)"},
 		}, configFlags()...), optionFlags()...),
 		Action: runAgent,
@@ -38,7 +38,7 @@ func optionFlags() []cli.Flag {
 	for i := range daemon.Options {
 		if o := &daemon.Options[i]; o.Flag() != "" {
 			usage, _, _ := strings.Cut(o.Help(), ". ")
-			fs = append(fs, &cli.StringFlag{Name: o.Flag(), Usage: fmt.Sprintf("%s (overrides [%s] %s)", strings.TrimSuffix(usage, "."), o.Section(), o.Name())})
+			fs = append(fs, &cli.StringFlag{Name: o.Flag(), Usage: fmt.Sprintf("%s (`%s` overrides [%s] %s)", strings.TrimSuffix(usage, "."), o.Placeholder(), o.Section(), o.Name())})
 		}
 	}
 	return fs

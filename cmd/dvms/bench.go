@@ -23,9 +23,9 @@ func init() {
 			"host no plan uses, the same executor). --scales runs each at several host counts, servers per\n" +
 			"host as --servers / --hosts. Ratios are what to compare: these machines are noisy.",
 		Flags: append(simFlags(),
-			&cli.StringFlag{Name: "modes", Value: strings.Join(sim.Modes, ","), Usage: "modes to run, comma-separated: " + strings.Join(sim.Modes, ", ") + " (with --clock virtual: dvms,oracle by default; central needs the wall clock)"},
-			&cli.StringFlag{Name: "scales", Usage: "host counts to run, comma-separated (default: --hosts)"},
-			&cli.StringFlag{Name: "out", Usage: "directory to write bench.json, bench.md and bench.svg into"},
+			&cli.StringFlag{Name: "modes", Value: strings.Join(sim.Modes, ","), Usage: "`MODES` to run, comma-separated: " + strings.Join(sim.Modes, ", ") + " (with --clock virtual: dvms,oracle by default; central needs the wall clock)"},
+			&cli.StringFlag{Name: "scales", Usage: "host `COUNTS` to run, comma-separated (default: --hosts)"},
+			&cli.StringFlag{Name: "out", Usage: "`DIR` to write bench.json, bench.md and bench.svg into"},
 		),
 		Action: runBench,
 	})

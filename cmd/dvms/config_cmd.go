@@ -20,13 +20,13 @@ func init() {
 			{
 				Name:   "sample",
 				Usage:  "write the sample configuration (every option, commented out with its default)",
-				Flags:  []cli.Flag{&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "file to write (default: standard output)"}},
+				Flags:  []cli.Flag{&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "`FILE` to write (default: standard output)"}},
 				Action: func(c *cli.Context) error { return writeOut(c, writeSample) },
 			},
 			{
 				Name:   "reference",
 				Usage:  "write the configuration reference (reStructuredText, doc/source/configuration/reference.rst)",
-				Flags:  []cli.Flag{&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "file to write (default: standard output)"}},
+				Flags:  []cli.Flag{&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "`FILE` to write (default: standard output)"}},
 				Action: func(c *cli.Context) error { return writeOut(c, writeReference) },
 			},
 			{

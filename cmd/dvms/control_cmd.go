@@ -26,7 +26,7 @@ import (
 func init() {
 	flags := func() []cli.Flag {
 		return append(natsFlags(), &cli.StringFlag{Name: "key", EnvVars: []string{"DVMS_OPERATOR_KEY"},
-			Usage: "operator's private key NAME.key (`dvms keygen --host NAME`; NAME.pub in every agent's keys_dir/operators); " +
+			Usage: "operator's private key `FILE` (NAME.key of dvms keygen --host NAME; NAME.pub in every agent's keys_dir/operators); " +
 				"without it the command is unsigned, which only agents with insecure_unsigned take"})
 	}
 	const how = "\n\nSent over NATS to every agent of the region, which applies it at once, keeps it and\n" +
@@ -42,7 +42,7 @@ func init() {
 				"Nova; enforce: they execute them. With --host, the mode of the moves from or to that\n" +
 				"host only (region: the host follows the region's mode again). Until a mode is set,\n" +
 				"each agent follows its [scheduler] advise_only." + how,
-			Flags:  append(flags(), &cli.StringFlag{Name: "host", Usage: "set the mode of this host only"}),
+			Flags:  append(flags(), &cli.StringFlag{Name: "host", Usage: "set the mode of this `HOST` only"}),
 			Action: runMode,
 		},
 		&cli.Command{

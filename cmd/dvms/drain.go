@@ -26,10 +26,10 @@ const defaultDrainReason = "dvms:maintenance"
 func init() {
 	cloudFlags := func() []cli.Flag {
 		return append([]cli.Flag{
-			&cli.StringFlag{Name: "os-cloud", Usage: "cloud name in clouds.yaml (default: $OS_CLOUD)"},
-			&cli.StringFlag{Name: "os-client-config-file", EnvVars: []string{"OS_CLIENT_CONFIG_FILE"}, Usage: "clouds.yaml to read (default: the openstack CLI's search path)"},
-			&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "bound on each Nova request"},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "os-cloud", Usage: "`CLOUD` name in clouds.yaml (default: $OS_CLOUD)"},
+			&cli.StringFlag{Name: "os-client-config-file", EnvVars: []string{"OS_CLIENT_CONFIG_FILE"}, Usage: "clouds.yaml `FILE` to read (default: the openstack CLI's search path)"},
+			&cli.DurationFlag{Name: "request-timeout", Value: 30 * time.Second, Usage: "bound on each Nova request, a `DURATION`"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn or error"},
 		}, notifyFlags()...)
 	}
 	commands = append(commands,
@@ -47,12 +47,12 @@ func init() {
 				"Vivaldi coordinates here); exit 1 when no plan empties it within --max-hosts hosts.",
 			Flags: append(append(cloudFlags(),
 				&cli.BoolFlag{Name: "dry-run", Usage: "print the plan that would empty the host; disable nothing, move nothing"},
-				&cli.IntFlag{Name: "max-hosts", Value: 16, Usage: "with --dry-run: hosts the partition may grow to (the host included)"},
-			), append(append(configFlags(), outputFlags()...),
-				&cli.StringFlag{Name: "reason", Value: defaultDrainReason, Usage: "disabled reason (dvms agents react to their drain_reason_pattern)"},
+				&cli.IntFlag{Name: "max-hosts", Value: 16, Usage: "with --dry-run: `N` hosts the partition may grow to (the host included)"},
+			), append(outputFlags(),
+				&cli.StringFlag{Name: "reason", Value: defaultDrainReason, Usage: "disabled `REASON` (dvms agents react to their drain_reason_pattern)"},
 				&cli.BoolFlag{Name: "wait", Usage: "wait until the host is empty"},
-				&cli.DurationFlag{Name: "poll", Value: 5 * time.Second, Usage: "with --wait: how often to list the host's servers"},
-				&cli.DurationFlag{Name: "stall", Value: 10 * time.Minute, Usage: "with --wait: give up when nothing changed on the host for this long"},
+				&cli.DurationFlag{Name: "poll", Value: 5 * time.Second, Usage: "with --wait: list the host's servers every `DURATION`"},
+				&cli.DurationFlag{Name: "stall", Value: 10 * time.Minute, Usage: "with --wait: give up when nothing changed on the host for this `DURATION`"},
 			)...),
 			Action: runDrain,
 		},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -17,7 +18,7 @@ import (
 // `dvms drain --dry-run HOST`: the plan the agents would make to empty
 // HOST (scheduler/node.PlanDrain runs their code), printed; nothing is
 // disabled or moved. Thresholds and limits are the defaults unless
-// --config / --config-dir name the agents' files.
+// --config (or /etc/dvms/dvms.conf) / --config-dir name the agents' files.
 
 // runDrainDryRun prints the plan that would empty the host.
 func runDrainDryRun(c *cli.Context, host string, cl nova.Client, log zerolog.Logger) error {
@@ -28,7 +29,11 @@ func runDrainDryRun(c *cli.Context, host string, cl nova.Client, log zerolog.Log
 	if dc.MaxHosts = c.Int("max-hosts"); dc.MaxHosts < 2 {
 		return usageError(fmt.Errorf("--max-hosts must be at least 2 (the host and one destination)"))
 	}
-	if src := fileSource(c); src.File != "" || src.Dir != "" {
+	file, err := operatorConfigFile(c)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	if src := (daemon.Source{File: file, Dir: c.String("config-dir"), Env: os.LookupEnv}); src.File != "" || src.Dir != "" {
 		cfg, err := daemon.Load(src, host)
 		if err = withoutCloudError(err); err != nil {
 			return fmt.Errorf("--config:\n%w", err)

@@ -18,9 +18,9 @@ import (
 // service from Nova before acting, so the notice needs no credentials.
 func notifyFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "nats-url", EnvVars: []string{"DVMS_NATS_URL"}, Usage: "NATS URL of the agents: tell the host's agent at once (optional)"},
-		&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms region of the agents (with --nats-url)"},
-	}, natsAuthFlags()...)
+		&cli.StringFlag{Name: "nats-url", EnvVars: []string{"DVMS_NATS_URL"}, Usage: "NATS `URL` of the agents: tell the host's agent at once (optional)"},
+		&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms `REGION` of the agents (with --nats-url)"},
+	}, append(natsAuthFlags(), operatorConfigFlags()...)...)
 }
 
 // notifyAgent publishes the service change of host; failures are logged

@@ -17,8 +17,8 @@ func init() {
 			"agent's user) and DIR/HOST.pub (the public key: copy it to the keys_dir of every agent of\n" +
 			"the region). Keys are NATS nkeys user keys. An existing key is never overwritten.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "host", Required: true, Usage: "compute host name of the agent (as Nova knows it)"},
-			&cli.StringFlag{Name: "dir", Required: true, Usage: "directory to write the key pair into"},
+			&cli.StringFlag{Name: "host", Required: true, Usage: "compute `HOST` name of the agent (as Nova knows it)"},
+			&cli.StringFlag{Name: "dir", Required: true, Usage: "`DIR` to write the key pair into"},
 		},
 		Action: func(c *cli.Context) error {
 			s, err := auth.GenerateKey(c.String("dir"), c.String("host"))

@@ -13,7 +13,7 @@ import (
 
 // logLevelFlag is the global flag (dvms --log-level LEVEL COMMAND); a
 // command's own --log-level, where it has one, wins over it.
-var logLevelFlag = &cli.StringFlag{Name: "log-level", Usage: "log level of every command: debug, info, warn or error (a command's own --log-level wins; the agent's overrides [DEFAULT] log_level)"}
+var logLevelFlag = &cli.StringFlag{Name: "log-level", Usage: "log `LEVEL` of every command: debug, info, warn or error (a command's own --log-level wins; the agent's overrides [DEFAULT] log_level)"}
 
 // logLevel is the level the command line asks for: the command's own
 // --log-level if given, else the global one; ok false when neither is.

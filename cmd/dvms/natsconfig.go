@@ -22,14 +22,14 @@ func init() {
 			"[nats] nkey_seed or --nats-nkey. Include the output in nats-server.conf (or run nats-server -c on it)\n" +
 			"and restart NATS when a key is added or removed.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "keys-dir", Required: true, Usage: "the region's keys directory (the agents' keys_dir)"},
-			&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms region"},
-			&cli.StringSliceFlag{Name: "observer", Usage: "public key file (NAME.pub) of an operator's tools (status, controls, drain notice, scheduler-api); repeatable"},
-			&cli.StringSliceFlag{Name: "reader", Usage: "public key file (NAME.pub) of a read-only tool (dvms status, events, plans); repeatable"},
-			&cli.StringSliceFlag{Name: "scheduler-api", Usage: "public key file (NAME.pub) of a dvms scheduler-api (summaries only); repeatable"},
-			&cli.StringFlag{Name: "listen", Usage: "host:port for the server's client listener (optional)"},
-			&cli.StringFlag{Name: "tls-cert", Usage: "the server's TLS certificate (optional; clients then set tls_ca)"},
-			&cli.StringFlag{Name: "tls-key", Usage: "the server's TLS key (with --tls-cert)"},
+			&cli.StringFlag{Name: "keys-dir", Required: true, Usage: "the region's keys `DIR` (the agents' keys_dir)"},
+			&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms `REGION`"},
+			&cli.StringSliceFlag{Name: "observer", Usage: "public key `FILE` (NAME.pub) of an operator's tools (status, controls, drain notice, scheduler-api); repeatable"},
+			&cli.StringSliceFlag{Name: "reader", Usage: "public key `FILE` (NAME.pub) of a read-only tool (dvms status, events, plans); repeatable"},
+			&cli.StringSliceFlag{Name: "scheduler-api", Usage: "public key `FILE` (NAME.pub) of a dvms scheduler-api (summaries only); repeatable"},
+			&cli.StringFlag{Name: "listen", Usage: "`HOST:PORT` for the server's client listener (optional)"},
+			&cli.StringFlag{Name: "tls-cert", Usage: "the server's TLS certificate `FILE` (optional; clients then set tls_ca)"},
+			&cli.StringFlag{Name: "tls-key", Usage: "the server's TLS key `FILE` (with --tls-cert)"},
 		},
 		Action: func(c *cli.Context) error {
 			if (c.String("tls-cert") == "") != (c.String("tls-key") == "") {
@@ -55,9 +55,9 @@ func init() {
 func natsAuthFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "nats-nkey", EnvVars: []string{"DVMS_NATS_NKEY"},
-			Usage: "nkeys seed file to authenticate to NATS with (an observer key of `dvms nats-config`; optional)"},
+			Usage: "nkeys seed `FILE` to authenticate to NATS with (an observer key of dvms nats-config; optional)"},
 		&cli.StringFlag{Name: "nats-ca", EnvVars: []string{"DVMS_NATS_TLS_CA"},
-			Usage: "CA bundle of a NATS server that speaks TLS (optional)"},
+			Usage: "CA bundle `FILE` of a NATS server that speaks TLS (optional)"},
 	}
 }
 

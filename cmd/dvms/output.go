@@ -19,8 +19,8 @@ var formats = output.Formats
 
 func outputFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "output format: table, json, yaml or value"},
-		&cli.StringSliceFlag{Name: "column", Aliases: []string{"c"}, Usage: "show this column (repeat for more); default: all"},
+		&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "output `FORMAT`: table, json, yaml or value"},
+		&cli.StringSliceFlag{Name: "column", Aliases: []string{"c"}, Usage: "show this `COLUMN` (repeat for more); default: all"},
 	}
 }
 

@@ -28,9 +28,9 @@ func init() {
 			"Reads the summaries the agents publish over NATS; needs no OpenStack credentials. Several\n" +
 			"replicas behind one URL are fine.",
 		Flags: append(configFlags(),
-			&cli.StringFlag{Name: "listen", Usage: "HTTP address (overrides [scheduler_api] listen)"},
-			&cli.StringFlag{Name: "nats-url", Usage: "NATS server URL(s) (overrides [nats] url)"},
-			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides [DEFAULT] log_level)"},
+			&cli.StringFlag{Name: "listen", Usage: "HTTP address `HOST:PORT` (overrides [scheduler_api] listen)"},
+			&cli.StringFlag{Name: "nats-url", Usage: "NATS server `URL`(s) (overrides [nats] url)"},
+			&cli.StringFlag{Name: "log-level", Usage: "log `LEVEL`: debug, info, warn or error (overrides [DEFAULT] log_level)"},
 		),
 		Action: runSchedAPI,
 	})

@@ -29,11 +29,11 @@ const statusEvents = 10
 // natsFlags are the flags of the commands that ask the agents over NATS.
 func natsFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "nats-url", EnvVars: []string{"DVMS_NATS_URL"}, Value: "nats://127.0.0.1:4222", Usage: "NATS URL(s) of the agents"},
-		&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"DVMS_NATS_CREDS_FILE"}, Usage: "NATS credentials file (optional)"},
-		&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms region of the agents"},
-		&cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, Usage: "wait at most this long for the agents' answers (less once every member answered)"},
-	}, append(natsAuthFlags(), outputFlags()...)...)
+		&cli.StringFlag{Name: "nats-url", EnvVars: []string{"DVMS_NATS_URL"}, Value: "nats://127.0.0.1:4222", Usage: "NATS `URL`(s) of the agents"},
+		&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"DVMS_NATS_CREDS_FILE"}, Usage: "NATS credentials `FILE` (optional)"},
+		&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms `REGION` of the agents"},
+		&cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, Usage: "wait at most this `DURATION` for the agents' answers (less once every member answered)"},
+	}, append(append(natsAuthFlags(), operatorConfigFlags()...), outputFlags()...)...)
 }
 
 func init() {
@@ -56,8 +56,8 @@ func init() {
 				"backoff: the same plan (same moves, same re-checks) is listed once, the latest\n" +
 				"event's, with how many times it was advised (Advised) and since when.",
 			Flags: append(natsFlags(),
-				&cli.StringFlag{Name: "host", Usage: "only plans of this host's events, or moving servers from or to it"},
-				&cli.StringFlag{Name: "since", Usage: "only plans since: a duration ago (10m) or an RFC 3339 time"},
+				&cli.StringFlag{Name: "host", Usage: "only plans of this `HOST`'s events, or moving servers from or to it"},
+				&cli.StringFlag{Name: "since", Usage: "only plans `SINCE`: a duration ago (10m) or an RFC 3339 time"},
 			),
 			Action: runPlans,
 		},
@@ -67,8 +67,8 @@ func init() {
 			Description: "Joins what every agent of the region keeps of its last events (each agent keeps\n" +
 				"100): raised, partition steps, planned, actions with Nova's request id, outcome.",
 			Flags: append(natsFlags(),
-				&cli.StringFlag{Name: "host", Usage: "only events of this host, or that moved servers from or to it"},
-				&cli.StringFlag{Name: "since", Usage: "only events changed since: a duration ago (10m) or an RFC 3339 time"},
+				&cli.StringFlag{Name: "host", Usage: "only events of this `HOST`, or that moved servers from or to it"},
+				&cli.StringFlag{Name: "since", Usage: "only events changed `SINCE`: a duration ago (10m) or an RFC 3339 time"},
 				&cli.BoolFlag{Name: "steps", Usage: "show each event's partition steps too"},
 				&cli.BoolFlag{Name: "follow", Usage: "then print each step and action as the agents note them, until interrupted (one line each; JSON lines with -f json)"},
 			),

@@ -89,6 +89,10 @@ type Config struct {
 	SchedAPI       extsched.Config
 	SchedAPIHTTP   schedapi.Config
 	SchedAPIListen string
+
+	// Operator is the [operator] section: the operator commands' own
+	// NATS identity (operator.go). The agent does not use it.
+	Operator Operator
 }
 
 // Source says where option values come from. Each overrides the
@@ -119,21 +123,41 @@ var ErrNoCloud = errors.New("no cloud named: set [nova] os_cloud, --os-cloud or 
 // returns it with every problem found, all in one pass: unknown sections
 // and options of the file, bad values, and the rules between options.
 func Load(src Source, host string) (Config, error) {
-	c := Config{Agent: scheduler.DefaultConfig(host), Runtime: node.DefaultConfig(), Coord: node.DefaultCoordConfig(),
+	if src.Env == nil {
+		src.Env = func(string) (string, bool) { return "", false }
+	}
+	c, eff, errs, err := read(src, host, nil)
+	if err != nil {
+		return c, err
+	}
+	if c.OSCloud, err = ResolveCloud(c.OSCloud, src.Env); err != nil {
+		errs = append(errs, err)
+	}
+	c.derive(func(section, name string) bool { _, ok := eff[LookupOption(section, name)]; return ok })
+	errs = append(errs, c.validate())
+	return c, errors.Join(errs...)
+}
+
+// read applies the table's defaults, then src, to a new configuration of
+// host, the values of the options only accepts (all when nil); it
+// returns the options set (and where) and every problem: unknown
+// sections and options, bad values of the options taken. err is a file
+// that could not be read.
+func read(src Source, host string, only func(*Option) bool) (c Config, eff map[*Option]setting, errs []error, err error) {
+	c = Config{Agent: scheduler.DefaultConfig(host), Runtime: node.DefaultConfig(), Coord: node.DefaultCoordConfig(),
 		Summary: node.DefaultSummaryConfig(), SchedAPI: extsched.DefaultConfig(), SchedAPIHTTP: schedapi.DefaultConfig()}
 	if src.Env == nil {
 		src.Env = func(string) (string, bool) { return "", false }
 	}
-	var errs []error
 	for i := range Options { // then a bad value leaves its default
 		if o := &Options[i]; o.set(&c, o.def) != nil {
 			errs = append(errs, fmt.Errorf("[%s] %s: bad default %q in the option table", o.section, o.name, o.def))
 		}
 	}
-	eff := map[*Option]setting{} // the values set, and where
+	eff = map[*Option]setting{} // the values set, and where
 	entries, err := conf.Read(src.File, src.Dir)
 	if err != nil {
-		return c, err
+		return c, eff, nil, err
 	}
 	badSection := map[[2]string]bool{}
 	for _, e := range entries {
@@ -165,7 +189,7 @@ func Load(src Source, host string) (Config, error) {
 	}
 	for i := range Options {
 		o := &Options[i]
-		if v, ok := eff[o]; ok {
+		if v, ok := eff[o]; ok && (only == nil || only(o)) {
 			if err := o.set(&c, v.raw); err != nil {
 				shown := v.raw
 				if o.kind == kindNATSURLs {
@@ -175,12 +199,7 @@ func Load(src Source, host string) (Config, error) {
 			}
 		}
 	}
-	if c.OSCloud, err = ResolveCloud(c.OSCloud, src.Env); err != nil {
-		errs = append(errs, err)
-	}
-	c.derive(func(section, name string) bool { _, ok := eff[LookupOption(section, name)]; return ok })
-	errs = append(errs, c.validate())
-	return c, errors.Join(errs...)
+	return c, eff, errs, nil
 }
 
 // unknownOption names the key, and its section if it is in another one.

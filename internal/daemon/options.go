@@ -49,7 +49,7 @@ type Option struct {
 }
 
 // Sections in the order of the sample.
-var Sections = []string{"DEFAULT", "nova", "nats", "scheduler", "monitor", "consensus", "scheduler_api"}
+var Sections = []string{"DEFAULT", "nova", "nats", "scheduler", "monitor", "consensus", "scheduler_api", "operator"}
 
 var Options = []Option{
 	{section: "DEFAULT", name: "region", kind: kindName, def: "RegionOne", required: true,
@@ -410,6 +410,30 @@ var Options = []Option{
 		help: "Requests of one client address in progress at once (nova-scheduler asks once per boot per worker); " +
 			"more get 429 at once and Nova keeps its order for them. The service takes 256 at most in all.",
 		field: func(c *Config) any { return &c.SchedAPIHTTP.MaxPerClient }},
+
+	{section: "operator", name: "nats_url", kind: kindNATSURLs,
+		help: "The operator commands (dvms status, events, plans, pause, resume, mode, exclude, include, drain): NATS server URL(s) " +
+			"of the agents, comma separated. Empty: [nats] url when set. These commands read /etc/dvms/dvms.conf (--config) for " +
+			"this section; their flags and environment variables (--nats-url, DVMS_NATS_URL) override it.",
+		field: func(c *Config) any { return &c.Operator.NATSURL }},
+	{section: "operator", name: "creds_file", kind: kindPath,
+		help:  "The operator commands: NATS credentials file (--nats-creds), optional.",
+		field: func(c *Config) any { return &c.Operator.CredsFile }},
+	{section: "operator", name: "nkey_seed", kind: kindPath,
+		help: "The operator commands: authenticate to NATS with this nkeys seed file (--nats-nkey): a key of " +
+			"`dvms nats-config --observer` (or --reader for status, events and plans only). Never the agent's own key.",
+		field: func(c *Config) any { return &c.Operator.NkeySeed }},
+	{section: "operator", name: "tls_ca", kind: kindPath,
+		help:  "The operator commands: CA bundle of a NATS server that speaks TLS (--nats-ca). Empty: [nats] tls_ca.",
+		field: func(c *Config) any { return &c.Operator.TLSCA }},
+	{section: "operator", name: "signing_key", kind: kindPath,
+		help: "The operator commands: the operator's private key NAME.key (`dvms keygen`; --key) that signs the run-time " +
+			"commands (pause, resume, mode, exclude, include); its NAME.pub goes in every agent's keys_dir/operators. " +
+			"Keep it readable by the operators only (mode 0600 or 0640).",
+		field: func(c *Config) any { return &c.Operator.SigningKey }},
+	{section: "operator", name: "region", kind: kindName,
+		help:  "The operator commands: the agents' region (--region). Empty: [DEFAULT] region when set, else RegionOne.",
+		field: func(c *Config) any { return &c.Operator.Region }},
 }
 
 // lookupOption returns the row of [section] name, or nil.
@@ -441,3 +465,28 @@ func (o *Option) Flag() string { return o.flag }
 
 // Help is o's help text, as the sample shows it.
 func (o *Option) Help() string { return o.help }
+
+// Placeholder is the word --help shows for the value of o's flag.
+func (o *Option) Placeholder() string {
+	switch o.kind {
+	case kindNATSURLs, kindHTTPURL:
+		return "URL"
+	case kindPath:
+		return "FILE"
+	case kindAddr:
+		return "HOST:PORT"
+	case kindSeconds:
+		return "SECONDS"
+	case kindInt:
+		return "N"
+	case kindFloat:
+		return "X"
+	case kindBool:
+		return "BOOL"
+	}
+	_, last, _ := strings.Cut(o.name, "_")
+	if last == "" {
+		last = o.name
+	}
+	return strings.ToUpper(last)
+}

@@ -494,19 +494,33 @@ func (r *Report) WriteText(w io.Writer) {
 }
 
 // WriteSVG draws overloaded hosts and events in flight over time.
-func (r *Report) WriteSVG(w io.Writer) error {
-	const W, H, L, B, T = 900, 360, 60, 40, 40
+func (r *Report) WriteSVG(w io.Writer) error { return r.WriteChart(w, nil, "") }
+
+// WriteChart is WriteSVG with the oracle's overloaded hosts (oracle: its
+// run of the same cloud, nil for none) and a caption line (the verdict;
+// "" for none) under the title.
+func (r *Report) WriteChart(w io.Writer, oracle *Report, caption string) error {
+	const W, L, B = 900, 60, 40
+	T, H := 40, 360
+	if caption != "" {
+		T, H = 60, 380
+	}
 	pw, ph := float64(W-L-20), float64(H-T-B)
 	maxT, maxY := 1.0, 1
 	for _, s := range r.Series {
 		maxT = math.Max(maxT, s.T)
 		maxY = max(maxY, s.Overloaded, s.InFlight, s.Migrating)
 	}
-	x := func(t float64) float64 { return float64(L) + t/maxT*pw }
+	if oracle != nil {
+		for _, s := range oracle.Series {
+			maxY = max(maxY, s.Overloaded)
+		}
+	}
+	x := func(t float64) float64 { return float64(L) + min(t, maxT)/maxT*pw }
 	y := func(v int) float64 { return float64(T) + ph - float64(v)/float64(maxY)*ph }
-	line := func(get func(Sample) int) string {
+	line := func(series []Sample, get func(Sample) int) string {
 		var b strings.Builder
-		for i, s := range r.Series {
+		for i, s := range series {
 			if i > 0 {
 				b.WriteByte(' ')
 			}
@@ -519,6 +533,9 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">dvms simulate: %d hosts, %d servers, %s, seed %d — overload %.0f host-s, solve p50 %.1f ms</text>`+"\n",
 		L, r.Hosts, r.Servers, xmlEscape(r.Workload), r.Seed, r.OverloadSeconds, r.SolveMS.P50)
+	if caption != "" {
+		fmt.Fprintf(&b, `<text x="%d" y="40" font-size="11">%s</text>`+"\n", L, xmlEscape(caption))
+	}
 	fmt.Fprintf(&b, `<line x1="%d" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", L, float64(T)+ph, float64(L)+pw, float64(T)+ph)
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%.0f" stroke="black"/>`+"\n", L, T, L, float64(T)+ph)
 	for i := 0; i <= 4; i++ {
@@ -528,17 +545,25 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		fmt.Fprintf(&b, `<text x="%.0f" y="%d" text-anchor="middle">%.0fs</text>`+"\n", x(tt), H-B+18, tt)
 	}
 	series := []struct {
-		name, color string
-		get         func(Sample) int
+		name, color, dash string
+		samples           []Sample
+		get               func(Sample) int
 	}{
-		{"overloaded hosts", "#d62728", func(s Sample) int { return s.Overloaded }},
-		{"events in flight", "#1f77b4", func(s Sample) int { return s.InFlight }},
-		{"migrations running", "#2ca02c", func(s Sample) int { return s.Migrating }},
+		{"overloaded hosts", "#d62728", "", r.Series, func(s Sample) int { return s.Overloaded }},
+		{"events in flight", "#1f77b4", "", r.Series, func(s Sample) int { return s.InFlight }},
+		{"migrations running", "#2ca02c", "", r.Series, func(s Sample) int { return s.Migrating }},
+	}
+	if oracle != nil {
+		series = append(series, struct {
+			name, color, dash string
+			samples           []Sample
+			get               func(Sample) int
+		}{"oracle's overloaded hosts", "#7f7f7f", ` stroke-dasharray="4 3"`, oracle.Series, func(s Sample) int { return s.Overloaded }})
 	}
 	for i, s := range series {
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", s.color, line(s.get))
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5"%s points="%s"/>`+"\n", s.color, s.dash, line(s.samples, s.get))
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="3" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
-			L+20+i*170, H-12, s.color, L+36+i*170, H-8, s.name)
+			L+20+i*190, H-12, s.color, L+36+i*190, H-8, s.name)
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())

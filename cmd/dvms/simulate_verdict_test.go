@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The tests never write the chart into the package's directory.
+func init() { defaultChart = filepath.Join(os.TempDir(), "dvms-test-simulate.svg") }
+
+// `dvms simulate` ends with the one-line verdict, writes its chart where
+// it says without --report, and -f json (or the deprecated --json)
+// keeps stdout JSON, the verdict on stderr.
+func TestSimulateVerdictAndChart(t *testing.T) {
+	chart := filepath.Join(t.TempDir(), "chart.svg")
+	prev := defaultChart
+	defaultChart = chart
+	defer func() { defaultChart = prev }()
+	small := []string{"dvms", "simulate", "--hosts", "12", "--servers", "120", "--duration", "20s", "--time-scale", "5", "--seed", "3"}
+	var out, errOut bytes.Buffer
+	code := run(small, &out, &errOut)
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	last := lines[len(lines)-1]
+	if code != 0 || !strings.HasPrefix(last, "verdict: PASS  events solved ") ||
+		!strings.Contains(last, "% of host-time (oracle ") || !strings.HasSuffix(last, "violations 0  lost 0") {
+		t.Fatalf("exit %d, last line %q, want the PASS verdict with the oracle's overload:\n%s%s", code, last, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "  chart       "+chart+"\n") {
+		t.Errorf("the report does not name the chart %s:\n%s", chart, out.String())
+	}
+	svg, err := os.ReadFile(chart)
+	if err != nil {
+		t.Fatalf("no chart at the default path: %v", err)
+	}
+	if err := xml.Unmarshal(svg, new(struct{})); err != nil {
+		t.Errorf("the chart is not XML: %v", err)
+	}
+	for _, want := range []string{"oracle's overloaded hosts", "overloaded hosts", xmlText(last)} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("the chart lacks %q", want)
+		}
+	}
+
+	for _, format := range [][]string{{"-f", "json"}, {"--json"}} {
+		out.Reset()
+		errOut.Reset()
+		args := append(append([]string{}, small...), append(format, "--oracle=false", "--report", "")...)
+		if code := run(args, &out, &errOut); code != 0 {
+			t.Fatalf("%v: exit %d:\n%s", format, code, errOut.String())
+		}
+		var rep struct {
+			Mode   string `json:"mode"`
+			Safety struct {
+				Violations int `json:"violations"`
+			} `json:"safety"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Mode != "dvms" {
+			t.Errorf("%v: stdout is not the JSON report (%v):\n%s", format, err, out.String())
+		}
+		v := strings.TrimSpace(errOut.String())
+		if !strings.HasPrefix(v[strings.LastIndex(v, "\n")+1:], "verdict: PASS") || strings.Contains(v, "oracle") {
+			t.Errorf("%v --oracle=false: stderr %q, want the verdict without the oracle", format, v)
+		}
+	}
+	if code := run(append(append([]string{}, small...), "--json", "-f", "text"), &out, &errOut); code != exitUsage {
+		t.Errorf("--json -f text: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func xmlText(s string) string {
+	var b bytes.Buffer
+	_ = xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
