@@ -8,7 +8,8 @@ import (
 
 // MinSolvedPct is the share of the events that had a solution a run
 // must solve to pass (DESIGN §7 holds dvms to it even with a tenth of
-// its agents adversarial).
+// its agents adversarial), give or take one event: a small run of a
+// dozen events is not failed for one the run's end or the timing cost.
 const MinSolvedPct = 95
 
 // Verdict is a run in one line, for a newcomer: did it keep up, was it
@@ -44,8 +45,8 @@ func Judge(r, oracle *Report) Verdict {
 	if v.Lost > 0 {
 		v.Why = append(v.Why, fmt.Sprintf("%d servers lost", v.Lost))
 	}
-	if v.SolvedPct < MinSolvedPct {
-		v.Why = append(v.Why, fmt.Sprintf("%.1f %% of the events with a solution solved, under %d %%", v.SolvedPct, MinSolvedPct))
+	if missed := r.Events.WithSolution - float64(r.Events.Solved); v.SolvedPct < MinSolvedPct && missed > (100-MinSolvedPct)/100.0*r.Events.WithSolution+1 {
+		v.Why = append(v.Why, fmt.Sprintf("%.1f %% of the events with a solution solved, under %d %% by more than one event", v.SolvedPct, MinSolvedPct))
 	}
 	switch {
 	case !r.Valid:
