@@ -96,7 +96,7 @@ func runBench(c *cli.Context) error {
 			return err
 		}
 	}
-	if c.Bool("json") {
+	if format, _ := simFormat(c); format == "json" { // checked by simConfig
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rows); err != nil {

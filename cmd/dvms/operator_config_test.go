@@ -152,10 +152,12 @@ func TestOperatorConfigErrors(t *testing.T) {
 		{"mode", "sometimes"},
 		{"simulate", "-f", "xml"},
 		{"simulate", "--hosts", "many"},
+		{"simulate", "--kill-agents", "some"},
+		{"bench", "-f", "xml"},
 	} {
 		// The flags given last win over noNATS's.
 		line := append(append([]string{args[0]}, noNATS...), args[1:]...)
-		if args[0] == "simulate" {
+		if args[0] == "simulate" || args[0] == "bench" {
 			line = args
 		}
 		if code, out := dvms(line...); code != exitUsage {
