@@ -19,8 +19,9 @@ func init() {
 			"keys_dir), by role: --reader runs dvms status/events/plans; --scheduler-api reads the hosts' summaries;\n" +
 			"--observer (an operator's tools) may do both, send dvms drain's notice and the run-time controls.\n" +
 			"A tool reads only the request inboxes of its own key. Agents then set [nats] nkey_auth = true; tools\n" +
-			"[nats] nkey_seed or --nats-nkey. Include the output in nats-server.conf (or run nats-server -c on it)\n" +
-			"and restart NATS when a key is added or removed.",
+			"[operator] nkey_seed (dvms status, the controls), [nats] nkey_seed (scheduler-api) or --nats-nkey.\n" +
+			"Include the output in nats-server.conf (or run nats-server -c on it) and restart NATS when a key is\n" +
+			"added or removed.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "keys-dir", Required: true, Usage: "the region's keys `DIR` (the agents' keys_dir)"},
 			&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms `REGION`"},
