@@ -73,9 +73,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	onUsage := func(_ *cli.Context, err error, _ bool) error { return usageError(err) }
 	for _, c := range commands {
 		c.OnUsageError = onUsage
-		if readsOperatorConfig(c) && c.Before == nil {
-			c.Before = applyOperatorConfig
-		}
+		withOperatorConfig(c)
 	}
 	return &cli.App{
 		Name:         "dvms",

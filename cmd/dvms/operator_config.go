@@ -34,14 +34,17 @@ func operatorConfigFlags() []cli.Flag {
 		Usage: "`DIR` of drop-in *.conf files read after --config in lexical order, each overriding the ones before"}}
 }
 
-// readsOperatorConfig says whether cmd has the operator's --config.
-func readsOperatorConfig(cmd *cli.Command) bool {
+// withOperatorConfig makes cmd and its subcommands that have the
+// operator's --config read it before they run.
+func withOperatorConfig(cmd *cli.Command) {
 	for _, f := range cmd.Flags {
-		if operatorConfigFlag[f] {
-			return true
+		if operatorConfigFlag[f] && cmd.Before == nil {
+			cmd.Before = applyOperatorConfig
 		}
 	}
-	return false
+	for _, sub := range cmd.Subcommands {
+		withOperatorConfig(sub)
+	}
 }
 
 // operatorFlags are the flags [operator] gives defaults to, by option.
