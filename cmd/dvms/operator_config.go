@@ -28,7 +28,7 @@ var operatorConfigFlag = map[cli.Flag]bool{}
 // operatorConfigFlags are --config and --config-dir of an operator command.
 func operatorConfigFlags() []cli.Flag {
 	f := &cli.StringFlag{Name: "config", EnvVars: []string{"DVMS_CONFIG"}, Value: defaultConfigFile,
-		Usage: "INI configuration `FILE` whose [operator] section gives the defaults of the NATS flags (a missing default file is skipped)"}
+		Usage: "INI configuration `FILE`: its [operator] section gives these flags' defaults (a missing default file is skipped)"}
 	operatorConfigFlag[f] = true
 	return []cli.Flag{f, &cli.StringFlag{Name: "config-dir", EnvVars: []string{"DVMS_CONFIG_DIR"},
 		Usage: "`DIR` of drop-in *.conf files read after --config in lexical order, each overriding the ones before"}}
