@@ -3,46 +3,52 @@ package scheduler
 // The agent's states (DESIGN §5): what role the agent plays in a
 // partition, and the one step function per role that handles its input.
 //
-// An agent is in one of three roles. Its role follows from its partition
-// (Agent.part) and nothing else; setPart is the one place it changes.
+// An agent is in one of three roles, which follows from its partition
+// (Agent.part) and nothing else; setPart is the one place it changes:
 //
-//	                 event raised (maybeStart) / request taken (join)
-//	   +--------+  ---------------------------------------------------->  +--------+
-//	   |  idle  |                                                         | leader |
-//	   +--------+  <----------------------------------------------------  +--------+
-//	     ^    |      partition ends (end: dissolved, removed, fork,          |  ^
-//	     |    |      absorbed-lost)                                          |  |
-//	     |    | (never: an idle agent joins                a node that joined|  | (a merge
-//	     |    |  only as leader)                       leads now (onUpdate), |  |  absorbing
-//	     |    v                                      or it was absorbed      |  |  this one never
-//	     |  +--------+  <--------------------------------------------------- +  |  makes it lead)
-//	     +- | member |
-//	        +--------+
-//	  partition ends (dissolved, removed, timed out)
+//	               event raised (maybeStart),
+//	               request taken (growIdle: join)
+//	   +------+  ----------------------------->  +--------+
+//	   | idle |                                  | leader |
+//	   +------+  <-----------------------------  +--------+
+//	      ^       partition ended (end)              |
+//	      |                                          | a node that joined leads now
+//	      |                                          | (onUpdate), or absorbed into
+//	      |  partition ended (end: dissolved,        | another partition (onAbsorbed)
+//	      |  removed, timed out)                     v
+//	      +----------------------------------  +--------+  absorbed: a member
+//	                                           | member | <---+ of the absorbing
+//	                                           +--------+ ----+ partition
 //
-// A leader's work on its partition goes through sub-states (phase):
+// An idle agent never becomes a member directly (it joins a partition
+// as its leader), nor does a member become its partition's leader.
 //
-//	   maybeStart / tour goes on        request comes back (tourDone):
-//	   +------------------------+       Blocked, tour again / last look
-//	   v                        |
-//	waiting ---- a node joins --+--> (that node leads; this one is a member)
-//	   |   \                    |
-//	   |    merging (a flag of waiting, Blocked: the arbiter decides;
-//	   |    committed: collecting; refused: the tour that came back ends)
-//	   |
-//	   | join / merge committed / re-plan / last look / relief given up
-//	   v
-//	collecting --- every snapshot in ---> solving --- plan ---> executing
-//	   ^  (members that send none are removed)   |                  |
-//	   |                                         | no plan: waiting |  PlanDone: dissolved
-//	   +-------- member removed while solving ---+                  |  PlanSkipped: collecting
-//	                                                                 v  (a re-plan)
+// A leader's work goes through phases (leading.phase):
 //
-// Step, Tick, and the leader's results (SolveDone, PlanDone, PlanSkipped,
-// ArbiterDone) are the only entry points; each dispatches on the role
-// here. A leader's own state (leading) exists only while it leads: a
-// field of it is read through Agent.lead, which is nil in the other
-// roles, so "which flags are valid when" is answered by the type.
+//	 raised --> waiting <-----------------------------------------+
+//	              |  its request is out (forward); merging: a      |
+//	              |  merge is before the arbiter (merge.go)        |
+//	              |                                                |
+//	              |  came back: tour done (Blocked, tours again ---+
+//	              |  or takes a last look), relief given up,       |
+//	              |  merge committed                               |
+//	 joined -->   v                                                |
+//	          collecting --- every snapshot in ---> solving -------+
+//	              ^                                  |    no plan, or a plan
+//	              +------- member removed -----------+    that only fits while
+//	              |                                  |    relief may grow (relief.go)
+//	              |                                  | plan
+//	              +------- re-plan (PlanSkipped) -- executing
+//
+// From any phase the partition may end (dissolve: idle). A node that
+// its request reaches joins and takes the lead (member).
+//
+// Step and Tick dispatch on the role here (stepIdle, stepMember,
+// stepLeader; tickLeader); the leader's results (SolveDone, PlanDone,
+// PlanSkipped, ArbiterDone) are for a leader only. A leader's own state
+// (leading) exists only while it leads: its fields are read through
+// Agent.lead, nil in the other roles, so which flags are valid when is
+// answered by the type (states_test.go walks the protocol to check it).
 
 import "time"
 
