@@ -48,6 +48,23 @@ func (a *Agent) growAdmissible(m Message) bool {
 	return true
 }
 
+// growOwn makes the checks of a member and a leader: it reports whether
+// m is its own partition's request, at its version or newer; another
+// partition's it passes on, an older one it drops.
+func (a *Agent) growOwn(m Message) bool {
+	switch {
+	case !a.growAdmissible(m):
+		return false
+	case a.part.ID != m.Part.ID:
+		a.passOn(m)
+		return false
+	case m.Part.Version < a.part.Version:
+		a.drop(m, "stale version")
+		return false
+	}
+	return true
+}
+
 // growIdle: a free agent joins the request's partition and leads it,
 // unless its host drains, it stops or it is excluded: then it passes the
 // request on.
@@ -65,18 +82,10 @@ func (a *Agent) growIdle(m Message) {
 // growMember: a member passes on another partition's request; its own
 // partition's request reached it through another partition.
 func (a *Agent) growMember(m Message) {
-	if !a.growAdmissible(m) {
+	if !a.growOwn(m) {
 		return
 	}
 	p, mine := m.Part, a.part
-	if mine.ID != p.ID {
-		a.passOn(m)
-		return
-	}
-	if p.Version < mine.Version {
-		a.drop(m, "stale version")
-		return
-	}
 	// The tour is complete only once it passes the leader (where it
 	// started); before that it goes on past this partition, else a
 	// merged partition, whose members are spread over the ring, would
@@ -96,18 +105,10 @@ func (a *Agent) growMember(m Message) {
 // request came back home (a tour), or a fork's leader learns the
 // partition went on.
 func (a *Agent) growLeader(m Message) {
-	if !a.growAdmissible(m) {
+	if !a.growOwn(m) {
 		return
 	}
 	p, mine, l := m.Part, a.part, a.lead
-	if mine.ID != p.ID {
-		a.passOn(m)
-		return
-	}
-	if p.Version < mine.Version {
-		a.drop(m, "stale version")
-		return
-	}
 	if p.Leader != a.cfg.ID {
 		// Not this leader's request: the partition is led elsewhere too.
 		// A request from before a merge (which skips a version for this)
