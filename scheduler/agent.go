@@ -7,7 +7,9 @@ import (
 )
 
 // Agent is the DVMS state machine of one host. It is not safe for
-// concurrent use: one goroutine owns it (scheduler/node).
+// concurrent use: one goroutine owns it (scheduler/node). Its roles
+// (idle, member, leader), a leader's phases and the step function of
+// each are in states.go; what only a leader holds is in leading.
 type Agent struct {
 	cfg  Config
 	ring []string // live members, sorted
