@@ -6,18 +6,10 @@ import (
 	"time"
 )
 
-type phase uint8
-
-const (
-	phNone       phase = iota
-	phWaiting          // request in flight, waiting for a node
-	phCollecting       // gathering snapshots
-	phSolving          // solver running
-	phExecuting        // plan running
-)
-
 // Agent is the DVMS state machine of one host. It is not safe for
-// concurrent use: one goroutine owns it (scheduler/node).
+// concurrent use: one goroutine owns it (scheduler/node). Its roles
+// (idle, member, leader), a leader's phases and the step function of
+// each are in states.go; what only a leader holds is in leading.
 type Agent struct {
 	cfg  Config
 	ring []string // live members, sorted
@@ -29,38 +21,17 @@ type Agent struct {
 	now    time.Time
 	seq    uint64
 
+	// part is the agent's partition (nil: free); it decides the agent's
+	// role (states.go), which only setPart changes.
 	part *Partition
+	// lead is the leader's own state, nil unless the agent leads part.
+	lead *leading
 	// fromLeader (a member) is when its leader last spoke: heartbeat,
-	// update or absorption. progress (the leader) is when its partition
-	// last moved on: the request sent, snapshots asked for.
+	// update or absorption.
 	fromLeader time.Time
-	progress   time.Time
-
-	// leader state
-	phase     phase
-	snaps     map[string]Host
-	snapSince time.Time
-	snapAsked bool // the missing snapshots were asked for again
-	merging   bool
-	// back: the leader's own request came back while a merge was pending
-	// (backMet: it met another Blocked partition); the tour is finished
-	// once the merge is refused (tourDone).
-	back, backMet bool
-	// offered: a Blocked partition that may absorb this one met it since
-	// its last tour (a merge may still commit): the tour counts as met.
-	offered bool
-	// lastLook: the partition's tours are over and it solves once more
-	// on fresh snapshots before giving up (tourDone); no solution then
-	// ends it Unsolvable (SolveDone).
-	lastLook bool
-	// reliefDeferred (leader): the partition passed over a solution that
-	// only fits to grow for destinations with relief headroom
-	// (Config.ReliefHeadroom); noRelief: its request came back without a
-	// node, so it solves for any destination that fits.
-	reliefDeferred, noRelief bool
-	solved                   []string // events the plan being executed solves
-	// planRan (any member): a plan ran on the partition (it was seen
-	// Finishing); its members' samples are stale when it ends.
+	// planRan (any member, the leader too): a plan ran on the partition
+	// (it was seen Finishing); its members' samples are stale when it
+	// ends.
 	planRan bool
 
 	// own host
@@ -191,8 +162,6 @@ func (a *Agent) MemberUp(id string) {
 // Members returns the ring.
 func (a *Agent) Members() []string { return slices.Clone(a.ring) }
 
-func (a *Agent) leader() bool { return a.part != nil && a.part.Leader == a.cfg.ID }
-
 func (a *Agent) send(to string, m Message) {
 	m.From = a.cfg.ID
 	a.rd.Messages = append(a.rd.Messages, Envelope{To: to, Msg: m})
@@ -216,75 +185,6 @@ func (a *Agent) broadcast(m Message) {
 
 func (a *Agent) update() Message {
 	return Message{Type: MsgUpdate, PartID: a.part.ID, Version: a.part.Version, Part: a.part.clone()}
-}
-
-// Tick advances time: timeouts, heartbeats and retries.
-func (a *Agent) Tick(now time.Time) {
-	a.now = now
-	for id, e := range a.ended {
-		if now.Sub(e.at) > 4*a.cfg.PartitionTimeout {
-			delete(a.ended, id)
-		}
-	}
-	for id, t := range a.absorbed {
-		if now.Sub(t) > absorbedMemory*a.cfg.Lease {
-			delete(a.absorbed, id)
-		}
-	}
-	if p := a.part; p != nil {
-		if a.leader() {
-			a.broadcast(Message{Type: MsgHeartbeat, PartID: p.ID, Version: p.Version})
-			switch {
-			case a.phase == phCollecting && now.Sub(a.snapSince) > a.cfg.SnapshotTimeout:
-				a.snapshotTimeout()
-			case a.phase == phCollecting && !a.snapAsked && now.Sub(a.snapSince) > a.cfg.SnapshotTimeout/2:
-				a.askMissing()
-			case a.phase == phWaiting && !a.merging && now.Sub(a.progress) > a.requestTimeout() && a.reliefDeferred:
-				// Lost while growing for relief headroom: what fits will
-				// do. A new version makes the request stale, should it
-				// still find a node.
-				a.part.Version++
-				a.reliefDone()
-			case a.phase == phWaiting && !a.merging && now.Sub(a.progress) > a.requestTimeout():
-				a.dissolve(Aborted, EndRequestLost, "request lost: no progress")
-			}
-		} else if now.Sub(a.fromLeader) > a.memberTimeout() {
-			a.dissolve(Aborted, EndTimeout, "partition timeout: no word from leader "+p.Leader)
-		}
-	}
-	a.maybeStart()
-}
-
-// Step handles one message.
-func (a *Agent) Step(m Message) {
-	if why := a.admissible(m); why != "" {
-		a.drop(m, why)
-		return
-	}
-	switch m.Type {
-	case MsgGrow:
-		a.onGrow(m)
-	case MsgUpdate:
-		a.onUpdate(m)
-	case MsgHeartbeat:
-		if a.part != nil && a.part.ID == m.PartID && m.From == a.part.Leader && m.Version >= a.part.Version {
-			a.fromLeader = a.now
-		} else if a.part == nil || a.part.ID != m.PartID {
-			a.send(m.From, Message{Type: MsgNack, PartID: m.PartID, Version: m.Version, Reason: "not a member"})
-		}
-	case MsgSnapshot:
-		a.onSnapshot(m)
-	case MsgDissolve:
-		a.onDissolve(m)
-	case MsgMergeOffer:
-		a.onMergeOffer(m)
-	case MsgAbsorbed:
-		a.onAbsorbed(m)
-	case MsgNack:
-		if a.leader() && a.part.ID == m.PartID && a.part.has(m.From) {
-			a.removeMember(m.From, m.Reason)
-		}
-	}
 }
 
 func (a *Agent) drop(m Message, reason string) {

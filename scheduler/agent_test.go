@@ -488,7 +488,7 @@ func TestMetRequestToursAgain(t *testing.T) {
 func noSolutionOnLastLook(t *testing.T, a *Agent) {
 	t.Helper()
 	p := a.Partition()
-	if p == nil || a.phase != phSolving {
+	if p == nil || a.lead == nil || a.lead.phase != phSolving {
 		t.Fatalf("tours over: no last look (partition %+v)", p)
 	}
 	a.SolveDone(p.ID, p.Version, Solution{Reason: "none"}, Plan{}, nil)
@@ -705,7 +705,7 @@ func TestAbsorbedPartitionNeverJoinedAgain(t *testing.T) {
 	h3 := newAgent(t, "h3")
 	h3.Observe(t0, hostWith("h3", 1))
 	old := &Partition{ID: "p-old", Version: 4, Initiator: "h4", Leader: "h3", Nodes: []string{"h4", "h3"}, State: Blocked, Tours: 1}
-	h3.part = old.clone()
+	h3.setPart(old.clone())
 	into := &Partition{ID: "p-new", Version: 7, Initiator: "h1", Leader: "h1", Nodes: []string{"h1", "h4", "h3"}, State: Growing}
 	h3.Step(Message{Type: MsgAbsorbed, From: "h1", PartID: into.ID, Version: into.Version, Part: into.clone(), Other: old.clone()})
 	h3.Step(Message{Type: MsgDissolve, From: "h1", PartID: into.ID, Version: into.Version, Outcome: Solved})
@@ -726,8 +726,9 @@ func TestAbsorbedPartitionNeverJoinedAgain(t *testing.T) {
 func TestRemovedMemberFreedAtOnce(t *testing.T) {
 	h2, h3 := newAgent(t, "h2"), newAgent(t, "h3")
 	p := &Partition{ID: "p-z", Version: 3, Initiator: "h1", Leader: "h2", Nodes: []string{"h1", "h2", "h3"}, State: Growing}
-	h2.part, h3.part = p.clone(), p.clone()
-	h2.phase = phWaiting
+	h2.setPart(p.clone())
+	h3.part = p.clone()
+	h2.lead.phase = phWaiting
 	h2.Step(Message{Type: MsgNack, From: "h3", PartID: p.ID, Version: p.Version, Reason: "conflicting leader"})
 	rd := h2.Ready()
 	if len(records(rd, RecMemberRemoved)) != 1 {
@@ -798,7 +799,7 @@ func TestForkGivesWayToRealRequest(t *testing.T) {
 	// h1 merged meanwhile: it is at version 4 and nacks the fork's update.
 	h1 := newAgent(t, "h1")
 	real := &Partition{ID: "p-m", Version: 4, Initiator: "h1", Leader: "h1", Nodes: []string{"h1", "h5"}, State: Growing, Events: []Event{ev, {ID: "e5", Kind: Overload, Host: "h5"}}}
-	h1.part = real.clone()
+	h1.setPart(real.clone())
 	h1.Step(fork.Msg)
 	if nack := only(t, h1.Ready(), MsgNack); nack.To != "h3" {
 		t.Fatalf("nack to %s, want the fork's leader h3", nack.To)

@@ -10,8 +10,9 @@ import (
 
 // collect starts gathering snapshots (leader).
 func (a *Agent) collect() {
-	a.phase, a.snapSince, a.progress, a.snapAsked = phCollecting, a.now, a.now, false
-	a.snaps = map[string]Host{a.cfg.ID: a.snapshot()}
+	l := a.lead
+	l.phase, l.snapSince, l.progress, l.snapAsked = phCollecting, a.now, a.now, false
+	l.snaps = map[string]Host{a.cfg.ID: a.snapshot()}
 	a.maybeSolve()
 }
 
@@ -23,32 +24,32 @@ func (a *Agent) snapshot() Host {
 	return a.host
 }
 
+// onSnapshot (leader): a member's snapshot for the version collected.
 func (a *Agent) onSnapshot(m Message) {
-	if !a.leader() || a.phase != phCollecting || m.PartID != a.part.ID || m.Version != a.part.Version || !a.part.has(m.From) {
+	l := a.lead
+	if l.phase != phCollecting || m.PartID != a.part.ID || m.Version != a.part.Version || !a.part.has(m.From) {
 		return
 	}
-	a.snaps[m.From] = *m.Host
+	l.snaps[m.From] = *m.Host
 	a.maybeSolve()
 }
 
 func (a *Agent) maybeSolve() {
+	l := a.lead
 	for _, n := range a.part.Nodes {
-		if _, ok := a.snaps[n]; !ok {
+		if _, ok := l.snaps[n]; !ok {
 			return
 		}
 	}
 	hosts := make([]Host, 0, len(a.part.Nodes))
 	for _, n := range a.part.Nodes {
-		hosts = append(hosts, a.snaps[n])
+		hosts = append(hosts, l.snaps[n])
 	}
 	if len(a.part.Moved) > 0 {
 		hosts = applyDone(hosts, a.part.Moved)
 	}
-	a.phase = phSolving
-	relief := 0.0
-	if a.mayGrowForRelief() {
-		relief = a.cfg.ReliefHeadroom // growing may still find a host with room
-	}
+	l.phase = phSolving
+	relief := a.reliefHeadroom()
 	a.rd.Solve = append(a.rd.Solve, SolveRequest{
 		PartID: a.part.ID, Version: a.part.Version, Limits: a.cfg.Limits, Timeout: a.cfg.SolveTimeout,
 		// Preemption is the last resort: only once the partition cannot
@@ -57,51 +58,6 @@ func (a *Agent) maybeSolve() {
 		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds, Headroom: a.cfg.ConsolidationHeadroom, ReliefHeadroom: relief,
 			Preempt: a.cfg.Preempt && (a.part.State == Blocked || a.part.Replans > 0 && a.part.Tours > 0 || len(a.part.Nodes) >= len(a.ring))},
 	})
-}
-
-// reliefFirstFit: a partition grows for relief headroom only when a
-// solution that fits came within its first reliefFirstFit hosts. Later,
-// the hosts around are tight (a saturated cloud): growing for headroom
-// there holds hosts other partitions need, and finds none.
-const reliefFirstFit = 3
-
-// firstFitNear reports whether a first fit at fitAt hosts (0: none yet,
-// which is near too) still lets the partition grow for relief headroom.
-func firstFitNear(fitAt int) bool { return fitAt <= reliefFirstFit }
-
-// mayGrowForRelief reports whether the leader's partition asks for relief
-// headroom: one event (not a merge), growing, before any tour or re-plan,
-// smaller than ReliefPartition and than the ring, a first fit, if any,
-// within reliefFirstFit hosts, and every member in one availability zone.
-func (a *Agent) mayGrowForRelief() bool {
-	p := a.part
-	return a.cfg.ReliefHeadroom > 0 && !a.noRelief && len(p.Events) == 1 && p.State == Growing && p.Tours == 0 && p.Replans == 0 &&
-		len(p.Nodes) < a.cfg.ReliefPartition && len(p.Nodes) < len(a.ring) && firstFitNear(p.FitAt) &&
-		a.oneZone()
-}
-
-// oneZone reports whether every member's snapshot gives the same
-// availability zone (Host.Zone; "" counts as one). Growth for relief
-// headroom stays inside a zone: in a multi-site region a zone is a site,
-// and a partition that has reached past its site (nearest first with
-// vivaldi, any order with the ring) would otherwise take a roomy host
-// across the WAN where one in its site only fits. Once a member is from
-// another zone the partition takes what fits, and the solver still
-// prefers destinations in the source's zone (Solution.CrossZone).
-func (a *Agent) oneZone() bool {
-	zone, first := "", true
-	for _, n := range a.part.Nodes {
-		h, ok := a.snaps[n]
-		if !ok {
-			continue
-		}
-		if first {
-			zone, first = h.Zone, false
-		} else if h.Zone != zone {
-			return false
-		}
-	}
-	return true
 }
 
 // releaseUnused drops from the partition, as its plan starts, the members
@@ -139,7 +95,7 @@ func (a *Agent) releaseUnused(plan Plan) []string {
 // the snapshot) does not remove a member, nor end the event when that
 // member is its initiator.
 func (a *Agent) askMissing() {
-	a.snapAsked = true
+	a.lead.snapAsked = true
 	up := a.update()
 	for _, n := range a.missingSnaps() {
 		a.send(n, up)
@@ -150,7 +106,7 @@ func (a *Agent) askMissing() {
 func (a *Agent) missingSnaps() []string {
 	var missing []string
 	for _, n := range a.part.Nodes {
-		if _, ok := a.snaps[n]; !ok {
+		if _, ok := a.lead.snaps[n]; !ok {
 			missing = append(missing, n)
 		}
 	}
@@ -169,7 +125,8 @@ func (a *Agent) snapshotTimeout() {
 // SolveDone reports the solver's result for a SolveRequest; plan is the
 // ordered plan (BuildPlan) when sol.OK, planErr why none could be built.
 func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan, planErr error) {
-	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phSolving {
+	l := a.lead
+	if l == nil || a.part.ID != partID || a.part.Version != version || l.phase != phSolving {
 		return
 	}
 	p := a.part
@@ -181,18 +138,8 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 			ev = e
 		}
 	}
-	if sol.OK && sol.ReliefUnmet && planErr == nil {
-		// Destinations only fit: grow for one with room
-		// (Config.ReliefHeadroom), unless the first fit took more than
-		// reliefFirstFit hosts; then this solution will do.
-		if p.FitAt == 0 {
-			p.FitAt = len(p.Nodes)
-		}
-		if firstFitNear(p.FitAt) {
-			a.reliefDeferred = true
-			a.forward()
-			return
-		}
+	if a.growForRelief(sol, planErr) {
+		return // passed over: a solution that only fits
 	}
 	switch {
 	case sol.OK && planErr == nil && plan.Len() == 0 && p.Replans > 0 && len(p.Moved) == 0:
@@ -201,7 +148,7 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
 		a.dissolve(Aborted, EndVanished, fmt.Sprintf("nothing to do on fresh snapshots after %d re-plan(s), %s", p.Replans, Vanished))
 	case sol.OK && planErr == nil && plan.Len() == 0:
-		a.solved = sol.Solved
+		l.solved = sol.Solved
 		a.record(Record{Kind: RecPlanned, Event: ev, Reason: sol.Reason})
 		reason := "nothing to do"
 		if p.Replans > 0 {
@@ -209,11 +156,11 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		}
 		a.dissolve(Solved, EndNothingToDo, reason)
 	case sol.OK && planErr == nil:
-		a.solved = sol.Solved
+		l.solved = sol.Solved
 		released := a.releaseUnused(plan)
 		p.State = Finishing
 		p.Version++
-		a.phase, a.planRan = phExecuting, true
+		l.phase, a.planRan = phExecuting, true
 		up := a.update()
 		a.broadcast(up)
 		for _, n := range released {
@@ -227,7 +174,7 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 			reason = planErr.Error()
 		}
 		a.record(Record{Kind: RecNoSolution, Event: p.Events[0], Reason: reason})
-		if a.lastLook {
+		if l.lastLook {
 			a.dissolve(Unsolvable, EndNoSolution, fmt.Sprintf("no solution after %d full tours and a last look", p.Tours))
 			return
 		}

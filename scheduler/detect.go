@@ -153,10 +153,10 @@ func (a *Agent) maybeStart() {
 	a.seq++
 	ev := Event{ID: fmt.Sprintf("ev-%s-%s-%d", a.cfg.ID, a.cfg.Incarnation, a.seq), Kind: k, Host: a.cfg.ID, Detected: a.now}
 	a.active = &ev
-	a.part = &Partition{
+	a.setPart(&Partition{ // a leader now, from a fresh leading
 		ID: "p-" + ev.ID, Version: 1, Initiator: a.cfg.ID, Leader: a.cfg.ID,
 		Nodes: []string{a.cfg.ID}, State: Growing, Events: []Event{ev},
-	}
+	})
 	a.record(Record{Kind: RecEventRaised, Event: ev})
 	a.forward()
 }

@@ -21,7 +21,7 @@ const Vanished = "nothing moved: the event no longer holds"
 // (the world changed: the event is raised again if it still holds).
 // c sorts reason (EndClass).
 func (a *Agent) PlanDone(partID string, version uint64, o Outcome, c EndClass, reason string) {
-	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phExecuting {
+	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.lead.phase != phExecuting {
 		return
 	}
 	if o == Solved && a.part.Replans > 0 {
@@ -46,7 +46,7 @@ func (a *Agent) onDissolve(m Message) {
 		a.drop(m, "dissolution from a fork while the plan runs")
 		return
 	}
-	if a.leader() && a.phase == phExecuting {
+	if a.leader() && a.lead.phase == phExecuting {
 		// A member gave up on us, but our plan is running: the partition
 		// lives until the executor reports, so its outcome is recorded.
 		// The executor's re-checks protect hosts that left.
@@ -60,8 +60,8 @@ func (a *Agent) onDissolve(m Message) {
 func (a *Agent) dissolve(o Outcome, c EndClass, reason string) {
 	p := a.part
 	var solved []string
-	if o == Solved {
-		solved = a.solved
+	if o == Solved && a.leader() { // only a leader's plan solves
+		solved = a.lead.solved
 	}
 	a.broadcast(Message{Type: MsgDissolve, PartID: p.ID, Version: p.Version, Outcome: o, Reason: reason, Class: c, Solved: solved})
 	if a.leader() && (p.State == Blocked || p.Tours > 0) {
@@ -80,9 +80,7 @@ func (a *Agent) end(o Outcome, c EndClass, reason string, solved []string) {
 	if p.State == Finishing || a.planRan {
 		a.stale = true // the plan may have moved servers of this host
 	}
-	a.part, a.phase, a.merging, a.snaps, a.solved = nil, phNone, false, nil, nil
-	a.back, a.backMet, a.offered, a.lastLook = false, false, false, false
-	a.reliefDeferred, a.noRelief = false, false
+	a.setPart(nil) // idle: a leader's leading goes with it
 	a.planRan = false
 	if a.active == nil {
 		return
@@ -128,7 +126,7 @@ func (a *Agent) Retire(now time.Time) (busy bool) {
 	switch {
 	case a.part == nil:
 		return false
-	case !a.leader() || a.phase == phExecuting:
+	case !a.leader() || a.lead.phase == phExecuting:
 		return true
 	}
 	a.dissolve(Aborted, EndStopping, "leader "+a.cfg.ID+" is stopping")

@@ -59,13 +59,13 @@ func (a *Agent) onUpdate(m Message) {
 	case !p.has(a.cfg.ID):
 		a.leave() // removed by the leader
 	default:
-		if a.leader() && p.Leader != a.cfg.ID {
-			a.phase = phNone // leadership moved on
-		}
 		if mine.State == Finishing || p.State == Finishing {
 			a.planRan = true // a re-plan makes it Growing again (PlanSkipped)
 		}
-		a.part, a.fromLeader = p.clone(), a.now
+		// A leader whose partition a node that joined leads now is a
+		// member from here (setPart drops its leading).
+		a.setPart(p.clone())
+		a.fromLeader = a.now
 		// Growing: the new leader collects. Blocked: a leader with
 		// preemption on collects again (tourDone); otherwise the snapshot
 		// is ignored, one message per member per blocking.
@@ -107,10 +107,10 @@ func (a *Agent) removeMember(id, why string) {
 	// of staying bound until PartitionTimeout.
 	a.send(id, a.update())
 	a.record(Record{Kind: RecMemberRemoved, Reason: "member " + id + " removed: " + why})
-	if a.phase == phCollecting {
-		a.snapSince = a.now
+	if l := a.lead; l.phase == phCollecting {
+		l.snapSince = a.now
 		a.maybeSolve()
-	} else if a.phase == phSolving {
+	} else if l.phase == phSolving {
 		a.collect() // the pending solution is for the old version
 	}
 }

@@ -16,21 +16,22 @@ func MayAbsorb(into, absorbed string) bool { return absorbed > into }
 // tombstone, which lives one lease after the last registration.
 const absorbedMemory = 10
 
+// onMergeOffer (leader): another Blocked partition met this one.
 func (a *Agent) onMergeOffer(m Message) {
-	p, o := a.part, m.Other
-	if !a.leader() || p.ID != m.PartID || p.State != Blocked || a.phase != phWaiting {
+	p, o, l := a.part, m.Other, a.lead
+	if p.ID != m.PartID || p.State != Blocked || l.phase != phWaiting {
 		return
 	}
-	if a.merging && MayAbsorb(p.Initiator, o.Initiator) {
+	if l.merging && MayAbsorb(p.Initiator, o.Initiator) {
 		return // one merge at a time
 	}
 	if !MayAbsorb(p.Initiator, o.Initiator) {
 		// The other partition may absorb this one: this partition was
 		// met, and its tour counts as such (tourDone).
-		a.offered = true
+		l.offered = true
 		return
 	}
-	a.merging = true
+	l.merging = true
 	a.record(Record{Kind: RecMergeProposed, Reason: "absorb " + o.ID})
 	a.rd.Arbiter = append(a.rd.Arbiter, ArbiterRequest{Op: ArbMerge, Part: *p.clone(), Absorb: o.clone()})
 }
@@ -39,7 +40,7 @@ func (a *Agent) onMergeOffer(m Message) {
 func (a *Agent) ArbiterDone(req ArbiterRequest, res ArbiterResult) {
 	switch req.Op {
 	case ArbMerge:
-		if !a.leader() || a.part.ID != req.Part.ID || !a.merging {
+		if !a.leader() || a.part.ID != req.Part.ID || !a.lead.merging {
 			return
 		}
 		switch {
@@ -56,7 +57,7 @@ func (a *Agent) ArbiterDone(req ArbiterRequest, res ArbiterResult) {
 			a.mergeRefused(why)
 		}
 	case ArbRead:
-		if !a.leader() || a.part.ID != req.Part.ID || !a.merging {
+		if !a.leader() || a.part.ID != req.Part.ID || !a.lead.merging {
 			return
 		}
 		if res.Committed && res.Version == req.Part.Version+1 && slices.Contains(res.Nodes, req.Absorb.Nodes[0]) {
@@ -74,11 +75,12 @@ func (a *Agent) ArbiterDone(req ArbiterRequest, res ArbiterResult) {
 // mergeRefused: the partition goes on as it was. If its request came
 // back meanwhile, that tour is finished now.
 func (a *Agent) mergeRefused(why string) {
-	a.merging = false
+	l := a.lead
+	l.merging = false
 	a.record(Record{Kind: RecMergeRefused, Reason: why})
-	if a.back {
-		met := a.backMet
-		a.back, a.backMet = false, false
+	if l.back {
+		met := l.backMet
+		l.back, l.backMet = false, false
 		a.tourDone(met)
 	}
 }
@@ -98,8 +100,8 @@ func (a *Agent) wasAbsorbed(id, into string) {
 
 // merged applies a committed merge: the absorbed partition's nodes join.
 func (a *Agent) merged(req ArbiterRequest, res ArbiterResult) {
-	p, o := a.part, req.Absorb
-	a.merging, a.back, a.backMet = false, false, false
+	p, o, l := a.part, req.Absorb, a.lead
+	l.merging, l.back, l.backMet = false, false, false
 	old := slices.Clone(p.Nodes)
 	for _, n := range res.Nodes {
 		if !p.has(n) {
@@ -137,8 +139,8 @@ func (a *Agent) onAbsorbed(m Message) {
 	}
 	a.ended[mine.ID] = ended{at: a.now, version: mine.Version}
 	a.absorbed[mine.ID] = a.now
-	a.phase, a.merging, a.back, a.backMet, a.lastLook = phNone, false, false, false, false
-	a.reliefDeferred, a.noRelief = false, false
-	a.part, a.fromLeader = m.Part.clone(), a.now
+	// A member of the absorbing partition now (a leader stops leading).
+	a.setPart(m.Part.clone())
+	a.fromLeader = a.now
 	a.send(a.part.Leader, Message{Type: MsgSnapshot, PartID: a.part.ID, Version: a.part.Version, Host: ptr(a.snapshot())})
 }

@@ -1,6 +1,9 @@
 package scheduler
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // reliefHosts: src is overloaded by one core; tight has room for the
 // server but would be at 94 % of its cores after; roomy at 25 %.
@@ -99,4 +102,79 @@ func TestOtherOverloadsStayInTheirZone(t *testing.T) {
 	if !sol.OK || !from["src"] || !from["other"] {
 		t.Fatalf("one zone: %+v, want both overloads relieved", sol)
 	}
+}
+
+// reliefDeferred returns h2 leading {h1, h2} for h1's overload, having
+// passed over a solution that only fits (ReliefUnmet) to grow for room,
+// and the request it sent out for that.
+func reliefDeferred(t *testing.T) (h1, h2 *Agent, out Message) {
+	t.Helper()
+	h1, h2 = newAgent(t, "h1"), newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
+	h1.Step(only(t, h2.Ready(), MsgUpdate).Msg)
+	h2.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
+	rd := h2.Ready()
+	if len(rd.Solve) != 1 || rd.Solve[0].Problem.ReliefHeadroom != h2.cfg.ReliefHeadroom {
+		t.Fatalf("solve requests %+v, want one asking for relief headroom %v", rd.Solve, h2.cfg.ReliefHeadroom)
+	}
+	req := rd.Solve[0]
+	plan := movePlan("h1-s", "h1", "h2")
+	h2.SolveDone(req.PartID, req.Version, Solution{OK: true, ReliefUnmet: true, Solved: []string{req.Problem.Events[0].ID}}, plan, nil)
+	rd = h2.Ready()
+	if len(rd.Execute) != 0 {
+		t.Fatalf("took a solution that only fits at 2 hosts: %+v", rd.Execute)
+	}
+	out = only(t, rd, MsgGrow).Msg
+	if p := h2.Partition(); p.FitAt != 2 {
+		t.Fatalf("first fit at %d hosts, want 2", p.FitAt)
+	}
+	return h1, h2, out
+}
+
+// reliefSolvesForAnyFit checks that h2, its growth for relief given up,
+// collects fresh snapshots and then asks for no relief headroom, its
+// tours not counted.
+func reliefSolvesForAnyFit(t *testing.T, h1, h2 *Agent, version uint64) {
+	t.Helper()
+	rd := h2.Ready()
+	if len(records(rd, RecDissolved)) != 0 {
+		t.Fatalf("partition ended: %+v", rd.Records)
+	}
+	var up Message
+	for _, e := range sent(rd, MsgUpdate) {
+		if e.To == "h1" {
+			up = e.Msg
+		}
+	}
+	if up.Part == nil || up.Version != version {
+		t.Fatalf("no update at version %d to h1 for fresh snapshots: %+v", version, rd.Messages)
+	}
+	h1.Step(up)
+	h2.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
+	rd = h2.Ready()
+	if len(rd.Solve) != 1 || rd.Solve[0].Problem.ReliefHeadroom != 0 {
+		t.Fatalf("solve requests %+v, want one for any destination that fits", rd.Solve)
+	}
+	if p := h2.Partition(); p.Tours != 0 || p.State != Growing {
+		t.Fatalf("partition %+v, want Growing, no tour counted", p)
+	}
+}
+
+// The request sent out for relief headroom comes back without a node:
+// what fits will do, on fresh snapshots, and the tour does not count.
+func TestReliefGivenUpWhenRequestComesBack(t *testing.T) {
+	h1, h2, out := reliefDeferred(t)
+	out.From = "h5"
+	h2.Step(out)
+	reliefSolvesForAnyFit(t, h1, h2, out.Version)
+}
+
+// The request sent out for relief headroom is lost: what fits will do,
+// at a new version (the request, should it still find a node, is stale),
+// instead of ending the event.
+func TestReliefGivenUpWhenRequestLost(t *testing.T) {
+	h1, h2, out := reliefDeferred(t)
+	h2.Tick(t0.Add(h2.requestTimeout() + time.Millisecond))
+	reliefSolvesForAnyFit(t, h1, h2, out.Version+1)
 }

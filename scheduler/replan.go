@@ -32,7 +32,7 @@ const maxReplans = 2
 //
 // c sorts reason, should the event end (EndClass).
 func (a *Agent) PlanSkipped(partID string, version uint64, done []Action, c EndClass, reason string) {
-	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.phase != phExecuting {
+	if !a.leader() || a.part.ID != partID || a.part.Version != version || a.lead.phase != phExecuting {
 		return
 	}
 	p := a.part

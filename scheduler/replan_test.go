@@ -202,7 +202,7 @@ func TestReplanSnapshotsShowMovesDone(t *testing.T) {
 			}
 		}
 	}
-	if s := h2.snaps["h1"]; len(s.Servers) != 1 {
+	if s := h2.lead.snaps["h1"]; len(s.Servers) != 1 {
 		t.Fatalf("the snapshot h1 sent was changed in place: %+v", s)
 	}
 }

@@ -247,24 +247,7 @@ func Solve(p Problem, opt SolveOptions) Solution {
 			return sol
 		}
 	}
-	if p.ReliefHeadroom <= 0 {
-		return solveTiers(p, opt)
-	}
-	switch over, roomy := reliefCandidates(&p); {
-	case !over: // nothing to relieve: the headroom changes nothing
-		p.ReliefHeadroom = 0
-		return solveTiers(p, opt)
-	case roomy:
-		quick := opt
-		quick.Rand = nil
-		if sol := solveTiers(p, quick); sol.OK {
-			return sol
-		}
-	}
-	p.ReliefHeadroom = 0
-	sol := solveTiers(p, opt)
-	sol.ReliefUnmet = sol.OK
-	return sol
+	return solveForRelief(p, opt) // relief.go
 }
 
 // mayNotConverge says whether some server of p, moved to some other host
@@ -283,23 +266,6 @@ func mayNotConverge(p *Problem, mm MigrationModel) bool {
 		}
 	}
 	return false
-}
-
-// reliefCandidates reports whether a host of p is overloaded (servers
-// leave it for destinations with relief headroom) and whether a possible
-// destination has that headroom now, before receiving anything.
-func reliefCandidates(p *Problem) (over, roomy bool) {
-	m := newModel(p)
-	for i := range m.hosts {
-		h := &m.hosts[i]
-		switch {
-		case m.over(i):
-			over = true
-		case h.dest && fit.Fits(h.use, fit.Use{}, h.lim.Scaled(1-p.ReliefHeadroom)):
-			roomy = true
-		}
-	}
-	return over, roomy
 }
 
 // solveTiers is Solve for one ReliefHeadroom.
@@ -487,7 +453,7 @@ func (s *search) bestDest(m *model, e evict) int {
 	case e.consolidate:
 		keep = 1 - s.p.Headroom
 	case e.relieve:
-		keep = 1 - s.p.ReliefHeadroom
+		keep = 1 - s.p.ReliefHeadroom // relief.go: which destinations count
 	}
 	zone := m.hosts[e.src].h.Zone
 	inZone := e.relieve && !s.goal[e.src]

@@ -380,7 +380,7 @@ func BenchmarkAgentStep(b *testing.B) {
 	a, _ := NewAgent(DefaultConfig("h0500"), members)
 	// A busy agent forwarding a request: the common hot path.
 	busy := &Partition{ID: "p-q", Version: 3, Initiator: "h0499", Leader: "h0500", Nodes: []string{"h0499", "h0500"}, State: Growing}
-	a.part = busy
+	a.setPart(busy)
 	msg := Message{Type: MsgGrow, From: "h0400", PartID: "p-x", Version: 1,
 		Part: &Partition{ID: "p-x", Version: 1, Initiator: "h0400", Leader: "h0400", Nodes: []string{"h0400"}, State: Growing}}
 	b.ResetTimer()
