@@ -90,6 +90,9 @@ type Agent struct {
 	// The operator's run-time controls (Control): paused, the agent
 	// raises no event; excluded, it raises none and joins no partition.
 	paused, excluded bool
+	// heldKey: the condition and hold class last recorded (RecHeld),
+	// "" when none (held.go).
+	heldKey string
 }
 
 type ended struct {
