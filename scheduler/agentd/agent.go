@@ -156,11 +156,11 @@ type Agent struct {
 	controls *control.Registers
 	// approvals: the advised plans kept for `dvms plans approve`.
 	approvals *approvals
-	metrics  *agentMetrics
-	httpSrv  *metricsServer
-	started  time.Time
-	stopping atomic.Bool // ctx ended: the runner is retiring
-	running  atomic.Bool // the runner's Run has not returned
+	metrics   *agentMetrics
+	httpSrv   *metricsServer
+	started   time.Time
+	stopping  atomic.Bool // ctx ended: the runner is retiring
+	running   atomic.Bool // the runner's Run has not returned
 
 	runDone  chan error
 	stopRest context.CancelFunc

@@ -356,18 +356,18 @@ type state struct {
 
 // Ack is an agent's answer to a command.
 type Ack struct {
-	V        int      `json:"v"`
-	ID       string   `json:"id"`
-	Host     string   `json:"host"`
-	Accepted bool     `json:"accepted"`
-	Changed  bool     `json:"changed,omitempty"`
-	Reason   string   `json:"reason,omitempty"` // why refused
+	V        int    `json:"v"`
+	ID       string `json:"id"`
+	Host     string `json:"host"`
+	Accepted bool   `json:"accepted"`
+	Changed  bool   `json:"changed,omitempty"`
+	Reason   string `json:"reason,omitempty"` // why refused
 	// Plan: the plan decided (approve, reject), set by the agent that
 	// holds it; its result is in Reason.
-	Plan string `json:"plan,omitempty"`
-	Control  View     `json:"control"`
-	Advise   bool     `json:"advise"` // this host's mode now
-	Members  []string `json:"members,omitempty"`
+	Plan    string   `json:"plan,omitempty"`
+	Control View     `json:"control"`
+	Advise  bool     `json:"advise"` // this host's mode now
+	Members []string `json:"members,omitempty"`
 }
 
 // Service is one agent's part of the protocol: it takes commands and
@@ -397,10 +397,10 @@ type Service struct {
 	// later from any goroutine, with the agent's answer (Accepted and
 	// Plan set when it holds the plan); nil: refused.
 	Plans   func(cmd Command, by string, answer func(Ack))
-	Log       zerolog.Logger
-	DropLog   zerolog.Logger // rate-limited: refusals
-	Now       func() time.Time
-	Rand      *rand.Rand
+	Log     zerolog.Logger
+	DropLog zerolog.Logger // rate-limited: refusals
+	Now     func() time.Time
+	Rand    *rand.Rand
 	// expired counts the commands refused or forgotten for their age.
 	expired atomic.Int64
 }
