@@ -59,7 +59,8 @@ func init() {
 				&cli.StringFlag{Name: "host", Usage: "only plans of this host's events, or moving servers from or to it"},
 				&cli.StringFlag{Name: "since", Usage: "only plans since: a duration ago (10m) or an RFC 3339 time"},
 			),
-			Action: runPlans,
+			Action:      runPlans,
+			Subcommands: planSubcommands(), // approve, reject (plans_approve_cmd.go)
 		},
 		&cli.Command{
 			Name:  "events",
@@ -394,6 +395,8 @@ const advised = string(node.ReasonAdvise)
 // moves with the same re-check results) is one row, the latest event's,
 // with how many times it was advised and when first. A plan that differs
 // in anything (a move, a destination, a re-check) is a row of its own.
+// A plan an operator approved or rejected (dvms plans approve|reject) is
+// no longer listed, nor the same plan advised before it.
 func plansTable(es []journal.Entry) table {
 	t := table{Name: "plans", Columns: []string{"Event", "Kind", "Host", "Planned", "Leader", "Reason", "Moves", "Advised", "First Planned"}}
 	rowOf := map[string]int{} // plan key -> row
@@ -401,6 +404,9 @@ func plansTable(es []journal.Entry) table {
 		var moves []orderedMap
 		var key []string
 		for _, a := range e.Actions {
+			if e.Approval != nil && a.Ended.After(e.Approval.At) {
+				continue // the approved plan's execution, after the decision
+			}
 			if a.Class != advised && !slices.ContainsFunc(e.Actions, func(b journal.Action) bool { return b.Class == advised }) {
 				continue
 			}
@@ -416,6 +422,13 @@ func plansTable(es []journal.Entry) table {
 		}
 		slices.Sort(key)
 		k := e.Kind + " " + e.Host + "\n" + strings.Join(key, "\n")
+		if decided(e) {
+			if i, ok := rowOf[k]; ok {
+				t.Rows[i] = nil
+				delete(rowOf, k)
+			}
+			continue
+		}
 		if i, ok := rowOf[k]; ok {
 			first, n := t.Rows[i][8], t.Rows[i][7].(int)
 			t.Rows[i] = []any{e.ID, e.Kind, e.Host, stampPtr(e.Planned), e.Leader, e.PlanReason, moves, n + 1, first}
@@ -424,7 +437,14 @@ func plansTable(es []journal.Entry) table {
 		rowOf[k] = len(t.Rows)
 		t.Rows = append(t.Rows, []any{e.ID, e.Kind, e.Host, stampPtr(e.Planned), e.Leader, e.PlanReason, moves, 1, stampPtr(e.Planned)})
 	}
+	t.Rows = slices.DeleteFunc(t.Rows, func(r []any) bool { return r == nil })
 	return t
+}
+
+// decided: an operator approved or rejected e's plan (refused: it stays
+// listed, the operator may reject it).
+func decided(e journal.Entry) bool {
+	return e.Approval != nil && (e.Approval.State == journal.Approved || e.Approval.State == journal.Rejected)
 }
 
 // parseSince reads --since: a duration before now or an RFC 3339 time.
