@@ -404,8 +404,8 @@ func plansTable(es []journal.Entry) table {
 		var moves []orderedMap
 		var key []string
 		for _, a := range e.Actions {
-			if e.Approval != nil && a.Ended.After(e.Approval.At) {
-				continue // the approved plan's execution, after the decision
+			if e.Approval != nil && !a.Ended.Before(e.Approval.At) {
+				continue // recorded at or after the decision: its re-check, its execution
 			}
 			if a.Class != advised && !slices.ContainsFunc(e.Actions, func(b journal.Action) bool { return b.Class == advised }) {
 				continue

@@ -130,6 +130,10 @@ func (p *approvals) approve(ctx context.Context, ap approval) {
 	dry := p.run(ctx, ev, plan, true)
 	if why := refusal(dry); why != "" {
 		p.j.Decide(ev, journal.Approval{State: journal.Refused, Operator: ap.by, Command: ap.cmd.ID, Reason: why})
+		// The moves that would not run, each with its reason (dvms
+		// explain SERVER); journal only: nothing was sent, no metric.
+		dry.Actions = slices.DeleteFunc(dry.Actions, func(a node.ActionResult) bool { return a.Class == node.ReasonAdvise })
+		p.j.Exec(ev, dry)
 		log.Info().Str("reason", why).Msg("approved plan refused: the cloud changed since it was advised, nothing sent")
 		ap.answer(control.Ack{Plan: ev.ID, Reason: "refused: " + why})
 		return
