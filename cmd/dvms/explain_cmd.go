@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -337,13 +336,4 @@ func holdsNow(reps []status.Report, host string, now time.Time) []decision {
 		}
 	}
 	return out
-}
-
-// explainSummary is the words of ds, one line each (tests, logs).
-func explainSummary(ds []decision) string {
-	var b strings.Builder
-	for _, d := range ds {
-		fmt.Fprintf(&b, "%s %s %s %s: %s\n", d.Event, d.Decision, d.Server, d.Class, d.Why)
-	}
-	return b.String()
 }
