@@ -58,7 +58,7 @@ func runExplain(c *cli.Context) error {
 	target := c.Args().First()
 	rows := explain(reps, target, now)
 	if !since.IsZero() {
-		rows = slices.DeleteFunc(rows, func(d decision) bool { return d.At.Before(since) })
+		rows = slices.DeleteFunc(rows, func(d explainRow) bool { return d.At.Before(since) })
 	}
 	if n := c.Int("max"); n > 0 && len(rows) > n {
 		rows = rows[len(rows)-n:]
@@ -69,8 +69,8 @@ func runExplain(c *cli.Context) error {
 	return writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), decisionsTable(rows))
 }
 
-// decision is one line of `dvms explain`.
-type decision struct {
+// explainRow is one decision, one line of `dvms explain`.
+type explainRow struct {
 	At       time.Time
 	Event    string
 	Decision string // raised, planned, moved, advised, skipped, failed, ended, left alone, approved...
@@ -82,7 +82,7 @@ type decision struct {
 	Agent    string // the agent that recorded it
 }
 
-func decisionsTable(ds []decision) table {
+func decisionsTable(ds []explainRow) table {
 	t := table{Name: "decisions", Columns: []string{"At", "Event", "Decision", "Server", "From", "To", "Class", "Why", "Detail", "Agent"}}
 	for _, d := range ds {
 		t.Rows = append(t.Rows, []any{stamp(d.At), d.Event, d.Decision, d.Server, d.From, d.To, d.Class, d.Why, d.Detail, d.Agent})
@@ -92,15 +92,15 @@ func decisionsTable(ds []decision) table {
 
 // explain gathers the decisions that touched target (a host when any
 // agent, event or move names it so, else a server id), oldest first.
-func explain(reps []status.Report, target string, now time.Time) []decision {
+func explain(reps []status.Report, target string, now time.Time) []explainRow {
 	evs := joinEvents(reps)
 	host := isHost(reps, evs, target)
-	var out []decision
+	var out []explainRow
 	if host {
 		for _, r := range reps {
 			for _, h := range r.Held {
 				if h.Host == target {
-					out = append(out, decision{At: h.At, Decision: "left alone", Class: h.Class, Why: holdWords(h.Class, h.Kind), Detail: h.Reason, Agent: h.Agent})
+					out = append(out, explainRow{At: h.At, Decision: "left alone", Class: h.Class, Why: holdWords(h.Class, h.Kind), Detail: h.Reason, Agent: h.Agent})
 				}
 			}
 		}
@@ -123,7 +123,7 @@ func explain(reps []status.Report, target string, now time.Time) []decision {
 		}
 		out = append(out, eventDecisions(e, acts)...)
 	}
-	slices.SortStableFunc(out, func(a, b decision) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(out, func(a, b explainRow) int { return a.At.Compare(b.At) })
 	if host {
 		out = append(out, holdsNow(reps, target, now)...)
 	}
@@ -156,12 +156,12 @@ func isHost(reps []status.Report, evs []journal.Entry, target string) bool {
 }
 
 // eventDecisions are e's raise, plan, the actions acts, the operator's
-// decision and its end.
-func eventDecisions(e journal.Entry, acts []journal.Action) []decision {
-	raised := decision{At: e.Raised, Event: e.ID, Decision: "raised", From: e.Host, Class: e.Kind, Why: e.Kind + " of " + e.Host + " detected by its agent", Agent: e.Host}
-	out := []decision{raised}
+// explainRow and its end.
+func eventDecisions(e journal.Entry, acts []journal.Action) []explainRow {
+	raised := explainRow{At: e.Raised, Event: e.ID, Decision: "raised", From: e.Host, Class: e.Kind, Why: e.Kind + " of " + e.Host + " detected by its agent", Agent: e.Host}
+	out := []explainRow{raised}
 	if e.Planned != nil {
-		out = append(out, decision{At: *e.Planned, Event: e.ID, Decision: "planned", Why: fmt.Sprintf("%d moves planned by %s", e.Moves, e.Leader), Detail: e.PlanReason, Agent: e.Leader})
+		out = append(out, explainRow{At: *e.Planned, Event: e.ID, Decision: "planned", Why: fmt.Sprintf("%d moves planned by %s", e.Moves, e.Leader), Detail: e.PlanReason, Agent: e.Leader})
 	}
 	for _, a := range acts {
 		out = append(out, actionDecision(e, a))
@@ -178,17 +178,17 @@ func eventDecisions(e journal.Entry, acts []journal.Action) []decision {
 		if op == "" {
 			op = "(unsigned)"
 		}
-		out = append(out, decision{At: ap.At, Event: e.ID, Decision: "plan " + ap.State, Class: ap.State, Why: why + " (operator " + op + ")", Detail: ap.Reason})
+		out = append(out, explainRow{At: ap.At, Event: e.ID, Decision: "plan " + ap.State, Class: ap.State, Why: why + " (operator " + op + ")", Detail: ap.Reason})
 	}
 	if e.Ended != nil {
 		c := journal.EndClass(e)
-		out = append(out, decision{At: *e.Ended, Event: e.ID, Decision: "ended " + e.Outcome, Class: c, Why: endWords(c), Detail: e.Reason, Agent: e.Host})
+		out = append(out, explainRow{At: *e.Ended, Event: e.ID, Decision: "ended " + e.Outcome, Class: c, Why: endWords(c), Detail: e.Reason, Agent: e.Host})
 	}
 	return out
 }
 
-func actionDecision(e journal.Entry, a journal.Action) decision {
-	d := decision{At: a.Ended, Event: e.ID, Server: a.Server, From: a.From, To: a.To, Class: a.Class, Detail: a.Reason, Why: actionWords(a)}
+func actionDecision(e journal.Entry, a journal.Action) explainRow {
+	d := explainRow{At: a.Ended, Event: e.ID, Server: a.Server, From: a.From, To: a.To, Class: a.Class, Detail: a.Reason, Why: actionWords(a)}
 	switch {
 	case a.Outcome == "done" && a.Kind == scheduler.Shelve.String():
 		d.Decision = "shelved"
@@ -303,7 +303,7 @@ func holdWords(c, kind string) string {
 // holdsNow are what holds host back now, as its agent (or any agent, for
 // the region's controls) reports it: paused, excluded, advise mode,
 // closed windows.
-func holdsNow(reps []status.Report, host string, now time.Time) []decision {
+func holdsNow(reps []status.Report, host string, now time.Time) []explainRow {
 	var r *status.Report
 	for i := range reps {
 		if reps[i].Host == host {
@@ -317,9 +317,9 @@ func holdsNow(reps []status.Report, host string, now time.Time) []decision {
 	if at.IsZero() {
 		at = now
 	}
-	var out []decision
+	var out []explainRow
 	add := func(class, why string) {
-		out = append(out, decision{At: at, Decision: "now", Class: class, Why: why, Agent: r.Host})
+		out = append(out, explainRow{At: at, Decision: "now", Class: class, Why: why, Agent: r.Host})
 	}
 	if r.Control.Paused {
 		add("paused", "the region is paused: no event raised, no move started (dvms resume)")
