@@ -54,7 +54,9 @@ func init() {
 				"agents' journals: each move with whether its re-check held (\"advise mode: not\n" +
 				"executed\") or why it would be skipped. An agent plans its event again after each\n" +
 				"backoff: the same plan (same moves, same re-checks) is listed once, the latest\n" +
-				"event's, with how many times it was advised (Advised) and since when.",
+				"event's, with how many times it was advised (Advised) and since when.\n\n" +
+				"dvms plans approve ID executes one (re-checked first: refused with the reasons when\n" +
+				"the cloud changed), dvms plans reject ID drops it; a decided plan is no longer listed.",
 			Flags: append(natsFlags(),
 				&cli.StringFlag{Name: "host", Usage: "only plans of this host's events, or moving servers from or to it"},
 				&cli.StringFlag{Name: "since", Usage: "only plans since: a duration ago (10m) or an RFC 3339 time"},
