@@ -72,35 +72,8 @@ func runDecision(c *cli.Context, op string) error {
 	if c.NArg() != 1 {
 		return usageError(fmt.Errorf("dvms plans %s ID (dvms plans lists the advised plans)", op))
 	}
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	cmd := control.Command{V: 1, ID: hex.EncodeToString(b), At: time.Now().UTC(), Op: op, Plan: c.Args().First()}
-	if err := cmd.Validate(); err != nil {
-		return usageError(fmt.Errorf("dvms plans %s: %w", op, err))
-	}
-	signer, err := operatorSigner(c.String("key"))
-	if err != nil {
-		return err
-	}
-	tr, err := connectCLI(c)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tr.Close() }()
-	subject := bus.ControlSubject(c.String("region"))
-	acks, err := status.GatherAnswers(c.Context, tr, c.Duration("timeout"), subject, func(inbox string) []byte {
-		cmd.Reply = inbox
-		data, _ := json.Marshal(cmd)
-		if signer != nil {
-			return signer.Seal(subject, data, time.Now())
-		}
-		return data
-	}, func(data []byte) (a control.Ack, host string, members []string, ok bool) {
-		if json.Unmarshal(data, &a) != nil || a.V != 1 || a.Host == "" || a.ID != cmd.ID {
-			return a, "", nil, false
-		}
-		return a, a.Host, a.Members, true
-	})
+	cmd := control.Command{Op: op, Plan: c.Args().First()}
+	acks, err := sendCommand(c, &cmd)
 	if err != nil {
 		return err
 	}
@@ -134,4 +107,38 @@ func runDecision(c *cli.Context, op string) error {
 		return errors.New(held.Reason)
 	}
 	return nil
+}
+
+// sendCommand stamps cmd (version, random id, time), signs it with --key,
+// publishes it to the region and gathers the agents' answers.
+func sendCommand(c *cli.Context, cmd *control.Command) (map[string]control.Ack, error) {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	cmd.V, cmd.ID, cmd.At = 1, hex.EncodeToString(b), time.Now().UTC()
+	if err := cmd.Validate(); err != nil {
+		return nil, usageError(fmt.Errorf("dvms %s: %w", cmd.Op, err))
+	}
+	signer, err := operatorSigner(c.String("key"))
+	if err != nil {
+		return nil, err
+	}
+	tr, err := connectCLI(c)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tr.Close() }()
+	subject := bus.ControlSubject(c.String("region"))
+	return status.GatherAnswers(c.Context, tr, c.Duration("timeout"), subject, func(inbox string) []byte {
+		cmd.Reply = inbox
+		data, _ := json.Marshal(cmd)
+		if signer != nil {
+			return signer.Seal(subject, data, time.Now())
+		}
+		return data
+	}, func(data []byte) (a control.Ack, host string, members []string, ok bool) {
+		if json.Unmarshal(data, &a) != nil || a.V != 1 || a.Host == "" || a.ID != cmd.ID {
+			return a, "", nil, false
+		}
+		return a, a.Host, a.Members, true
+	})
 }
