@@ -262,7 +262,7 @@ func endWords(c string) string {
 		scheduler.EndForceCompleted:   "solved: every move done, one forced to complete",
 		scheduler.EndNothingToDo:      "solved: nothing to move",
 		scheduler.EndRelieved:         "solved: some moves skipped, but the host is no longer overloaded",
-		scheduler.EndNoSolution:       "not moved: no destination fits (no plan within the partition's hosts)",
+		scheduler.EndNoSolution:       "not moved: no destination fits (no plan within the partition's hosts; servers moved within the server cooldown are not moved again, see Detail)",
 		scheduler.EndActionFailed:     "a move failed",
 		scheduler.EndMigrationAborted: "a live migration was aborted by dvms (did not converge)",
 		scheduler.EndVanished:         "not moved: the condition went away by itself",
