@@ -90,7 +90,7 @@ func runDecision(c *cli.Context, op string) error {
 				result = map[string]string{control.OpApprove: "approved", control.OpReject: "rejected"}[op]
 			}
 			t.Rows = append(t.Rows, []any{a.Plan, h, result, a.Reason})
-		case a.Reason != "" && !a.Accepted && a.Reason != "no advised plan "+cmd.Plan+" on this agent":
+		case a.Reason != "" && !a.Accepted && a.Reason != control.NoPlanHere:
 			refusedAll = append(refusedAll, h+": "+a.Reason) // the command itself refused (signature, age)
 		}
 	}

@@ -95,7 +95,7 @@ func (p *approvals) give(req scheduler.ExecRequest) {
 func (p *approvals) take(cmd control.Command, by string, answer func(control.Ack)) {
 	req, ok := p.claim(cmd.Plan)
 	if !ok {
-		answer(control.Ack{Reason: "no advised plan " + cmd.Plan + " on this agent"})
+		answer(control.Ack{Reason: control.NoPlanHere})
 		return
 	}
 	if cmd.Op == control.OpReject {

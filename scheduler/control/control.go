@@ -150,6 +150,10 @@ func (c Command) Validate() error {
 	return nil
 }
 
+// NoPlanHere is the answer to an approve or reject of an agent that does
+// not hold the plan (the agent that holds it answers with Ack.Plan set).
+const NoPlanHere = "no such advised plan on this agent"
+
 // decision: c decides a plan (not a register).
 func (c Command) decision() bool { return c.Op == OpApprove || c.Op == OpReject }
 
