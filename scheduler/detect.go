@@ -139,11 +139,11 @@ func (a *Agent) maybeStart() {
 	// virtual one): sampling goes on, a window opens onto the last N
 	// samples.
 	k := a.holds()
-	if c, why := a.holdOf(k); k == NoEvent || c != "" {
-		a.held(k, c, why)
+	c := a.holdOf(k)
+	a.held(k, c)
+	if k == NoEvent || c != "" {
 		return
 	}
-	a.held(NoEvent, "", "")
 	a.seq++
 	ev := Event{ID: fmt.Sprintf("ev-%s-%s-%d", a.cfg.ID, a.cfg.Incarnation, a.seq), Kind: k, Host: a.cfg.ID, Detected: a.now}
 	a.active = &ev

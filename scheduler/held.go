@@ -27,42 +27,59 @@ const (
 )
 
 // held notes, once per change, why the agent raises no event for the
-// condition k its samples show (k NoEvent: none holds, the note is
-// forgotten). A record per change, not per sample: a host held back for
-// hours records it once.
-func (a *Agent) held(k EventKind, c HoldClass, reason string) {
-	key := ""
-	if k != NoEvent && c != "" {
-		key = k.String() + "/" + string(c)
+// condition k its samples show (hold class c; k NoEvent or c "": nothing
+// holds it back, the note is forgotten). A record per change, not per
+// sample: a host held back for hours records it once. Every sample comes
+// here: nothing is allocated unless a record is made.
+func (a *Agent) held(k EventKind, c HoldClass) {
+	if k == NoEvent || c == "" {
+		k, c = NoEvent, ""
 	}
-	if key == a.heldKey {
+	if k == a.heldKind && c == a.heldClass {
 		return
 	}
-	a.heldKey = key
-	if key == "" {
+	a.heldKind, a.heldClass = k, c
+	if c == "" {
 		return
 	}
-	a.record(Record{Kind: RecHeld, Event: Event{Kind: k, Host: a.cfg.ID, Detected: a.now}, Hold: c, Reason: reason})
+	a.record(Record{Kind: RecHeld, Event: Event{Kind: k, Host: a.cfg.ID, Detected: a.now}, Hold: c, Reason: a.holdReason(k, c)})
 }
 
-// holdOf says why the agent raises no event for condition k now ("" when
+// holdOf is why the agent raises no event for condition k now ("" when
 // nothing holds it back).
-func (a *Agent) holdOf(k EventKind) (HoldClass, string) {
+func (a *Agent) holdOf(k EventKind) HoldClass {
 	switch {
+	case k == NoEvent:
+		return ""
 	case a.paused:
-		return HoldPaused, fmt.Sprintf("%s holds, no event raised: the region is paused by the operator (dvms resume)", k)
+		return HoldPaused
 	case a.excluded:
-		return HoldExcluded, fmt.Sprintf("%s holds, no event raised: %s is excluded by the operator (dvms include %s)", k, a.cfg.ID, a.cfg.ID)
+		return HoldExcluded
 	case a.now.Before(a.retryAt):
-		return HoldBackoff, fmt.Sprintf("%s holds, no event raised: the last event ended unsolved, next try at %s (retry backoff %s)",
-			k, a.retryAt.UTC().Format(time.RFC3339), a.retryAt.Sub(a.now).Round(time.Second))
+		return HoldBackoff
 	case !a.cfg.Windows.Open(k, a.now):
+		return HoldWindowClosed
+	}
+	return ""
+}
+
+// holdReason says hold c of condition k in words, with the times.
+func (a *Agent) holdReason(k EventKind, c HoldClass) string {
+	switch c {
+	case HoldPaused:
+		return fmt.Sprintf("%s holds, no event raised: the region is paused by the operator (dvms resume)", k)
+	case HoldExcluded:
+		return fmt.Sprintf("%s holds, no event raised: %s is excluded by the operator (dvms include %s)", k, a.cfg.ID, a.cfg.ID)
+	case HoldBackoff:
+		return fmt.Sprintf("%s holds, no event raised: the last event ended unsolved, next try at %s (retry backoff %s)",
+			k, a.retryAt.UTC().Format(time.RFC3339), a.retryAt.Sub(a.now).Round(time.Second))
+	case HoldWindowClosed:
 		w := a.cfg.Windows.For(k)
 		why := fmt.Sprintf("%s holds, no event raised: its time window (%s) is closed", k, w)
 		if at, ok := w.Next(a.now); ok {
 			why += ", opens at " + at.UTC().Format(time.RFC3339)
 		}
-		return HoldWindowClosed, why
+		return why
 	}
-	return "", ""
+	return ""
 }
