@@ -61,6 +61,10 @@ type Agent struct {
 	// The operator's run-time controls (Control): paused, the agent
 	// raises no event; excluded, it raises none and joins no partition.
 	paused, excluded bool
+	// heldKind and heldClass: the condition and hold class last
+	// recorded (RecHeld), NoEvent and "" when none (held.go).
+	heldKind  EventKind
+	heldClass HoldClass
 }
 
 type ended struct {

@@ -103,19 +103,6 @@ func movable(ss []Server) []Server {
 	return out
 }
 
-// detected returns the event kind that holds K of the last N samples and
-// whose window (Config.Windows) is open at the agent's time. Every clock
-// comes here (the runtime's wall clock, the simulators' virtual one): it
-// is the one place the windows are applied.
-func (a *Agent) detected() EventKind {
-	k := a.holds()
-	if k != NoEvent && !a.cfg.Windows.Open(k, a.now) {
-		// Sampling goes on: the window opens onto the last N samples.
-		return NoEvent
-	}
-	return k
-}
-
 // holds returns the event kind that holds K of the last N samples.
 // Maintenance is the operator's intent: one sample is enough.
 func (a *Agent) holds() EventKind {
@@ -143,11 +130,18 @@ func (a *Agent) holds() EventKind {
 // maybeStart raises the agent's event and starts a partition when it is
 // free, has an event and is not backing off.
 func (a *Agent) maybeStart() {
-	if a.part != nil || a.retired || a.paused || a.excluded || a.stale || a.now.Before(a.retryAt) {
+	if a.part != nil || a.retired || a.stale {
 		return
 	}
-	k := a.detected()
-	if k == NoEvent {
+	// Why a condition that holds raises no event is recorded (held.go);
+	// the time windows (Config.Windows) are applied there, the one place
+	// every clock comes (the runtime's wall clock, the simulators'
+	// virtual one): sampling goes on, a window opens onto the last N
+	// samples.
+	k := a.holds()
+	c := a.holdOf(k)
+	a.held(k, c)
+	if k == NoEvent || c != "" {
 		return
 	}
 	a.seq++

@@ -96,6 +96,10 @@ const (
 	// while its event still holds: the leader solves again on fresh
 	// snapshots (Agent.PlanSkipped).
 	RecReplanning
+	// RecHeld: the host's condition holds but the agent raises no event
+	// for it (Record.Hold says why; Event has its kind and host, no id):
+	// recorded once per change (held.go).
+	RecHeld
 )
 
 var recNames = map[RecordKind]string{
@@ -103,7 +107,7 @@ var recNames = map[RecordKind]string{
 	RecBlocked: "blocked", RecPlanned: "planned", RecNoSolution: "no-solution",
 	RecExecuting: "executing", RecDissolved: "dissolved", RecMergeProposed: "merge-proposed",
 	RecMergeCommitted: "merge-committed", RecMergeRefused: "merge-refused", RecDropped: "dropped",
-	RecMemberRemoved: "member-removed", RecReplanning: "replanning",
+	RecMemberRemoved: "member-removed", RecReplanning: "replanning", RecHeld: "held",
 }
 
 func (k RecordKind) String() string { return recNames[k] }
@@ -125,6 +129,8 @@ type Record struct {
 	Nodes []string
 	// Absorbed names the partition absorbed (RecMergeCommitted).
 	Absorbed string
+	// Hold: why no event is raised (RecHeld).
+	Hold HoldClass
 }
 
 // Ready is the agent's output since the last call to Ready.

@@ -1,23 +1,17 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/scheduler/control"
-	"github.com/dvms-project/dvms/scheduler/status"
 )
 
 // The operators' run-time control commands (scheduler/control has the agents'
@@ -100,35 +94,7 @@ func runHostControl(c *cli.Context, op string) error {
 // runControl signs cmd (with --key), publishes it and prints the agents'
 // answers. It fails when no agent answered or any refused.
 func runControl(c *cli.Context, cmd control.Command) error {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	cmd.V, cmd.ID, cmd.At = 1, hex.EncodeToString(b), time.Now().UTC()
-	if err := cmd.Validate(); err != nil {
-		return usageError(fmt.Errorf("dvms %s: %w", cmd.Op, err))
-	}
-	signer, err := operatorSigner(c.String("key"))
-	if err != nil {
-		return err
-	}
-	tr, err := connectCLI(c)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tr.Close() }()
-	subject := bus.ControlSubject(c.String("region"))
-	acks, err := status.GatherAnswers(c.Context, tr, c.Duration("timeout"), subject, func(inbox string) []byte {
-		cmd.Reply = inbox
-		data, _ := json.Marshal(cmd)
-		if signer != nil {
-			return signer.Seal(subject, data, time.Now())
-		}
-		return data
-	}, func(data []byte) (a control.Ack, host string, members []string, ok bool) {
-		if json.Unmarshal(data, &a) != nil || a.V != 1 || a.Host == "" || a.ID != cmd.ID {
-			return a, "", nil, false
-		}
-		return a, a.Host, a.Members, true
-	})
+	acks, err := sendCommand(c, &cmd)
 	if err != nil {
 		return err
 	}

@@ -54,12 +54,15 @@ func init() {
 				"agents' journals: each move with whether its re-check held (\"advise mode: not\n" +
 				"executed\") or why it would be skipped. An agent plans its event again after each\n" +
 				"backoff: the same plan (same moves, same re-checks) is listed once, the latest\n" +
-				"event's, with how many times it was advised (Advised) and since when.",
+				"event's, with how many times it was advised (Advised) and since when.\n\n" +
+				"dvms plans approve ID executes one (re-checked first: refused with the reasons when\n" +
+				"the cloud changed), dvms plans reject ID drops it; a decided plan is no longer listed.",
 			Flags: append(natsFlags(),
 				&cli.StringFlag{Name: "host", Usage: "only plans of this `HOST`'s events, or moving servers from or to it"},
 				&cli.StringFlag{Name: "since", Usage: "only plans `SINCE`: a duration ago (10m) or an RFC 3339 time"},
 			),
-			Action: runPlans,
+			Action:      runPlans,
+			Subcommands: planSubcommands(), // approve, reject (plans_approve_cmd.go)
 		},
 		&cli.Command{
 			Name:  "events",
@@ -394,6 +397,8 @@ const advised = string(node.ReasonAdvise)
 // moves with the same re-check results) is one row, the latest event's,
 // with how many times it was advised and when first. A plan that differs
 // in anything (a move, a destination, a re-check) is a row of its own.
+// A plan an operator approved or rejected (dvms plans approve|reject) is
+// no longer listed, nor the same plan advised before it.
 func plansTable(es []journal.Entry) table {
 	t := table{Name: "plans", Columns: []string{"Event", "Kind", "Host", "Planned", "Leader", "Reason", "Moves", "Advised", "First Planned"}}
 	rowOf := map[string]int{} // plan key -> row
@@ -401,6 +406,9 @@ func plansTable(es []journal.Entry) table {
 		var moves []orderedMap
 		var key []string
 		for _, a := range e.Actions {
+			if e.Approval != nil && !a.Ended.Before(e.Approval.At) {
+				continue // recorded at or after the decision: its re-check, its execution
+			}
 			if a.Class != advised && !slices.ContainsFunc(e.Actions, func(b journal.Action) bool { return b.Class == advised }) {
 				continue
 			}
@@ -416,6 +424,13 @@ func plansTable(es []journal.Entry) table {
 		}
 		slices.Sort(key)
 		k := e.Kind + " " + e.Host + "\n" + strings.Join(key, "\n")
+		if decided(e) {
+			if i, ok := rowOf[k]; ok {
+				t.Rows[i] = nil
+				delete(rowOf, k)
+			}
+			continue
+		}
 		if i, ok := rowOf[k]; ok {
 			first, n := t.Rows[i][8], t.Rows[i][7].(int)
 			t.Rows[i] = []any{e.ID, e.Kind, e.Host, stampPtr(e.Planned), e.Leader, e.PlanReason, moves, n + 1, first}
@@ -424,7 +439,14 @@ func plansTable(es []journal.Entry) table {
 		rowOf[k] = len(t.Rows)
 		t.Rows = append(t.Rows, []any{e.ID, e.Kind, e.Host, stampPtr(e.Planned), e.Leader, e.PlanReason, moves, 1, stampPtr(e.Planned)})
 	}
+	t.Rows = slices.DeleteFunc(t.Rows, func(r []any) bool { return r == nil })
 	return t
+}
+
+// decided: an operator approved or rejected e's plan (refused: it stays
+// listed, the operator may reject it).
+func decided(e journal.Entry) bool {
+	return e.Approval != nil && (e.Approval.State == journal.Approved || e.Approval.State == journal.Rejected)
 }
 
 // parseSince reads --since: a duration before now or an RFC 3339 time.

@@ -154,11 +154,13 @@ type Agent struct {
 	reviver  *node.Reviver
 	journal  *journal.Journal
 	controls *control.Registers
-	metrics  *agentMetrics
-	httpSrv  *metricsServer
-	started  time.Time
-	stopping atomic.Bool // ctx ended: the runner is retiring
-	running  atomic.Bool // the runner's Run has not returned
+	// approvals: the advised plans kept for `dvms plans approve`.
+	approvals *approvals
+	metrics   *agentMetrics
+	httpSrv   *metricsServer
+	started   time.Time
+	stopping  atomic.Bool // ctx ended: the runner is retiring
+	running   atomic.Bool // the runner's Run has not returned
 
 	runDone  chan error
 	stopRest context.CancelFunc
@@ -217,18 +219,32 @@ func New(o Options) (*Agent, error) {
 			a.viv.SetPeers(o.Coords.Peers)
 		}
 	}
+	hooks := chain(observeHooks(a.metrics, a.journal, o.Clock.Now), o.Hooks)
+	a.approvals = newApprovals(host, a.journal, o.Log, o.Clock.Now)
+	a.approvals.onExec = func(ev scheduler.Event, res node.ExecResult) {
+		if hooks.OnExec != nil {
+			hooks.OnExec(host, ev, res)
+		}
+	}
+	keep := a.approvals.keep
+	if f := hooks.OnPlanExec; f != nil {
+		hooks.OnPlanExec = func(h string, req scheduler.ExecRequest, res node.ExecResult) { keep(req, res); f(h, req, res) }
+	} else {
+		hooks.OnPlanExec = func(_ string, req scheduler.ExecRequest, res node.ExecResult) { keep(req, res) }
+	}
 	var members []string
 	if o.Ring == nil {
 		members = []string{host}
 	}
 	a.runner, err = node.New(o.Runtime, o.Agent, members, node.Deps{
 		Bus: o.Signed, Nova: o.Nova, Demand: o.Demand, Arbiter: o.Arbiter, Clock: o.Clock, Log: o.Log, Ring: o.Ring,
-		Seed: o.Seed, Watcher: watcher, Hooks: chain(observeHooks(a.metrics, a.journal, o.Clock.Now), o.Hooks),
+		Seed: o.Seed, Watcher: watcher, Hooks: hooks,
 		Controls: a.controls,
 	})
 	if err != nil {
 		return nil, err
 	}
+	a.approvals.run = a.runner.ExecuteApproved
 	if o.Membership != nil {
 		mb := Membership{
 			Self: node.Heartbeat{Host: host, Site: o.Site, Version: o.Version, Incarnation: o.Agent.Incarnation, Raft: o.Arbiter.RaftAddr()},
@@ -276,6 +292,12 @@ func chain(a, b node.Hooks) node.Hooks {
 	}
 	if f, g := a.OnCompletion, b.OnCompletion; g != nil {
 		h.OnCompletion = func(host, what, result string) { f(host, what, result); g(host, what, result) }
+	}
+	if f, g := a.OnPlanExec, b.OnPlanExec; g != nil {
+		h.OnPlanExec = g
+		if f != nil {
+			h.OnPlanExec = func(host string, req scheduler.ExecRequest, r node.ExecResult) { f(host, req, r); g(host, req, r) }
+		}
 	}
 	return h
 }
@@ -359,7 +381,9 @@ func (a *Agent) Start(ctx context.Context) {
 			return hs
 		},
 		Apply: func() { a.runner.Control(a.controls.Paused(), a.controls.Excluded(a.host)) },
+		Plans: a.approvals.take,
 	}
+	a.goRun(func() error { return a.approvals.Run(ctx) }, "plan approvals")
 	a.goRun(func() error { return ctl.Run(rest) }, "operator controls")
 	a.running.Store(true)
 	go func() {
@@ -470,6 +494,7 @@ func (a *Agent) Report(req status.Request) status.Report {
 		Partition: status.PartitionOf(part), Members: status.MembersOf(a.Members()), Arbiter: arbiterStatus(o.Arbiter),
 		Demand: a.demandInfo(), Windows: status.WindowsOf(o.Agent.Windows, now),
 		Events: journal.Filter(a.journal.Snapshot(), req.Since, req.MaxEvents),
+		Held:   journal.FilterHeld(a.journal.Held(), req.Since),
 	}
 }
 

@@ -92,6 +92,10 @@ const (
 	OpResume  = "resume"
 	OpExclude = "exclude"
 	OpInclude = "include"
+	// OpApprove and OpReject decide one advised plan (Command.Plan): not
+	// a register; the agent holding the plan takes it (Service.Plans).
+	OpApprove = "approve"
+	OpReject  = "reject"
 )
 
 // Command is what an operator sends.
@@ -104,6 +108,8 @@ type Command struct {
 	Op   string    `json:"op"`
 	Host string    `json:"host,omitempty"` // mode of one host; exclude, include
 	Mode string    `json:"mode,omitempty"` // advise, enforce; region (with host)
+	// Plan: the advised plan approved or rejected (its event's id).
+	Plan string `json:"plan,omitempty"`
 	// Reply: where agents answer (the sender's inbox); not kept.
 	Reply string `json:"reply,omitempty"`
 }
@@ -131,11 +137,25 @@ func (c Command) Validate() error {
 		if c.Mode != ModeAdvise && c.Mode != ModeEnforce && !(c.Mode == ModeRegion && c.Host != "") {
 			return fmt.Errorf("mode %q: want advise or enforce (region: a host follows the region's)", c.Mode)
 		}
+	case OpApprove, OpReject:
+		if c.Plan == "" || c.Host != "" || c.Mode != "" {
+			return fmt.Errorf("%s needs a plan, and no host nor mode", c.Op)
+		}
 	default:
 		return fmt.Errorf("operation %q", c.Op)
 	}
+	if c.Plan != "" && c.Op != OpApprove && c.Op != OpReject {
+		return fmt.Errorf("%s takes no plan", c.Op)
+	}
 	return nil
 }
+
+// NoPlanHere is the answer to an approve or reject of an agent that does
+// not hold the plan (the agent that holds it answers with Ack.Plan set).
+const NoPlanHere = "no such advised plan on this agent"
+
+// decision: c decides a plan (not a register).
+func (c Command) decision() bool { return c.Op == OpApprove || c.Op == OpReject }
 
 // register is the one register a command sets, and the value it sets.
 func (c Command) register() (key, value string) {
@@ -340,15 +360,18 @@ type state struct {
 
 // Ack is an agent's answer to a command.
 type Ack struct {
-	V        int      `json:"v"`
-	ID       string   `json:"id"`
-	Host     string   `json:"host"`
-	Accepted bool     `json:"accepted"`
-	Changed  bool     `json:"changed,omitempty"`
-	Reason   string   `json:"reason,omitempty"` // why refused
-	Control  View     `json:"control"`
-	Advise   bool     `json:"advise"` // this host's mode now
-	Members  []string `json:"members,omitempty"`
+	V        int    `json:"v"`
+	ID       string `json:"id"`
+	Host     string `json:"host"`
+	Accepted bool   `json:"accepted"`
+	Changed  bool   `json:"changed,omitempty"`
+	Reason   string `json:"reason,omitempty"` // why refused
+	// Plan: the plan decided (approve, reject), set by the agent that
+	// holds it; its result is in Reason.
+	Plan    string   `json:"plan,omitempty"`
+	Control View     `json:"control"`
+	Advise  bool     `json:"advise"` // this host's mode now
+	Members []string `json:"members,omitempty"`
 }
 
 // Service is one agent's part of the protocol: it takes commands and
@@ -373,10 +396,15 @@ type Service struct {
 	Watch     func() bool     // this agent is the maintenance watch
 	Members   func() []string // live members, for answers
 	Apply     func()          // tell the runner (the controls changed)
-	Log       zerolog.Logger
-	DropLog   zerolog.Logger // rate-limited: refusals
-	Now       func() time.Time
-	Rand      *rand.Rand
+	// Plans, if set, takes an approve or reject (verified: signed by the
+	// operator key by, "" unsigned) and calls answer once, at once or
+	// later from any goroutine, with the agent's answer (Accepted and
+	// Plan set when it holds the plan); nil: refused.
+	Plans   func(cmd Command, by string, answer func(Ack))
+	Log     zerolog.Logger
+	DropLog zerolog.Logger // rate-limited: refusals
+	Now     func() time.Time
+	Rand    *rand.Rand
 	// expired counts the commands refused or forgotten for their age.
 	expired atomic.Int64
 }
@@ -510,6 +538,9 @@ func (s *Service) takeState(st state) (ahead bool) {
 	changed := false
 	for _, raw := range st.Records {
 		r, why := s.open(raw, false)
+		if why == "" && r.cmd.decision() {
+			why = "a plan's approval is not passed on"
+		}
 		if why != "" {
 			by, cmd := s.peek(raw)
 			s.DropLog.Warn().Str("from", st.From).Str("reason", why).Str("signer", by).Str("op", cmd.Op).Str("command", cmd.ID).
@@ -542,12 +573,26 @@ func (s *Service) command(ctx context.Context, raw []byte) {
 		}
 		return
 	}
+	if r.cmd.decision() {
+		s.decide(ctx, r)
+		return
+	}
 	changed := s.Registers.merge(r)
 	if changed {
 		s.logCommand(r, "operator control applied", "")
 		s.Apply()
 	}
 	s.reply(ctx, r.cmd, Ack{Accepted: true, Changed: changed})
+}
+
+// decide hands an approve or reject to Plans.
+func (s *Service) decide(ctx context.Context, r record) {
+	if s.Plans == nil {
+		s.reply(ctx, r.cmd, Ack{Reason: "this agent takes no plan approvals"})
+		return
+	}
+	s.logCommand(r, "operator decision on an advised plan", "")
+	s.Plans(r.cmd, r.by, func(a Ack) { s.reply(ctx, r.cmd, a) })
 }
 
 func (s *Service) logCommand(r record, msg, from string) {
@@ -557,6 +602,9 @@ func (s *Service) logCommand(r record, msg, from string) {
 	}
 	if r.cmd.Mode != "" {
 		e = e.Str("mode", r.cmd.Mode)
+	}
+	if r.cmd.Plan != "" {
+		e = e.Str("plan", r.cmd.Plan)
 	}
 	if from != "" {
 		e = e.Str("from", from)

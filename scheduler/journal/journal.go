@@ -40,6 +40,8 @@ type Entry struct {
 	PlanReason string   `json:"plan_reason,omitempty"`
 	Steps      []Step   `json:"steps,omitempty"`
 	Actions    []Action `json:"actions,omitempty"`
+	// Approval: the operator's decision on the advised plan (the latest).
+	Approval *Approval `json:"approval,omitempty"`
 	// seen orders entries for eviction (last change).
 	seen time.Time
 }
@@ -82,6 +84,7 @@ type Journal struct {
 	mu     sync.Mutex
 	events map[string]*Entry
 	parts  map[string]string // partition id -> its first event
+	held   []Held            // the last MaxHeld held records
 }
 
 // New is the journal of the agent of host; now stamps what it notes.
@@ -133,6 +136,13 @@ type Update struct {
 
 // Record notes a record of the agent.
 func (j *Journal) Record(r scheduler.Record) {
+	if r.Kind == scheduler.RecHeld {
+		u := j.noteHeld(r)
+		if j.OnUpdate != nil {
+			j.OnUpdate(u)
+		}
+		return
+	}
 	if u, ok := j.noteRecord(r); ok && j.OnUpdate != nil {
 		j.OnUpdate(u)
 	}
@@ -210,6 +220,10 @@ func (j *Journal) Snapshot() []Entry {
 	for _, e := range j.events {
 		c := *e
 		c.Steps, c.Actions = slices.Clone(e.Steps), slices.Clone(e.Actions)
+		if e.Approval != nil {
+			a := *e.Approval
+			c.Approval = &a
+		}
 		out = append(out, c)
 	}
 	j.mu.Unlock()
@@ -310,6 +324,9 @@ func Join(lists ...[]Entry) []Entry {
 			}
 			if e.Host == e.Agent { // the raising agent's view of the partition
 				j.Partition, j.Size = e.Partition, e.Size
+			}
+			if e.Approval != nil && (j.Approval == nil || e.Approval.At.After(j.Approval.At)) {
+				j.Approval = e.Approval
 			}
 			j.Steps = append(j.Steps, e.Steps...)
 			j.Actions = append(j.Actions, e.Actions...)

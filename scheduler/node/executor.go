@@ -442,7 +442,7 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 		return r
 	}
 	defer func() { f.settle(held, r) }()
-	if e.advise(a) {
+	if e.adviseIn(ctx, a) {
 		r.Outcome, r.Class, r.Reason = ActionSkipped, ReasonAdvise, "advise mode: not executed"
 		log.Info().Msg("advise: would run action")
 		return r

@@ -109,6 +109,9 @@ type Hooks struct {
 	// or abort for a migration that did not converge (what), with what
 	// Nova said (result: node.Completion*).
 	OnCompletion func(host, what, result string)
+	// OnPlanExec: a plan was executed (after OnExec), with the request
+	// (the plan itself): the agent keeps advised plans for approval.
+	OnPlanExec func(host string, req scheduler.ExecRequest, res ExecResult)
 }
 
 // Deps are the runtime's collaborators.
@@ -519,6 +522,9 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 		r.moves.add(req.Plan, -1)
 		if r.d.Hooks.OnExec != nil {
 			r.d.Hooks.OnExec(r.agent.ID(), req.Event, res)
+		}
+		if r.d.Hooks.OnPlanExec != nil {
+			r.d.Hooks.OnPlanExec(r.agent.ID(), req, res)
 		}
 		o, c, reason, replan := PlanOutcome(res, req.Moved > 0, ctx.Err() == nil, func() bool { return r.exec.Relieved(ctx, req.Event, req.Plan) })
 		if replan {

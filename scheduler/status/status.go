@@ -63,7 +63,10 @@ type Report struct {
 	Demand      *DemandInfo     `json:"demand,omitempty"`  // the demand source's view of its host
 	Windows     []WindowInfo    `json:"windows,omitempty"` // event kinds with a time window (none: always open)
 	Events      []journal.Entry `json:"events"`
-	Truncated   int             `json:"truncated,omitempty"` // events left out to fit a NATS message
+	// Held: the agent's host's conditions that raised no event, and why
+	// (the latest journal.MaxHeld).
+	Held      []journal.Held `json:"held,omitempty"`
+	Truncated int            `json:"truncated,omitempty"` // events left out to fit a NATS message
 }
 
 // PartitionInfo is the partition an agent is in.

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/journal"
+	"github.com/dvms-project/dvms/scheduler/node"
+	"github.com/dvms-project/dvms/scheduler/status"
+)
+
+// `dvms explain SERVER|HOST`: the last decisions that touched a server or
+// a host, in words, from the agents' journals (scheduler/journal) over
+// the status protocol (scheduler/status).
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:      "explain",
+		Usage:     "why dvms did (or did not) move a server, or a host's servers: its last decisions, in words",
+		ArgsUsage: "SERVER|HOST",
+		Description: "Asks every agent of the region over NATS for its journal and lists the last decisions\n" +
+			"that touched SERVER (a server id) or HOST: events raised, plans made, each move done,\n" +
+			"advised, skipped or failed and why, events ended unsolved and why (no destination fits,\n" +
+			"paused, excluded, advise mode...), an operator's approval, and, for a host whose\n" +
+			"overload, underload or drain raised no event, why it was left alone (paused, excluded,\n" +
+			"backing off after an unsolved event, time window closed). For a host, the controls that\n" +
+			"hold it now (paused, excluded, advise mode, closed windows) come last. Each agent keeps\n" +
+			"its last 100 events and 20 held records.",
+		Flags: append(natsFlags(),
+			&cli.StringFlag{Name: "since", Usage: "only decisions since: a duration ago (10m) or an RFC 3339 time"},
+			&cli.IntFlag{Name: "max", Value: 20, Usage: "at most this many decisions, the newest (0: all kept)"},
+		),
+		Action: runExplain,
+	})
+}
+
+func runExplain(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageError(errors.New("dvms explain SERVER|HOST (dvms explain --help)"))
+	}
+	if c.Int("max") < 0 {
+		return usageError(errors.New("--max must be >= 0"))
+	}
+	now := time.Now()
+	since, err := parseSince(c.String("since"), now)
+	if err != nil {
+		return usageError(err)
+	}
+	reps, err := askAgents(c, since, 0)
+	if err != nil {
+		return err
+	}
+	target := c.Args().First()
+	rows := explain(reps, target, now)
+	if !since.IsZero() {
+		rows = slices.DeleteFunc(rows, func(d explainRow) bool { return d.At.Before(since) })
+	}
+	if n := c.Int("max"); n > 0 && len(rows) > n {
+		rows = rows[len(rows)-n:]
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("nothing in the journals of the %d agents that answered touched %q (a server id or a host name; each agent keeps its last %d events)", len(reps), target, journal.MaxEvents)
+	}
+	return writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), decisionsTable(rows))
+}
+
+// explainRow is one decision, one line of `dvms explain`.
+type explainRow struct {
+	At       time.Time
+	Event    string
+	Decision string // raised, planned, moved, advised, skipped, failed, ended, left alone, approved...
+	Server   string
+	From, To string
+	Class    string // the typed reason class (node.ReasonClass, scheduler.EndClass, scheduler.HoldClass)
+	Why      string // the class in words
+	Detail   string // the agent's own reason, with servers and hosts
+	Agent    string // the agent that recorded it
+}
+
+func decisionsTable(ds []explainRow) table {
+	t := table{Name: "decisions", Columns: []string{"At", "Event", "Decision", "Server", "From", "To", "Class", "Why", "Detail", "Agent"}}
+	for _, d := range ds {
+		t.Rows = append(t.Rows, []any{stamp(d.At), d.Event, d.Decision, d.Server, d.From, d.To, d.Class, d.Why, d.Detail, d.Agent})
+	}
+	return t
+}
+
+// explain gathers the decisions that touched target (a host when any
+// agent, event or move names it so, else a server id), oldest first.
+func explain(reps []status.Report, target string, now time.Time) []explainRow {
+	evs := joinEvents(reps)
+	host := isHost(reps, evs, target)
+	var out []explainRow
+	if host {
+		for _, r := range reps {
+			for _, h := range r.Held {
+				if h.Host == target {
+					out = append(out, explainRow{At: h.At, Decision: "left alone", Class: h.Class, Why: holdWords(h.Class, h.Kind), Detail: h.Reason, Agent: h.Agent})
+				}
+			}
+		}
+	}
+	for _, e := range evs {
+		touches := func(a journal.Action) bool {
+			if host {
+				return e.Host == target || a.From == target || a.To == target
+			}
+			return a.Server == target
+		}
+		var acts []journal.Action
+		for _, a := range e.Actions {
+			if touches(a) {
+				acts = append(acts, a)
+			}
+		}
+		if len(acts) == 0 && !(host && e.Host == target) {
+			continue
+		}
+		out = append(out, eventDecisions(e, acts)...)
+	}
+	slices.SortStableFunc(out, func(a, b explainRow) int { return a.At.Compare(b.At) })
+	if host {
+		out = append(out, holdsNow(reps, target, now)...)
+	}
+	return out
+}
+
+// isHost: target names an agent, an event's host or a move's end.
+func isHost(reps []status.Report, evs []journal.Entry, target string) bool {
+	for _, r := range reps {
+		if r.Host == target {
+			return true
+		}
+		for _, h := range r.Held {
+			if h.Host == target {
+				return true
+			}
+		}
+	}
+	for _, e := range evs {
+		if e.Host == target {
+			return true
+		}
+		for _, a := range e.Actions {
+			if a.From == target || a.To == target {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// eventDecisions are e's raise, plan, the actions acts, the operator's
+// explainRow and its end.
+func eventDecisions(e journal.Entry, acts []journal.Action) []explainRow {
+	raised := explainRow{At: e.Raised, Event: e.ID, Decision: "raised", From: e.Host, Class: e.Kind, Why: e.Kind + " of " + e.Host + " detected by its agent", Agent: e.Host}
+	out := []explainRow{raised}
+	if e.Planned != nil {
+		out = append(out, explainRow{At: *e.Planned, Event: e.ID, Decision: "planned", Why: fmt.Sprintf("%d moves planned by %s", e.Moves, e.Leader), Detail: e.PlanReason, Agent: e.Leader})
+	}
+	for _, a := range acts {
+		out = append(out, actionDecision(e, a))
+	}
+	if ap := e.Approval; ap != nil {
+		why := "approved by the operator: re-checked, executed"
+		switch ap.State {
+		case journal.Rejected:
+			why = "rejected by the operator: plan dropped"
+		case journal.Refused:
+			why = "approval refused: the cloud changed since the plan was advised, nothing sent"
+		}
+		op := ap.Operator
+		if op == "" {
+			op = "(unsigned)"
+		}
+		out = append(out, explainRow{At: ap.At, Event: e.ID, Decision: "plan " + ap.State, Class: ap.State, Why: why + " (operator " + op + ")", Detail: ap.Reason})
+	}
+	if e.Ended != nil {
+		c := journal.EndClass(e)
+		out = append(out, explainRow{At: *e.Ended, Event: e.ID, Decision: "ended " + e.Outcome, Class: c, Why: endWords(c), Detail: e.Reason, Agent: e.Host})
+	}
+	return out
+}
+
+func actionDecision(e journal.Entry, a journal.Action) explainRow {
+	d := explainRow{At: a.Ended, Event: e.ID, Server: a.Server, From: a.From, To: a.To, Class: a.Class, Detail: a.Reason, Why: actionWords(a)}
+	switch {
+	case a.Outcome == "done" && a.Kind == scheduler.Shelve.String():
+		d.Decision = "shelved"
+	case a.Outcome == "done":
+		d.Decision = "moved"
+	case a.Class == string(node.ReasonAdvise):
+		d.Decision = "advised, not moved"
+	case a.Outcome == "skipped":
+		d.Decision = "skipped, not moved"
+	default:
+		d.Decision = a.Outcome
+	}
+	return d
+}
+
+// actionWords says an action's reason class in words.
+func actionWords(a journal.Action) string {
+	switch node.ReasonClass(a.Class) {
+	case node.ReasonNone, "":
+		if a.Outcome == "done" {
+			return a.Kind + " done by Nova"
+		}
+	case node.ReasonAdvise:
+		return "advise mode: re-checked and recorded, not sent to Nova (dvms plans approve runs it)"
+	case node.ReasonPaused:
+		return "the region was paused by the operator"
+	case node.ReasonExcluded:
+		return "its source or destination was excluded by the operator"
+	case node.ReasonStopping:
+		return "the agent executing the plan was stopping"
+	case node.ReasonCancelled:
+		return "an earlier move of the plan failed: the rest was cancelled"
+	case node.ReasonReadFailed:
+		return "a re-check read of Nova failed: not moved rather than moved blind"
+	case node.ReasonEvent:
+		return "the event's reason no longer held (the overload went away, the drain was lifted)"
+	case node.ReasonEventUnverified:
+		return "the event could not be verified (a Nova read failed, or its host's agent did not answer)"
+	case node.ReasonNoConsent:
+		return "its source host did not consent (neither drained nor over- or underloaded by its own measurement)"
+	case node.ReasonServerChanged:
+		return "the server changed since the plan (already moved, busy, migrating or locked)"
+	case node.ReasonServerGroup:
+		return "its server group's (anti-)affinity forbids the destination"
+	case node.ReasonDestinationDisabled:
+		return "the destination's compute service was disabled or down"
+	case node.ReasonDestinationBusy:
+		return "migrations from elsewhere were arriving on the destination"
+	case node.ReasonPlacement:
+		return "the destination no longer fits: not enough placement capacity"
+	case node.ReasonOverload:
+		return "the destination no longer fits: it would be overloaded"
+	case node.ReasonConflict:
+		return "Nova refused it with a conflict (the server got busy): nothing done"
+	case node.ReasonTimeout:
+		return "no end within the migration timeout, or Nova stopped answering: outcome unknown (see its migration list)"
+	case node.ReasonFailed:
+		return "Nova refused it or it failed"
+	case node.ReasonForceCompleted:
+		return "done after dvms forced the live migration to complete (it did not converge)"
+	case node.ReasonMigrationAborted:
+		return "dvms aborted the live migration (it did not converge): the server stays on its source"
+	}
+	return a.Outcome
+}
+
+// endWords says an event's end class in words.
+func endWords(c string) string {
+	w, ok := map[scheduler.EndClass]string{
+		scheduler.EndExecuted:         "solved: every move of the plan was done",
+		scheduler.EndForceCompleted:   "solved: every move done, one forced to complete",
+		scheduler.EndNothingToDo:      "solved: nothing to move",
+		scheduler.EndRelieved:         "solved: some moves skipped, but the host is no longer overloaded",
+		scheduler.EndNoSolution:       "not moved: no destination fits (no plan within the partition's hosts; servers moved within the server cooldown are not moved again, see Detail)",
+		scheduler.EndActionFailed:     "a move failed",
+		scheduler.EndMigrationAborted: "a live migration was aborted by dvms (did not converge)",
+		scheduler.EndVanished:         "not moved: the condition went away by itself",
+		scheduler.EndSkipped:          "not moved: the re-checks skipped moves (the cloud changed under the plan) and re-plans did not help",
+		scheduler.EndUnverified:       "not moved: a re-check could not be verified; raised again later",
+		scheduler.EndAdvise:           "not moved: advise mode (dvms plans lists the plan, dvms plans approve runs it)",
+		scheduler.EndPaused:           "not moved: the region was paused by the operator",
+		scheduler.EndExcluded:         "not moved: a host was excluded by the operator",
+		scheduler.EndStopping:         "not moved: the agent was stopping",
+		scheduler.EndSolvedOthers:     "raised again: the merged partition's plan solved other events first",
+		scheduler.EndMemberLost:       "ended: a member of the partition was lost",
+		scheduler.EndTimeout:          "ended: no word from the partition's leader in time",
+		scheduler.EndRequestLost:      "ended: the partition's request made no progress",
+		scheduler.EndFork:             "ended: this copy of the partition was a fork",
+		scheduler.EndAbsorbedLost:     "ended: absorbed by a merge whose message was lost",
+	}[scheduler.EndClass(c)]
+	if !ok {
+		return "ended (" + c + ")"
+	}
+	return w
+}
+
+// holdWords says why a condition raised no event, in words.
+func holdWords(c, kind string) string {
+	switch scheduler.HoldClass(c) {
+	case scheduler.HoldPaused:
+		return kind + " left alone: the region is paused by the operator (dvms resume)"
+	case scheduler.HoldExcluded:
+		return kind + " left alone: the host is excluded by the operator (dvms include)"
+	case scheduler.HoldBackoff:
+		return kind + " left alone for now: its last event ended unsolved, the agent waits before raising it again"
+	case scheduler.HoldWindowClosed:
+		return kind + " left alone: its time window ([scheduler] windows) is closed"
+	}
+	return kind + " left alone (" + c + ")"
+}
+
+// holdsNow are what holds host back now, as its agent (or any agent, for
+// the region's controls) reports it: paused, excluded, advise mode,
+// closed windows.
+func holdsNow(reps []status.Report, host string, now time.Time) []explainRow {
+	var r *status.Report
+	for i := range reps {
+		if reps[i].Host == host {
+			r = &reps[i]
+		}
+	}
+	if r == nil {
+		return nil
+	}
+	at := r.Now
+	if at.IsZero() {
+		at = now
+	}
+	var out []explainRow
+	add := func(class, why string) {
+		out = append(out, explainRow{At: at, Decision: "now", Class: class, Why: why, Agent: r.Host})
+	}
+	if r.Control.Paused {
+		add("paused", "the region is paused: no event raised, no move started (dvms resume)")
+	}
+	if r.Excluded {
+		add("excluded", host+" is excluded: never a source nor a destination (dvms include "+host+")")
+	}
+	if r.Advise {
+		add("advise", "advise mode: moves from or to "+host+" are planned, not sent (dvms plans; dvms plans approve ID)")
+	}
+	for _, w := range r.Windows {
+		if !w.Open {
+			add("window_closed", "window of "+w.String()+": no "+w.Kind+" event is raised until then")
+		}
+	}
+	return out
+}
