@@ -100,8 +100,10 @@ type bounds struct {
 	// stint: the partition this agent is in and its leader, as of the
 	// agent goroutine's last flush (agent goroutine only).
 	stint stint
-	// refusals to hand to the agent (agent goroutine: takeRefusals).
+	// refusals to hand to the agent (agent goroutine: check).
 	refusals []refusal
+	// current: the partition this agent is in (observe).
+	current string
 	// memberDown: hosts membership says are down (not put back in the
 	// ring when their refusal ends).
 	memberDown map[string]bool
@@ -123,7 +125,8 @@ type stint struct {
 
 type refusal struct {
 	key, why string
-	back     bool // the refusal ended: MemberUp
+	taken    string // a partition the refused key claimed (its update dropped)
+	back     bool   // the refusal ended: MemberUp
 }
 
 func newBounds(cfg BoundsConfig, self string, log zerolog.Logger) *bounds {
@@ -165,6 +168,11 @@ func (b *bounds) admit(now time.Time, key string, m scheduler.Message) bool {
 	kb := b.key(leader)
 	if now.Before(kb.refusedUntil) {
 		b.drop(now, leader, BoundRefused, m)
+		if m.Type == scheduler.MsgUpdate && p.ID == b.current {
+			// A refused key claims this agent's partition: its other
+			// members may have followed it.
+			b.refusals = append(b.refusals, refusal{key: leader, taken: p.ID, why: "leader " + leader + " refused: it claimed this partition"})
+		}
 		return false
 	}
 	if b.cfg.MaxLeads > 0 && (m.Type == scheduler.MsgGrow || m.Type == scheduler.MsgUpdate) {
@@ -216,6 +224,12 @@ func (b *bounds) drop(now time.Time, key, reason string, m scheduler.Message) {
 
 // observe notes the agent's partition after a step (agent goroutine).
 func (b *bounds) observe(now time.Time, p *scheduler.Partition) {
+	b.mu.Lock()
+	b.current = ""
+	if p != nil {
+		b.current = p.ID
+	}
+	b.mu.Unlock()
 	if p == nil || p.Leader == b.self {
 		b.stint = stint{}
 		return
@@ -296,6 +310,6 @@ func (r *Runner) applyBounds(now time.Time) {
 			r.agent.MemberUp(rf.key)
 			continue
 		}
-		r.agent.RefuseLeader(now, rf.key, rf.why)
+		r.agent.RefuseLeader(now, rf.key, rf.taken, rf.why)
 	}
 }
