@@ -271,7 +271,7 @@ var Options = []Option{
 		help: "On SIGTERM, finish the plan being executed (or wait for this agent's partition to end) for at most this long. " +
 			"Keep systemd's TimeoutStopSec above it.",
 		field: func(c *Config) any { return &c.Runtime.StopGrace }},
-	{section: "scheduler", name: "lead_timeout", kind: kindSeconds, def: "120", bounds: ">= 0",
+	{section: "scheduler", name: "lead_timeout", kind: kindSeconds, def: "60", bounds: ">= 0",
 		help: "Bounds on one key (a stolen key cannot hold the region): a key that leads a partition this agent is in for longer than this, " +
 			"while it grows or is blocked, is refused for lead_window: the agent leaves the partition (its own event is raised again at once), " +
 			"sends it no request and drops the requests and updates of partitions it leads. Keep it above progress_timeout plus hop_timeout per host. 0: no bound.",

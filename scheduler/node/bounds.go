@@ -61,7 +61,7 @@ type BoundsConfig struct {
 // DefaultBoundsConfig returns the defaults (the options' table repeats
 // them).
 func DefaultBoundsConfig() BoundsConfig {
-	return BoundsConfig{LeadTimeout: 2 * time.Minute, LeadPlanTimeout: 30 * time.Minute, MaxLeads: 100, LeadWindow: 10 * time.Minute,
+	return BoundsConfig{LeadTimeout: time.Minute, LeadPlanTimeout: 30 * time.Minute, MaxLeads: 100, LeadWindow: 10 * time.Minute,
 		Rate: 100, Burst: 1000}
 }
 
