@@ -19,8 +19,12 @@ import (
 // until the runtime calls MemberUp. The agent never refuses itself.
 //
 // taken, if set, is a partition leader claimed (an update from it the
-// edge dropped): if this agent is in it and its plan does not run, the
-// others may have followed leader, so this agent leaves it too.
+// edge dropped): if this agent is a member of it (its leader follows
+// nobody) and its plan does not run, the
+// others may have followed leader (they have not refused it yet), so this
+// agent leaves it too, its event raised again at once. The edge bounds how
+// often (maxClaimLeaves): a key that claims every partition it hears of
+// must not make its refusers leave them all.
 func (a *Agent) RefuseLeader(now time.Time, leader, taken, why string) {
 	if leader == a.cfg.ID {
 		return
@@ -28,7 +32,7 @@ func (a *Agent) RefuseLeader(now time.Time, leader, taken, why string) {
 	if now.After(a.now) {
 		a.now = now
 	}
-	if p := a.part; p != nil && (p.Leader == leader || p.ID == taken && p.State != Finishing) {
+	if p := a.part; p != nil && (p.Leader == leader || p.ID == taken && !a.leader() && p.State != Finishing) {
 		held, backoff, window := a.active, a.backoff, slices.Clone(a.window)
 		ran := a.planRan || p.State == Finishing
 		// Only this agent leaves, on its own evidence: each member

@@ -39,9 +39,9 @@ import (
 // BoundsConfig bounds what one key may do to this agent.
 type BoundsConfig struct {
 	// LeadTimeout: longest one key leads one partition this agent is in
-	// while the partition grows or is blocked (0: no bound). A fair
-	// leader ends, plans or hands over well within progress_timeout plus
-	// hop_timeout per host, times a few tours.
+	// while it grows or is blocked (0: no bound). A fair leader ends,
+	// plans or hands over well within progress_timeout plus hop_timeout
+	// per host, times a few tours.
 	LeadTimeout time.Duration
 	// LeadPlanTimeout: the same while the partition's plan runs
 	// (Finishing; 0: no bound).
@@ -86,6 +86,11 @@ const (
 	BoundRefused = "refused" // it is about a partition a refused key leads
 )
 
+// maxClaimLeaves bounds the partitions an agent leaves because a key it
+// refuses claims them, per refusal: enough for the agents that followed
+// the key to reach their own bounds, not a lever for the key.
+const maxClaimLeaves = 3
+
 // boundLogEvery spaces the log lines of one key's drops.
 const boundLogEvery = 10 * time.Second
 
@@ -113,6 +118,8 @@ type bounds struct {
 
 type keyBound struct {
 	leads        map[string]time.Time // partition id -> first heard of, within the window
+	claimLeaves  int                  // partitions left because the refused key claimed them
+	heard        time.Time            // its last message to this agent
 	refusedUntil time.Time
 	logged       map[string]time.Time // reason -> last log line
 	dropped      map[string]int64     // reason -> drops since the last line
@@ -149,6 +156,7 @@ func (b *bounds) admit(now time.Time, key string, m scheduler.Message) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.key(key).heard = now
 	if b.cfg.Rate > 0 {
 		l := b.senders[key]
 		if l == nil {
@@ -168,9 +176,10 @@ func (b *bounds) admit(now time.Time, key string, m scheduler.Message) bool {
 	kb := b.key(leader)
 	if now.Before(kb.refusedUntil) {
 		b.drop(now, leader, BoundRefused, m)
-		if m.Type == scheduler.MsgUpdate && p.ID == b.current {
+		if m.Type == scheduler.MsgUpdate && p.ID == b.current && kb.claimLeaves < maxClaimLeaves {
 			// A refused key claims this agent's partition: its other
-			// members may have followed it.
+			// members may have followed it (scheduler.Agent.RefuseLeader).
+			kb.claimLeaves++
 			b.refusals = append(b.refusals, refusal{key: leader, taken: p.ID, why: "leader " + leader + " refused: it claimed this partition"})
 		}
 		return false
@@ -252,23 +261,27 @@ func (b *bounds) check(now time.Time) []refusal {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s := b.stint; s.leader != "" {
+		kb := b.key(s.leader)
 		switch {
-		case now.Before(b.key(s.leader).refusedUntil):
+		case now.Before(kb.refusedUntil):
 			b.refusals = append(b.refusals, refusal{key: s.leader, why: "leader " + s.leader + " refused"})
 		case !s.planFrom.IsZero() && b.cfg.LeadPlanTimeout > 0 && now.Sub(s.planFrom) > b.cfg.LeadPlanTimeout:
 			b.refuse(now, s.leader, "its plan ran longer than lead_plan_timeout")
+		case now.Sub(kb.heard) > b.cfg.LeadTimeout/2:
+			// A silent leader holds nobody: the partition timeout ends
+			// its partition, and it is not refused for it.
 		case s.planFrom.IsZero() && b.cfg.LeadTimeout > 0 && now.Sub(s.since) > b.cfg.LeadTimeout:
 			b.refuse(now, s.leader, "led a partition longer than lead_timeout without a plan")
 		}
 	}
 	for k, kb := range b.keys {
 		if !kb.refusedUntil.IsZero() && !now.Before(kb.refusedUntil) {
-			kb.refusedUntil = time.Time{}
+			kb.refusedUntil, kb.claimLeaves = time.Time{}, 0
 			if !b.memberDown[k] {
 				b.refusals = append(b.refusals, refusal{key: k, back: true})
 			}
 		}
-		if kb.refusedUntil.IsZero() && len(kb.leads) == 0 {
+		if kb.refusedUntil.IsZero() && len(kb.leads) == 0 && now.Sub(kb.heard) > b.cfg.LeadWindow {
 			delete(b.keys, k)
 		}
 	}

@@ -80,31 +80,41 @@ func TestBoundsCountAndRefusal(t *testing.T) {
 
 // A key leading this agent's partition past LeadTimeout outside a plan
 // is refused, one leading it in a plan only past LeadPlanTimeout; a
-// change of leader starts a new stint.
+// change of leader starts a new stint; a silent leader is left to the
+// partition timeout, not refused.
 func TestBoundsLeadTime(t *testing.T) {
 	b := newBounds(BoundsConfig{LeadTimeout: 10 * time.Second, LeadPlanTimeout: time.Minute, LeadWindow: time.Minute}, "self", zerolog.Nop())
 	t0 := time.Unix(0, 0)
+	check := func(at time.Duration, speaking string) []refusal {
+		if speaking != "" {
+			b.admit(t0.Add(at), speaking, scheduler.Message{Type: scheduler.MsgHeartbeat, From: speaking, PartID: "p", Version: 1})
+		}
+		return b.check(t0.Add(at))
+	}
 	p := boundsPart("p", "a")
 	b.observe(t0, p)
-	if rs := b.check(t0.Add(9 * time.Second)); len(rs) != 0 {
+	if rs := check(9*time.Second, "a"); len(rs) != 0 {
 		t.Fatalf("refused within lead_timeout: %+v", rs)
 	}
+	if rs := check(16*time.Second, ""); len(rs) != 0 {
+		t.Fatalf("a silent leader was refused: %+v", rs)
+	}
 	q := boundsPart("p", "b")
-	b.observe(t0.Add(9*time.Second), q)
-	if rs := b.check(t0.Add(15 * time.Second)); len(rs) != 0 {
+	b.observe(t0.Add(16*time.Second), q)
+	if rs := check(22*time.Second, "b"); len(rs) != 0 {
 		t.Fatalf("a new leader's stint was not restarted: %+v", rs)
 	}
 	q.State = scheduler.Finishing
-	b.observe(t0.Add(16*time.Second), q)
-	if rs := b.check(t0.Add(70 * time.Second)); len(rs) != 0 {
+	b.observe(t0.Add(23*time.Second), q)
+	if rs := check(80*time.Second, "b"); len(rs) != 0 {
 		t.Fatalf("refused while its plan runs within lead_plan_timeout: %+v", rs)
 	}
-	if rs := b.check(t0.Add(77 * time.Second)); len(rs) != 1 || rs[0].key != "b" {
+	if rs := check(84*time.Second, "b"); len(rs) != 1 || rs[0].key != "b" {
 		t.Fatalf("refusals %+v past lead_plan_timeout: want b", rs)
 	}
 	r := boundsPart("r", "c")
-	b.observe(t0.Add(80*time.Second), r)
-	if rs := b.check(t0.Add(91 * time.Second)); len(rs) != 1 || rs[0].key != "c" {
+	b.observe(t0.Add(85*time.Second), r)
+	if rs := check(96*time.Second, "c"); len(rs) != 1 || rs[0].key != "c" {
 		t.Fatalf("refusals %+v past lead_timeout: want c", rs)
 	}
 }
