@@ -284,6 +284,7 @@ func (a *adversaries) observe(now time.Time, host string, p *scheduler.Partition
 			k := p.ID + "|" + p.Leader
 			first, ok := a.leads[k]
 			if !ok {
+				first = now
 				a.leads[k] = now
 			}
 			a.longest = max(a.longest, now.Sub(first))
