@@ -11,8 +11,8 @@ package sim
 //     does not have and a MAINTENANCE of an honest host (sent to that
 //     host, as the red team's insider did), which no operator asked for;
 //   - holds partitions: it takes over every partition it hears of while
-//     its agent is busy, and every partition of its forged events once an
-//     honest agent joined it (an update two versions up naming itself
+//     its agent is busy, and every partition of its forged overloads once
+//     an honest agent joined it (an update two versions up naming itself
 //     leader), then keeps it alive with a leader's heartbeat every tick and
 //     never plans; its own agent's messages about those partitions are
 //     swallowed (they would give the game away).
@@ -93,6 +93,7 @@ type adversaries struct {
 	mu     sync.Mutex
 	held   map[string]scheduler.Partition // partition id -> as held (leader: the adversary)
 	forged map[string]bool                // forged partition ids
+	drains map[string]bool                // of them, MAINTENANCE of an honest host
 	events map[string]bool                // forged event ids
 	// seen: honest partitions led by an adversary, when first seen.
 	seen    map[string]time.Time
@@ -116,7 +117,7 @@ func pickAdversaries(frac float64, hosts []string, seed int64) map[string]bool {
 
 func newAdversaries(cfg Config, hosts []string, clock *node.Scaled, nc bus.Transport) *adversaries {
 	a := &adversaries{region: cfg.Runtime.Region, hosts: hosts, byz: pickAdversaries(cfg.Byzantine, hosts, cfg.Seed), clock: clock, nc: nc,
-		pt: cfg.Agent.PartitionTimeout, held: map[string]scheduler.Partition{}, forged: map[string]bool{}, events: map[string]bool{},
+		pt: cfg.Agent.PartitionTimeout, held: map[string]scheduler.Partition{}, forged: map[string]bool{}, drains: map[string]bool{}, events: map[string]bool{},
 		seen: map[string]time.Time{}, heldFor: map[string]bool{}, leads: map[string]time.Time{}}
 	for _, h := range hosts {
 		if !a.byz[h] {
@@ -226,7 +227,7 @@ func (a *adversaries) forge(host string, n int, rng *rand.Rand) {
 	}
 	p.ID, p.Events = "p-"+ev.ID, []scheduler.Event{ev}
 	a.mu.Lock()
-	a.forged[p.ID], a.events[ev.ID] = true, true
+	a.forged[p.ID], a.events[ev.ID], a.drains[p.ID] = true, true, ev.Kind == scheduler.Maintenance
 	a.mu.Unlock()
 	a.forgedN.Add(1)
 	a.send(host, victim, scheduler.Message{Type: scheduler.MsgGrow, PartID: p.ID, Version: p.Version, Part: &p})
@@ -241,10 +242,12 @@ func (a *adversaries) heard(host string, data []byte) {
 		return
 	}
 	a.mu.Lock()
-	forged := a.forged[m.Part.ID]
+	forged, drain := a.forged[m.Part.ID], a.drains[m.Part.ID]
 	a.mu.Unlock()
 	switch {
-	case m.Type == scheduler.MsgUpdate && forged:
+	case m.Type == scheduler.MsgUpdate && forged && !drain:
+		// A forged drain is left to run: its victim plans it, and the
+		// executor's consent checks must refuse every move.
 	case m.Type == scheduler.MsgGrow && a.busy(host):
 	default:
 		return
