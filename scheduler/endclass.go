@@ -80,6 +80,10 @@ const (
 	// EndAbsorbedLost: the partition was absorbed by a merge whose
 	// message was lost.
 	EndAbsorbedLost EndClass = "absorbed_lost"
+	// EndLeaderRefused: the partition's leader exceeded its bounds at
+	// this agent's edge (it led too long or too many partitions), which
+	// left; its event is raised again at once (RefuseLeader).
+	EndLeaderRefused EndClass = "leader_refused"
 )
 
 // endClasses maps each class to its outcome; EndUnknown has none.
@@ -90,7 +94,7 @@ var endClasses = map[EndClass]Outcome{
 	EndVanished: Aborted, EndSkipped: Aborted, EndUnverified: Aborted, EndAdvise: Aborted,
 	EndPaused: Aborted, EndExcluded: Aborted, EndStopping: Aborted, EndSolvedOthers: Aborted,
 	EndMemberLost: Aborted, EndTimeout: Aborted, EndRequestLost: Aborted, EndFork: Aborted,
-	EndAbsorbedLost: Aborted,
+	EndAbsorbedLost: Aborted, EndLeaderRefused: Aborted,
 }
 
 // Outcome is the outcome the class belongs to (0 for EndUnknown and

@@ -65,6 +65,8 @@ func simFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "vcpu-overcommit", Usage: fmt.Sprintf("fill every host with small servers (1-2 vCPUs, 512 MB each) to `X` vCPUs per core instead of --servers (default with --workload planetlab:FILE: %g, 0 there for --servers)", sim.PlanetLabOvercommit)},
 		&cli.Float64Flag{Name: "bandwidth-mbps", Value: d.BandwidthMBps, Usage: "migration bandwidth, `MBPS` (MB/s; duration = RAM / bandwidth + overhead)"},
 		&cli.StringFlag{Name: "kill-agents", Value: "0", Usage: "`FRACTION` of agents killed and restarted during the run (10% or 0.1)"},
+		&cli.DurationFlag{Name: "lead-timeout", Value: d.Runtime.Bounds.LeadTimeout, Usage: "the agents' lead_timeout: a key leading one partition longer than this `DURATION` outside a plan is refused (0: no bound)"},
+		&cli.StringFlag{Name: "byzantine", Value: "0", Usage: "`FRACTION` of hosts whose agents have valid keys and do not play fair (10% or 0.1): they forge events (MAINTENANCE of honest hosts too), take over and hold partitions, and report a twentieth of their demand (--clock wall)"},
 		&cli.StringFlag{Name: "membership", Value: sim.MembershipIdeal, Usage: "how agents learn of deaths (`MEMBERSHIP`): ideal (told at once) or swim (hashicorp/memberlist per agent, in-memory network, timings for one process: probe every 2 s, 1 s ack timeout, gossip every 1 s, no compression; retransmits (4 x log10(N+1)) and suspicion (4 x log10(N) probes) as memberlist's LAN config; a killed agent stays down 40-49 s; the run's clock starts once every agent sees every other (at most 3 min); GOGC=400 unless GOGC is set; not valid if the process woke a goroutine over 500 ms late, half the probe timeout: runtime.tick_lag_max_ms)"},
 		&cli.StringFlag{Name: "drop", Value: "0", Usage: "--membership swim: `FRACTION` of membership datagrams lost (10% or 0.1)"},
 		&cli.Float64Flag{Name: "nova-faults", Value: 0, Usage: "`RATE` of injected Nova faults (500, 409, timeouts, failed migrations)"},
@@ -163,6 +165,10 @@ func readSimConfig(c *cli.Context) (sim.Config, error) {
 		return cfg, fmt.Errorf("--kill-agents %q: %w", c.String("kill-agents"), err)
 	}
 	cfg.KillAgents = k
+	if cfg.Byzantine, err = parseFraction(c.String("byzantine")); err != nil {
+		return cfg, fmt.Errorf("--byzantine %q: %w", c.String("byzantine"), err)
+	}
+	cfg.Runtime.Bounds.LeadTimeout = c.Duration("lead-timeout")
 	cfg.Membership = c.String("membership")
 	if cfg.MembershipDrop, err = parseFraction(c.String("drop")); err != nil {
 		return cfg, fmt.Errorf("--drop %q: %w", c.String("drop"), err)

@@ -271,6 +271,27 @@ var Options = []Option{
 		help: "On SIGTERM, finish the plan being executed (or wait for this agent's partition to end) for at most this long. " +
 			"Keep systemd's TimeoutStopSec above it.",
 		field: func(c *Config) any { return &c.Runtime.StopGrace }},
+	{section: "scheduler", name: "lead_timeout", kind: kindSeconds, def: "60", bounds: ">= 0",
+		help: "Bounds on one key (a stolen key cannot hold the region): a key that leads a partition this agent is in for longer than this, " +
+			"while it grows or is blocked, is refused for lead_window: the agent leaves the partition (its own event is raised again at once), " +
+			"sends it no request and drops the requests and updates of partitions it leads. Keep it above progress_timeout plus hop_timeout per host. 0: no bound.",
+		field: func(c *Config) any { return &c.Runtime.Bounds.LeadTimeout }},
+	{section: "scheduler", name: "lead_plan_timeout", kind: kindSeconds, def: "1800", bounds: ">= 0",
+		help:  "See lead_timeout: the same bound while the partition's plan runs (keep it above the longest plan). 0: no bound.",
+		field: func(c *Config) any { return &c.Runtime.Bounds.LeadPlanTimeout }},
+	{section: "scheduler", name: "max_leads", kind: kindInt, def: "100", bounds: ">= 0", unit: "partitions",
+		help:  "See lead_timeout: a key that leads more partitions than this within lead_window, as this agent hears of them, is refused. 0: no bound.",
+		field: func(c *Config) any { return &c.Runtime.Bounds.MaxLeads }},
+	{section: "scheduler", name: "lead_window", kind: kindSeconds, def: "600", bounds: "> 0",
+		help:  "See lead_timeout and max_leads: the window of max_leads, and how long a key past a bound is refused.",
+		field: func(c *Config) any { return &c.Runtime.Bounds.LeadWindow }},
+	{section: "scheduler", name: "sender_rate", kind: kindFloat, def: "100", bounds: ">= 0", unit: "messages per second",
+		help: "Protocol messages one key may send this agent per second, beyond sender_burst; the rest are dropped, counted " +
+			"(dvms_messages_bounded_total) and logged once per key every 10 s. 0: no bound.",
+		field: func(c *Config) any { return &c.Runtime.Bounds.Rate }},
+	{section: "scheduler", name: "sender_burst", kind: kindInt, def: "1000", bounds: ">= 1", unit: "messages",
+		help:  "See sender_rate.",
+		field: func(c *Config) any { return &c.Runtime.Bounds.Burst }},
 	{section: "scheduler", name: "unshelve_interval", kind: kindSeconds, def: "30", bounds: ">= 0",
 		help: "With preempt: every this often a free, enabled agent unshelves onto its own host the highest-priority server " +
 			"dvms shelved (metadata dvms:shelved), if it fits below the overload thresholds minus unshelve_headroom. " +

@@ -204,6 +204,7 @@ func New(o Options) (*Agent, error) {
 		paused:    a.controls.Paused,
 		excluded:  func() bool { return a.controls.Excluded(host) },
 		dropped:   func() int64 { return a.runner.Dropped() },
+		bounded:   func() map[string]int64 { return a.runner.BoundDrops() },
 		members:   func() int { return len(a.Members()) },
 		watch:     watcher,
 		partition: func() *scheduler.Partition { return a.runner.Partition() },

@@ -48,9 +48,10 @@ type agentMetrics struct {
 // metricsSources are what the gauges read at scrape time; nil ones are
 // not registered.
 type metricsSources struct {
-	dropped   func() int64 // runner: messages dropped (malformed, inbox full)
-	members   func() int   // live members, this agent included
-	watch     func() bool  // this agent is the maintenance watch
+	dropped   func() int64            // runner: messages dropped (malformed, inbox full)
+	bounded   func() map[string]int64 // runner: messages dropped by the bounds on one key, by reason
+	members   func() int              // live members, this agent included
+	watch     func() bool             // this agent is the maintenance watch
 	partition func() *scheduler.Partition
 	arbiter   func() *status.ArbiterInfo // nil result: unknown
 	// coverage: what the demand source sees of the host (ok false: it
@@ -73,7 +74,7 @@ var metricNames = []string{
 	"dvms_records_total", "dvms_events_raised_total", "dvms_events_ended_total",
 	"dvms_event_solve_seconds", "dvms_event_fix_seconds", "dvms_partition_size",
 	"dvms_merges_total", "dvms_actions_total", "dvms_migration_completion_total", "dvms_messages_sent_total",
-	"dvms_messages_stale_total", "dvms_messages_dropped_total", "dvms_solver_seconds",
+	"dvms_messages_stale_total", "dvms_messages_dropped_total", "dvms_messages_bounded_total", "dvms_solver_seconds",
 	"dvms_members", "dvms_maintenance_watch", "dvms_in_partition", "dvms_partition_leader",
 	"dvms_arbiter_voter", "dvms_arbiter_leader", "dvms_arbiter_term",
 	"dvms_demand_blind", "dvms_demand_servers_listed", "dvms_demand_servers_measured",
@@ -139,6 +140,13 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 		m.messagesBad = prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dvms_messages_dropped_total",
 			Help: "Protocol messages dropped on receipt: malformed, or the agent's inbox full."}, func() float64 { return float64(src.dropped()) })
 		reg.MustRegister(m.messagesBad)
+	}
+	if src.bounded != nil {
+		for _, reason := range []string{node.BoundRate, node.BoundRefused} {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dvms_messages_bounded_total",
+				Help:        "Protocol messages dropped on receipt by the bounds on one key: rate (its sender past sender_rate) or refused (about a partition led by a key past lead_timeout, lead_plan_timeout or max_leads).",
+				ConstLabels: prometheus.Labels{"reason": reason}}, func() float64 { return float64(src.bounded()[reason]) }))
+		}
 	}
 	if src.members != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dvms_members",
@@ -216,7 +224,7 @@ var (
 		scheduler.EndRelieved, scheduler.EndNoSolution, scheduler.EndActionFailed, scheduler.EndMigrationAborted,
 		scheduler.EndVanished, scheduler.EndSkipped, scheduler.EndUnverified, scheduler.EndAdvise, scheduler.EndPaused,
 		scheduler.EndExcluded, scheduler.EndStopping, scheduler.EndSolvedOthers, scheduler.EndMemberLost, scheduler.EndTimeout,
-		scheduler.EndRequestLost, scheduler.EndFork, scheduler.EndAbsorbedLost}
+		scheduler.EndRequestLost, scheduler.EndFork, scheduler.EndAbsorbedLost, scheduler.EndLeaderRefused}
 	msgTypes    = []scheduler.MsgType{scheduler.MsgGrow, scheduler.MsgUpdate, scheduler.MsgHeartbeat, scheduler.MsgSnapshot, scheduler.MsgDissolve, scheduler.MsgMergeOffer, scheduler.MsgAbsorbed, scheduler.MsgNack}
 	actionKinds = []scheduler.ActionKind{scheduler.LiveMigrate, scheduler.Shelve}
 	// The reason classes an action of each outcome ends with.

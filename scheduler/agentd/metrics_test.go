@@ -23,7 +23,7 @@ func TestMetricNamesAreWhatTheAgentRegisters(t *testing.T) {
 	meter := nova.NewMeter()
 	meter.Record(nova.Request{Template: nova.Template{Service: nova.ServiceCompute, Method: "GET", Path: "/servers/detail"}, Latency: time.Millisecond, Class: nova.ClassOK})
 	m := newAgentMetrics(metricsSources{host: "h1", version: "test", meter: meter,
-		dropped: func() int64 { return 0 }, members: func() int { return 1 }, watch: func() bool { return true },
+		dropped: func() int64 { return 0 }, bounded: func() map[string]int64 { return nil }, members: func() int { return 1 }, watch: func() bool { return true },
 		partition: func() *scheduler.Partition { return nil }, arbiter: func() *status.ArbiterInfo { return nil },
 		advise: func() bool { return false }, paused: func() bool { return false }, excluded: func() bool { return false },
 		coverage: func() (cgroup.Coverage, bool) { return cgroup.Coverage{}, true }})

@@ -59,7 +59,13 @@ type redTeam struct {
 // every connection's asynchronous errors go to rt.natsErrs.
 func startRedTeam(t *testing.T, ctx context.Context, perms ...bool) *redTeam {
 	t.Helper()
-	withPerms := len(perms) > 0 && perms[0]
+	return startRedTeamWith(t, ctx, len(perms) > 0 && perms[0], nil)
+}
+
+// startRedTeamWith is startRedTeam with the runtime's configuration
+// tuned by tune (nil: the defaults).
+func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune func(*node.Config)) *redTeam {
+	t.Helper()
 	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 10)
 	rt := &redTeam{t: t, clock: clock, cloud: fake.New(fake.DefaultConfig(), clock), keys: t.TempDir(),
 		members: map[string]*node.Membership{}, runners: map[string]*node.Runner{}, wraps: map[string]*auth.Transport{}, sent: map[string]*atomic.Int64{}}
@@ -136,6 +142,9 @@ func startRedTeam(t *testing.T, ctx context.Context, perms ...bool) *redTeam {
 	rc := node.DefaultConfig()
 	rc.Region = rtRegion
 	rc.Exec.Poll = 200 * time.Millisecond
+	if tune != nil {
+		tune(&rc)
+	}
 	for _, h := range rt.hosts {
 		w := wrap(connect(h), h)
 		rt.wraps[h] = w

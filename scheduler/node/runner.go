@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,6 +54,8 @@ type Config struct {
 	// Estimate tunes the migration estimator the leader's solver reads
 	// (scheduler/migest), fed by this agent's executor.
 	Estimate migest.Config
+	// Bounds bound what one key may do to this agent (bounds.go).
+	Bounds BoundsConfig
 }
 
 // DefaultConfig returns DESIGN's defaults.
@@ -61,7 +64,7 @@ func DefaultConfig() Config {
 		Region: "RegionOne", Tick: 500 * time.Millisecond, Monitor: time.Second,
 		Refresh: time.Minute, PlacementRefresh: 10 * time.Minute, ServiceWatch: 2 * time.Second,
 		DrainReason: regexp.MustCompile(`^dvms:maintenance|^maintenance`), Inbox: 4096, StopGrace: 2 * time.Minute,
-		Exec: DefaultExecConfig(), Estimate: migest.DefaultConfig(),
+		Exec: DefaultExecConfig(), Estimate: migest.DefaultConfig(), Bounds: DefaultBoundsConfig(),
 	}
 }
 
@@ -93,6 +96,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Estimate.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Bounds.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -170,6 +176,7 @@ type Runner struct {
 
 	done    chan struct{} // closed when Run returns
 	dropped atomic.Int64
+	bounds  *bounds // on each key (bounds.go)
 	// state is a copy of the agent's partition for Status (read by other
 	// goroutines).
 	mu    sync.Mutex
@@ -208,6 +215,7 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 		done:        make(chan struct{}),
 	}
 	r.q.waiting, r.q.caps = map[string]chan demandAnswer{}, map[string]capacity{}
+	r.bounds = newBounds(cfg.Bounds, ac.ID, log)
 	r.exec.Ask = r.askDemand
 	r.exec.DrainReason = cfg.DrainReason
 	r.exec.Controls = d.Controls
@@ -304,7 +312,9 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.log.Warn().Dur("grace", r.cfg.StopGrace).Msg("stopped with a plan running: abandoned between actions (Nova's migration list has what was sent)")
 			return nil
 		case <-tick.C:
-			r.agent.Tick(r.d.Clock.Now())
+			now := r.d.Clock.Now()
+			r.agent.Tick(now)
+			r.applyBounds(now)
 		case <-r.inbox.wake:
 			for _, m := range r.inbox.take() {
 				r.agent.Step(m)
@@ -324,10 +334,20 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // MemberDown tells the agent that a member died (from failure detection).
 // It never blocks on a stopped runner.
-func (r *Runner) MemberDown(id string) { r.control(func(a *scheduler.Agent) { a.MemberDown(id) }) }
+func (r *Runner) MemberDown(id string) {
+	r.bounds.member(id, false)
+	r.control(func(a *scheduler.Agent) { a.MemberDown(id) })
+}
 
-// MemberUp tells the agent that a member (re)joined.
-func (r *Runner) MemberUp(id string) { r.control(func(a *scheduler.Agent) { a.MemberUp(id) }) }
+// MemberUp tells the agent that a member (re)joined; a key refused by
+// the bounds stays out of the ring until its refusal ends.
+func (r *Runner) MemberUp(id string) {
+	r.bounds.member(id, true)
+	if r.bounds.refused(r.d.Clock.Now(), id) {
+		return
+	}
+	r.control(func(a *scheduler.Agent) { a.MemberUp(id) })
+}
 
 // Control tells the agent the operator's controls for its host (see
 // scheduler.Agent.Control). It never blocks on a stopped runner.
@@ -356,6 +376,9 @@ func (r *Runner) receive(_, from string, data []byte) {
 		r.dropped.Add(1)
 		r.log.Warn().Str("from", m.From).Str("signer", from).Str("type", m.Type.String()).Msg("message rejected: sender is not its signer")
 		return
+	}
+	if !r.bounds.admit(r.d.Clock.Now(), cmp.Or(from, m.From), m) {
+		return // counted and logged
 	}
 	if !r.inbox.put(m) {
 		r.dropped.Add(1)
@@ -445,6 +468,7 @@ func (r *Runner) flush(ctx context.Context) {
 // refreshes the host's view when the agent joins or leaves one.
 func (r *Runner) notePartition() {
 	p := r.agent.Partition()
+	r.bounds.observe(r.d.Clock.Now(), p)
 	r.mu.Lock()
 	r.state = p
 	r.mu.Unlock()

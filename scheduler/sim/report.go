@@ -191,6 +191,9 @@ type Report struct {
 	Agents struct {
 		Killed int `json:"killed"`
 	} `json:"agents"`
+	// Byzantine: the adversaries (--byzantine) and the honest agents'
+	// bounds on one key (mode dvms, wall clock).
+	Byzantine *ByzantineReport `json:"byzantine,omitempty"`
 	// Membership: the SWIM membership's cost and detection (with
 	// --membership swim; the ideal detector has none to report).
 	Membership *MembershipReport `json:"membership,omitempty"`
@@ -486,6 +489,13 @@ func (r *Report) WriteText(w io.Writer) {
 		for _, c := range n.ByCall {
 			fmt.Fprintf(w, "              %8d  %-22s %8d requests  %8.2f/s\n", c.Calls, c.Call, c.Requests, c.PerSecond)
 		}
+	}
+	if b := r.Byzantine; b != nil {
+		fmt.Fprintf(w, "  byzantine   %d adversaries: %d forged events (%d MAINTENANCE of honest hosts), %d partitions taken over, %d holding heartbeats; "+
+			"honest agents' bounds dropped %d messages (%d refused keys' partitions, %d past the sender rate); %d honest events held past one partition timeout, %d ended leader_refused (raised again at once); %d servers moved off an honest host for a forged event; "+
+			"%d violations onto an adversary's host (it under-reported its demand); longest honest lead outside a plan %.0f s\n",
+			b.Hosts, b.Forged, b.Maintenance, b.Takeovers, b.Heartbeats, b.DroppedRefused+b.DroppedRate, b.DroppedRefused, b.DroppedRate, b.EventsHeld, b.LeaderRefused, b.MovedWithoutConsent,
+			b.OntoAdversary, b.LongestHonestLeadS)
 	}
 	fmt.Fprintf(w, "  safety      %d violations, %d servers lost (%d destinations overloaded by demand drift after re-check)\n", r.Safety.Violations, r.Safety.ServersLost, r.Safety.DemandDrift)
 	for _, d := range r.Safety.Descriptions {

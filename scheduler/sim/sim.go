@@ -57,6 +57,9 @@ type Config struct {
 	BandwidthMBps float64
 	// KillAgents is the fraction of agents killed (and restarted) during the run.
 	KillAgents float64
+	// Byzantine is the fraction of hosts whose agents do not play fair
+	// (byzantine.go; wall clock, mode dvms).
+	Byzantine float64
 	// NovaFaults is the rate of faults the fake cloud injects.
 	NovaFaults float64
 	// NovaAPIRate is the requests per second the simulated region's API
@@ -149,6 +152,9 @@ func (c Config) Validate() error {
 	}
 	if c.Mode == "central" && (c.CentralPeriod <= 0 || c.CentralSolveLimit <= 0) {
 		errs = append(errs, errors.New("central period and solve limit must be > 0"))
+	}
+	if c.Byzantine < 0 || c.Byzantine >= 0.5 || c.Byzantine > 0 && c.Mode != "dvms" {
+		errs = append(errs, errors.New("--byzantine must be in [0, 50%) and needs --mode dvms"))
 	}
 	if c.KillAgents < 0 || c.KillAgents > 1 || c.NovaFaults < 0 || c.NovaFaults > 1 {
 		errs = append(errs, errors.New("--kill-agents and --nova-faults must be fractions in [0, 1]"))
@@ -547,6 +553,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer nc.Close()
 	var onAgents sync.WaitGroup
 	defer onAgents.Wait()
+	var advWG sync.WaitGroup // the adversaries (--byzantine)
+	defer advWG.Wait()
 
 	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
 		simNow: clock.Now, raisedSim: map[string]time.Time{}}
@@ -597,6 +605,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	var coordSamples atomic.Int64
 	slots := make([]*agentSlot, len(hosts))
+	adv := newAdversaries(cfg, hosts, clock, nc)
+	if len(adv.byz) > 0 {
+		onExec := hooks.OnExec
+		hooks.OnExec = func(host string, ev scheduler.Event, res node.ExecResult) {
+			onExec(host, ev, res)
+			adv.executed(ev, res)
+		}
+		index := make(map[string]int, len(hosts))
+		for i, h := range hosts {
+			index[h] = i
+		}
+		adv.busy = func(h string) bool { s := slots[index[h]]; return s != nil && s.a.Runner().Partition() != nil }
+	}
 	// The region's maintenance watch runs in the first live agent, as
 	// `dvms agent` elects it (the smallest live host name).
 	down := make([]atomic.Bool, len(hosts))
@@ -630,6 +651,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			delayed = sts.transport(nc, hosts[i])
 			tr = delayed
 		}
+		var demand nova.DemandSource = countDemand{cloud, &samples}
+		if adv.byz[hosts[i]] {
+			demand, tr = liar{demand}, muzzle{Transport: tr, a: adv}
+		}
 		o := agentd.Options{
 			// The sites' delays are on the protocol (Signed); status,
 			// controls and the journal's updates take the plain
@@ -637,7 +662,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Runtime: cfg.Runtime, Agent: ac, Version: "simulate", Bus: nc, Signed: tr,
 			// Each agent measures only its own host, as a cgroup source
 			// does, and has its own Nova client, metered under its name.
-			Nova: cloud.Client(hosts[i]), Demand: node.OnlyHost(countDemand{cloud, &samples}, hosts[i]), DemandName: "simulated",
+			Nova: cloud.Client(hosts[i]), Demand: node.OnlyHost(demand, hosts[i]), DemandName: "simulated",
 			Arbiter: agentd.Shared{Arbiter: arb}, Clock: clock, Log: cfg.Log, Seed: rng.Int63(),
 			Ring: &ring, Watcher: watcher(i), Hooks: hooks,
 		}
@@ -713,6 +738,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if swims != nil {
 			swims.warmup(ctx)
+		}
+		for i, h := range hosts {
+			if adv.byz[h] {
+				seed := cfg.Seed + byzSeed + int64(i)
+				advWG.Go(func() {
+					if err := adv.run(ctx, h, seed); err != nil {
+						cfg.Log.Error().Err(err).Msg("adversary stopped")
+					}
+				})
+			}
 		}
 		if cfg.OnAgents != nil {
 			onAgents.Add(1)
@@ -841,6 +876,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				kl.back = -1
 			}
 		}
+		if len(adv.byz) > 0 && slots != nil {
+			now := clock.Now()
+			for i, s := range slots {
+				if !adv.byz[hosts[i]] && !down[i].Load() {
+					adv.observe(now, hosts[i], s.a.Runner().Partition())
+				}
+			}
+		}
 		over := cloud.OverloadedHosts()
 		rep.OverloadSeconds += float64(over) * dt
 		st.mu.Lock()
@@ -884,9 +927,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	cancel()
 	<-centralDone
-	for _, s := range slots {
+	var honest []*node.Runner
+	for i, s := range slots {
 		<-s.done
 		rep.Messages.Dropped += s.a.Runner().Dropped()
+		if !adv.byz[hosts[i]] {
+			honest = append(honest, s.a.Runner())
+		}
+	}
+	advWG.Wait()
+	if cfg.Mode == "dvms" {
+		st.mu.Lock()
+		refused := st.abortedBy[string(scheduler.EndLeaderRefused)]
+		st.mu.Unlock()
+		adv.report(rep, honest, refused, cloud.Violations())
 	}
 	cloud.Advance()
 	finish(rep, st, cloud, cfg, hosts, wallStart)

@@ -56,8 +56,8 @@ func (c Config) virtualProblems() error {
 	if c.Mode != "dvms" && c.Mode != "oracle" {
 		errs = append(errs, fmt.Errorf("--clock virtual runs --mode dvms and oracle (not %s)", c.Mode))
 	}
-	if c.KillAgents > 0 || c.NovaFaults > 0 || c.NovaAPIRate > 0 || c.NovaLatency > 0 || c.Arrivals > 0 {
-		errs = append(errs, errors.New("--clock virtual does not model --kill-agents, --nova-faults, --nova-api-rps, --nova-api-latency or --arrivals (use --clock wall)"))
+	if c.KillAgents > 0 || c.NovaFaults > 0 || c.NovaAPIRate > 0 || c.NovaLatency > 0 || c.Arrivals > 0 || c.Byzantine > 0 {
+		errs = append(errs, errors.New("--clock virtual does not model --kill-agents, --nova-faults, --nova-api-rps, --nova-api-latency, --arrivals or --byzantine (use --clock wall)"))
 	}
 	if c.Sites.N > 1 || c.Agent.NextNode == scheduler.NextVivaldi || c.Membership == MembershipSwim {
 		errs = append(errs, errors.New("--clock virtual does not model --sites, --next-node vivaldi or --membership swim (use --clock wall)"))

@@ -1,0 +1,52 @@
+package scheduler
+
+import (
+	"slices"
+	"time"
+)
+
+// Bounds on one key (trust against insiders): the runtime's edge
+// (scheduler/node, bounds.go) tracks how long and how often each key leads
+// the partitions this agent is in, and refuses a key past its bounds. Its
+// one entry into the state machine is RefuseLeader.
+
+// RefuseLeader makes this agent stay out of partitions led by leader (over
+// its bounds at the runtime's edge, why says which): it leaves the
+// partition it is in if leader leads it (an Aborted end, EndLeaderRefused),
+// and its own event, if the partition carried it, is raised again at
+// once, not after a backoff: the event was held, not found unsolvable.
+// leader leaves this agent's ring, so no request of this agent goes to it,
+// until the runtime calls MemberUp. The agent never refuses itself.
+//
+// taken, if set, is a partition leader claimed (an update from it the
+// edge dropped): if this agent is a member of it (its leader follows
+// nobody) and its plan does not run, the
+// others may have followed leader (they have not refused it yet), so this
+// agent leaves it too, its event raised again at once. The edge bounds how
+// often (maxClaimLeaves): a key that claims every partition it hears of
+// must not make its refusers leave them all.
+func (a *Agent) RefuseLeader(now time.Time, leader, taken, why string) {
+	if leader == a.cfg.ID {
+		return
+	}
+	if now.After(a.now) {
+		a.now = now
+	}
+	if p := a.part; p != nil && (p.Leader == leader || p.ID == taken && !a.leader() && p.State != Finishing) {
+		held, backoff, window := a.active, a.backoff, slices.Clone(a.window)
+		ran := a.planRan || p.State == Finishing
+		// Only this agent leaves, on its own evidence: each member
+		// judges the leader by its own bounds, not by another member's
+		// word (which a key could forge against a fair leader).
+		a.end(Aborted, EndLeaderRefused, why, nil)
+		if held != nil && a.active == nil {
+			a.retryAt, a.backoff = a.now, backoff
+			if !ran {
+				// No plan ran: the samples that raised the event still
+				// hold, it is raised again on the next tick.
+				a.window = window
+			}
+		}
+	}
+	a.MemberDown(leader) // out of the ring: no request goes to it
+}

@@ -1,0 +1,120 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/dvms-project/dvms/scheduler"
+)
+
+func boundsPart(id, leader string) *scheduler.Partition {
+	return &scheduler.Partition{ID: id, Version: 1, Initiator: leader, Leader: leader, Nodes: []string{leader}, State: scheduler.Growing,
+		Events: []scheduler.Event{{ID: "ev-" + id, Kind: scheduler.Overload, Host: leader}}}
+}
+
+// A sender past its rate is dropped and counted; another sender, and
+// the same one once its bucket refills, are not.
+func TestBoundsRatePerSender(t *testing.T) {
+	b := newBounds(BoundsConfig{Rate: 10, Burst: 5}, "self", zerolog.Nop())
+	now := time.Unix(0, 0)
+	hb := scheduler.Message{Type: scheduler.MsgHeartbeat, From: "evil", PartID: "p", Version: 1}
+	admitted := 0
+	for range 20 {
+		if b.admit(now, "evil", hb) {
+			admitted++
+		}
+	}
+	if admitted != 5 || b.rateDrops.Load() != 15 {
+		t.Fatalf("admitted %d, dropped %d of 20 at once: want the burst (5) and 15 dropped", admitted, b.rateDrops.Load())
+	}
+	if !b.admit(now, "good", hb) {
+		t.Error("another sender was dropped: the rate is per sender")
+	}
+	if !b.admit(now.Add(200*time.Millisecond), "evil", hb) {
+		t.Error("the sender is still dropped after its bucket refilled")
+	}
+}
+
+// A key leading more than MaxLeads partitions within the window is
+// refused: its further requests are dropped, a partition this agent is
+// in and it leads is handed to the agent to leave, and the refusal ends
+// after the window (the key goes back in the ring unless membership
+// says it is down).
+func TestBoundsCountAndRefusal(t *testing.T) {
+	b := newBounds(BoundsConfig{MaxLeads: 3, LeadWindow: time.Minute, LeadTimeout: 10 * time.Second}, "self", zerolog.Nop())
+	now := time.Unix(0, 0)
+	grow := func(id string) bool {
+		return b.admit(now, "evil", scheduler.Message{Type: scheduler.MsgGrow, From: "evil", PartID: id, Version: 1, Part: boundsPart(id, "evil")})
+	}
+	for i := range 3 {
+		if !grow(fmt.Sprintf("p%d", i)) {
+			t.Fatalf("lead %d of 3 dropped", i+1)
+		}
+	}
+	if !grow("p0") {
+		t.Error("a partition already counted was counted again")
+	}
+	if grow("p3") || b.refusedDrops.Load() != 1 {
+		t.Fatalf("the 4th partition was admitted (refused drops %d)", b.refusedDrops.Load())
+	}
+	if grow("p0") {
+		t.Error("a refused key's partition was admitted")
+	}
+	b.observe(now, boundsPart("p0", "evil"))
+	rs := b.check(now)
+	if len(rs) == 0 || rs[0].key != "evil" || rs[0].back {
+		t.Fatalf("refusals %+v: want evil refused", rs)
+	}
+	b.observe(now, nil)
+	if rs := b.check(now.Add(30 * time.Second)); len(rs) != 0 {
+		t.Fatalf("refusals %+v while evil is refused and this agent is free", rs)
+	}
+	rs = b.check(now.Add(2 * time.Minute))
+	if len(rs) != 1 || !rs[0].back {
+		t.Fatalf("refusals %+v after the window: want evil back", rs)
+	}
+}
+
+// A key leading this agent's partition past LeadTimeout outside a plan
+// is refused, one leading it in a plan only past LeadPlanTimeout; a
+// change of leader starts a new stint; a silent leader is left to the
+// partition timeout, not refused.
+func TestBoundsLeadTime(t *testing.T) {
+	b := newBounds(BoundsConfig{LeadTimeout: 10 * time.Second, LeadPlanTimeout: time.Minute, LeadWindow: time.Minute}, "self", zerolog.Nop())
+	t0 := time.Unix(0, 0)
+	check := func(at time.Duration, speaking string) []refusal {
+		if speaking != "" {
+			b.admit(t0.Add(at), speaking, scheduler.Message{Type: scheduler.MsgHeartbeat, From: speaking, PartID: "p", Version: 1})
+		}
+		return b.check(t0.Add(at))
+	}
+	p := boundsPart("p", "a")
+	b.observe(t0, p)
+	if rs := check(9*time.Second, "a"); len(rs) != 0 {
+		t.Fatalf("refused within lead_timeout: %+v", rs)
+	}
+	if rs := check(16*time.Second, ""); len(rs) != 0 {
+		t.Fatalf("a silent leader was refused: %+v", rs)
+	}
+	q := boundsPart("p", "b")
+	b.observe(t0.Add(16*time.Second), q)
+	if rs := check(22*time.Second, "b"); len(rs) != 0 {
+		t.Fatalf("a new leader's stint was not restarted: %+v", rs)
+	}
+	q.State = scheduler.Finishing
+	b.observe(t0.Add(23*time.Second), q)
+	if rs := check(80*time.Second, "b"); len(rs) != 0 {
+		t.Fatalf("refused while its plan runs within lead_plan_timeout: %+v", rs)
+	}
+	if rs := check(84*time.Second, "b"); len(rs) != 1 || rs[0].key != "b" {
+		t.Fatalf("refusals %+v past lead_plan_timeout: want b", rs)
+	}
+	r := boundsPart("r", "c")
+	b.observe(t0.Add(85*time.Second), r)
+	if rs := check(96*time.Second, "c"); len(rs) != 1 || rs[0].key != "c" {
+		t.Fatalf("refusals %+v past lead_timeout: want c", rs)
+	}
+}

@@ -1,0 +1,209 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/node"
+)
+
+// holdAttack is the one-key region freeze: the insider, signing as
+// compute-4, reads the requests and updates sent to the other agents and
+// takes over every partition it hears of (an update one version up naming
+// itself leader), then keeps each one alive with a leader's heartbeat
+// every tick and never plans.
+type holdAttack struct {
+	rt   *redTeam
+	mu   sync.Mutex
+	held map[string]scheduler.Partition
+	sent atomic.Int64
+}
+
+func (h *holdAttack) start(ctx context.Context, wg *sync.WaitGroup) {
+	h.held = map[string]scheduler.Partition{}
+	for _, victim := range h.rt.hosts[:3] {
+		sub, err := bus.SubscribeFrom(h.rt.inside, bus.AgentSubject(rtRegion, victim), func(_, _ string, data []byte) { h.heard(data) })
+		if err != nil {
+			h.rt.t.Fatal(err)
+		}
+		h.rt.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	wg.Go(func() {
+		tick := time.NewTicker(50 * time.Millisecond) // one agent tick (500 ms at scale 10)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			h.mu.Lock()
+			held := make([]scheduler.Partition, 0, len(h.held))
+			for _, p := range h.held {
+				held = append(held, p)
+			}
+			h.mu.Unlock()
+			for _, p := range held {
+				for _, n := range p.Nodes {
+					if n != "compute-4" {
+						h.send(n, scheduler.Message{Type: scheduler.MsgHeartbeat, From: "compute-4", PartID: p.ID, Version: p.Version})
+					}
+				}
+			}
+		}
+	})
+}
+
+func (h *holdAttack) heard(data []byte) {
+	m, err := scheduler.Decode(data)
+	if err != nil || m.Part == nil || m.Part.Leader == "compute-4" || (m.Type != scheduler.MsgGrow && m.Type != scheduler.MsgUpdate) {
+		return
+	}
+	p := *m.Part
+	h.mu.Lock()
+	if old, ok := h.held[p.ID]; ok && old.Version > p.Version {
+		h.mu.Unlock()
+		return
+	}
+	p.Version++
+	p.Leader, p.State = "compute-4", scheduler.Growing
+	p.Nodes = slices.Clone(p.Nodes)
+	if !slices.Contains(p.Nodes, "compute-4") {
+		p.Nodes = append(p.Nodes, "compute-4")
+	}
+	h.held[p.ID] = p
+	h.mu.Unlock()
+	for _, n := range p.Nodes {
+		if n != "compute-4" {
+			h.send(n, scheduler.Message{Type: scheduler.MsgUpdate, From: "compute-4", PartID: p.ID, Version: p.Version, Part: &p})
+		}
+	}
+}
+
+func (h *holdAttack) send(to string, m scheduler.Message) {
+	data, err := scheduler.Encode(m)
+	if err != nil {
+		h.rt.t.Error(err)
+		return
+	}
+	if err := h.rt.inside.Publish(context.Background(), bus.AgentSubject(rtRegion, to), data); err == nil {
+		h.sent.Add(1)
+	}
+}
+
+// holdRun overloads compute-1 on a fresh region (the runtime tuned by
+// tune), with or without the hold attack, and reports how much agent time
+// the overload took to solve (within limit; solved false past it), how
+// long compute-1 was held in partitions the insider led, and the bounds'
+// drops.
+type holdRun struct {
+	solved     bool
+	took, held time.Duration
+	attackSent int64
+	boundDrops int64
+}
+
+func runHold(t *testing.T, attack bool, tune func(*node.Config), limit time.Duration) holdRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	rt := startRedTeamWith(t, ctx, false, tune)
+	var wg sync.WaitGroup
+	defer rt.wg.Wait()
+	defer wg.Wait()
+	defer cancel()
+	var ha *holdAttack
+	if attack {
+		ha = &holdAttack{rt: rt}
+		ha.start(ctx, &wg)
+	}
+	var out holdRun
+	start := rt.clock.Now()
+	for j := range 2 {
+		_ = rt.cloud.SetDemand(fmt.Sprintf("s-1-%d", j), nova.Demand{CPU: 5, RAMMB: 1024}) // 10 > 8 cores
+	}
+	var heldFrom time.Time
+	out.solved = waitFor(t, rt.clock.Wall(limit), func() bool {
+		now := rt.clock.Now()
+		p := rt.runners["compute-1"].Partition()
+		switch {
+		case p != nil && p.Leader == "compute-4" && heldFrom.IsZero():
+			heldFrom = now
+		case (p == nil || p.Leader != "compute-4") && !heldFrom.IsZero():
+			out.held += now.Sub(heldFrom)
+			heldFrom = time.Time{}
+		}
+		return !rt.cloud.Overloaded("compute-1")
+	})
+	out.took = rt.clock.Now().Sub(start)
+	if !heldFrom.IsZero() {
+		out.held += rt.clock.Now().Sub(heldFrom)
+	}
+	if ha != nil {
+		out.attackSent = ha.sent.Load()
+	}
+	for _, r := range rt.runners {
+		for _, n := range r.BoundDrops() {
+			out.boundDrops += n
+		}
+	}
+	if v := rt.cloud.Violations(); len(v) > 0 || rt.cloud.ServersLost() != 0 {
+		t.Errorf("violations %v, lost %d", v, rt.cloud.ServersLost())
+	}
+	return out
+}
+
+// The one-key region freeze replayed: with one stolen key an insider took
+// over every partition it heard of and held it with heartbeats, never a
+// plan, and a real overload stayed unsolved (the control, without bounds,
+// shows it still does). With lead_timeout at one partition timeout each
+// agent is held at most that long by the key: past it the agent leaves
+// (the initiator's event is raised again at once), refuses the key and
+// drops its takeovers, and leaves at once a partition the key claims
+// (others may have followed it, a few times per refusal). compute-1's
+// event is held by the key at most one partition timeout in all. The
+// overload is solved later than without the attack by the time the other
+// agents on its path take to reach their own bounds (no agent takes
+// another's word against a key, and a member whose leader followed the
+// key waits for it a partition timeout, then backs off): 1 to 7 partition
+// timeouts on a busy machine under -race; the test allows 10, and the
+// control, without bounds, is still unsolved after them.
+func TestRedTeamOneKeyCannotHoldTheRegion(t *testing.T) {
+	pt := scheduler.DefaultConfig("x").PartitionTimeout
+	bounded := func(c *node.Config) { c.Bounds.LeadTimeout = pt }
+	unbounded := func(c *node.Config) { c.Bounds = node.BoundsConfig{} }
+
+	base := runHold(t, false, bounded, time.Minute)
+	if !base.solved {
+		t.Fatalf("without the attack the overload was not solved in a minute of agent time: %+v", base)
+	}
+	t.Logf("without the attack: solved in %s (agent time)", base.took)
+	// slack: the agents' tick and the monitor's sample, on a busy machine.
+	const slack = 5 * time.Second
+	within := base.took + 10*pt + slack
+
+	ctl := runHold(t, true, unbounded, within)
+	t.Logf("attack, no bounds: solved %v after %s, compute-1 held %s, %d forged messages", ctl.solved, ctl.took, ctl.held, ctl.attackSent)
+	if ctl.solved || ctl.held < pt {
+		t.Fatalf("the control no longer reproduces the freeze (solved %v, held %s): the test proves nothing", ctl.solved, ctl.held)
+	}
+
+	got := runHold(t, true, bounded, within)
+	t.Logf("attack, lead_timeout %s: solved %v after %s, compute-1 held %s, %d forged messages, %d dropped by the bounds",
+		pt, got.solved, got.took, got.held, got.attackSent, got.boundDrops)
+	if !got.solved {
+		t.Fatalf("the overload was not solved within %s (unattacked %s + 10 partition timeouts + %s)", within, base.took, slack)
+	}
+	if tick := node.DefaultConfig().Tick; got.held > pt+2*tick {
+		t.Errorf("compute-1 was held %s by the insider, bound %s", got.held, pt)
+	}
+	if got.boundDrops == 0 {
+		t.Error("no takeover was dropped by the bounds: the key was never refused")
+	}
+}
