@@ -32,8 +32,8 @@ func init() {
 			"hold it now (paused, excluded, advise mode, closed windows) come last. Each agent keeps\n" +
 			"its last 100 events and 20 held records.",
 		Flags: append(natsFlags(),
-			&cli.StringFlag{Name: "since", Usage: "only decisions since: a duration ago (10m) or an RFC 3339 time"},
-			&cli.IntFlag{Name: "max", Value: 20, Usage: "at most this many decisions, the newest (0: all kept)"},
+			&cli.StringFlag{Name: "since", Usage: "only decisions since `TIME`: a duration ago (10m) or an RFC 3339 time"},
+			&cli.IntFlag{Name: "max", Value: 20, Usage: "at most `N` decisions, the newest (0: all kept)"},
 		),
 		Action: runExplain,
 	})

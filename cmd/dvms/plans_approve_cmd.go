@@ -32,12 +32,12 @@ func planSubcommands() []*cli.Command {
 		var fs []cli.Flag
 		for _, f := range natsFlags() {
 			if slices.Contains(f.Names(), "timeout") {
-				f = &cli.DurationFlag{Name: "timeout", Value: approveTimeout, Usage: "wait at most this long for the answer of the agent holding the plan (its re-check reads Nova)"}
+				f = &cli.DurationFlag{Name: "timeout", Value: approveTimeout, Usage: "wait at most this `DURATION` for the answer of the agent holding the plan (its re-check reads Nova)"}
 			}
 			fs = append(fs, f)
 		}
 		return append(fs, &cli.StringFlag{Name: "key", EnvVars: []string{"DVMS_OPERATOR_KEY"},
-			Usage: "operator's private key NAME.key (as dvms pause); without it the command is unsigned, which only agents with insecure_unsigned take"})
+			Usage: "operator's private key `FILE` (NAME.key, as dvms pause); without it the command is unsigned, which only agents with insecure_unsigned take"})
 	}
 	return []*cli.Command{
 		{
