@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/scheduler/control"
 	"github.com/dvms-project/dvms/scheduler/status"
@@ -115,20 +113,11 @@ func runControl(c *cli.Context, cmd control.Command) error {
 		return err
 	}
 	defer func() { _ = tr.Close() }()
-	subject := bus.ControlSubject(c.String("region"))
-	acks, err := status.GatherAnswers(c.Context, tr, c.Duration("timeout"), subject, func(inbox string) []byte {
-		cmd.Reply = inbox
-		data, _ := json.Marshal(cmd)
-		if signer != nil {
-			return signer.Seal(subject, data, time.Now())
-		}
-		return data
-	}, func(data []byte) (a control.Ack, host string, members []string, ok bool) {
-		if json.Unmarshal(data, &a) != nil || a.V != 1 || a.Host == "" || a.ID != cmd.ID {
-			return a, "", nil, false
-		}
-		return a, a.Host, a.Members, true
-	})
+	var seal func(string, []byte) []byte
+	if signer != nil {
+		seal = func(subject string, data []byte) []byte { return signer.Seal(subject, data, time.Now()) }
+	}
+	acks, err := status.SendControl(c.Context, tr, c.Duration("timeout"), c.String("region"), cmd, seal, nil)
 	if err != nil {
 		return err
 	}
