@@ -272,7 +272,7 @@ func TestMaintenanceSeenThroughTheWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ev scheduler.Event
-	if !waitFor(t, 5*time.Second, func() bool {
+	if !waitFor(t, 20*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range raised {
