@@ -137,7 +137,7 @@ func TestSchedulerAPIOverNATS(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&h)
 		return h
 	}
-	if !eventually(t, 10*time.Second, func() bool {
+	if !eventually(t, 30*time.Second, func() bool {
 		publishAll()
 		h := health()
 		return h["fresh"] == 3 && h["rejected_summaries"] >= 1
