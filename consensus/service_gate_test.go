@@ -154,7 +154,7 @@ func TestServiceRaftRPCBoundToPeer(t *testing.T) {
 	// request the follower sent before its subscription took effect. The
 	// attack ran if it answered some (every answer it sent was refused
 	// above).
-	testwait.Until(t, 10*time.Second, "the forger to answer the follower's requests", func() (bool, string) {
+	testwait.Until(t, 30*time.Second, "the forger to answer the follower's requests", func() (bool, string) {
 		fmu.Lock()
 		defer fmu.Unlock()
 		return forgedN >= 1, fmt.Sprintf("%d of 5 answered", forgedN)

@@ -591,7 +591,7 @@ func TestServiceMalformedRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "malformed requests logged", func() (bool, string) {
+	eventually(t, 30*time.Second, "malformed requests logged", func() (bool, string) {
 		return c.log.contains("malformed request dropped"), ""
 	})
 	via := c.nonLeader(leader)
@@ -736,7 +736,7 @@ func testServiceRunLeavesNoGoroutines(t *testing.T, secure bool) {
 		t.Fatalf("register: %+v %v", d, err)
 	}
 	c.stopAll()
-	eventually(t, 10*time.Second, "goroutines of stopped services gone", func() (bool, string) {
+	eventually(t, 30*time.Second, "goroutines of stopped services gone", func() (bool, string) {
 		buf := make([]byte, 1<<20)
 		var left []string
 		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {

@@ -78,11 +78,13 @@ func TestOperatorControls(t *testing.T) {
 	}()
 	dvms := func(args ...string) (int, string) {
 		var out, errOut bytes.Buffer
-		args = append([]string{"dvms", args[0], "--nats-url", ns.ClientURL(), "--region", opsRegion, "--nats-nkey", filepath.Join(obs, "ops.key")}, args[1:]...)
+		// --timeout: a bound for a busy machine; the answers end the
+		// wait once every member answered.
+		args = append([]string{"dvms", args[0], "--nats-url", ns.ClientURL(), "--region", opsRegion, "--nats-nkey", filepath.Join(obs, "ops.key"), "--timeout", "20s"}, args[1:]...)
 		code := run(args, &out, &errOut)
 		return code, out.String() + errOut.String()
 	}
-	waitUntil(t, 10*time.Second, "both agents hear each other", func() bool {
+	waitUntil(t, 30*time.Second, "both agents hear each other", func() bool {
 		return len(a1.Members()) == 2 && len(a2.Members()) == 2
 	})
 
@@ -113,7 +115,7 @@ func TestOperatorControls(t *testing.T) {
 	// A later agent learns both from its peers.
 	a3 := startOpsAgent(t, ctx, cloud, ns.ClientURL(), "compute-3", signed)
 	agents = append(agents, a3)
-	waitUntil(t, 10*time.Second, "compute-3 learns the controls", func() bool {
+	waitUntil(t, 30*time.Second, "compute-3 learns the controls", func() bool {
 		return a3.Registers().Paused() && a3.Registers().Excluded("compute-2")
 	})
 	// Paused: no event raised while compute-1's monitor takes more than

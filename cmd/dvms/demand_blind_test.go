@@ -90,7 +90,7 @@ func TestAgentSaysWhenItIsBlind(t *testing.T) {
 		t.Errorf("a blind agent sampled its host (%+v): it measures nothing, not zero", h)
 	}
 	var out lockedBuffer
-	if rc := runContext(ctx, []string{"dvms", "status", "--nats-url", ns.ClientURL(), "--region", opsRegion, "--timeout", "2s"}, &out, &out); rc != 0 ||
+	if rc := runContext(ctx, []string{"dvms", "status", "--nats-url", ns.ClientURL(), "--region", opsRegion, "--timeout", "10s"}, &out, &out); rc != 0 ||
 		!strings.Contains(out.String(), "cgroup BLIND 0/5") {
 		t.Errorf("dvms status (exit %d) does not say compute-1 is blind:\n%s", rc, out.String())
 	}

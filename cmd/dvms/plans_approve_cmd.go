@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/scheduler/control"
 	"github.com/dvms-project/dvms/scheduler/status"
 )
@@ -127,18 +125,9 @@ func sendCommand(c *cli.Context, cmd *control.Command) (map[string]control.Ack, 
 		return nil, err
 	}
 	defer func() { _ = tr.Close() }()
-	subject := bus.ControlSubject(c.String("region"))
-	return status.GatherAnswers(c.Context, tr, c.Duration("timeout"), subject, func(inbox string) []byte {
-		cmd.Reply = inbox
-		data, _ := json.Marshal(cmd)
-		if signer != nil {
-			return signer.Seal(subject, data, time.Now())
-		}
-		return data
-	}, func(data []byte) (a control.Ack, host string, members []string, ok bool) {
-		if json.Unmarshal(data, &a) != nil || a.V != 1 || a.Host == "" || a.ID != cmd.ID {
-			return a, "", nil, false
-		}
-		return a, a.Host, a.Members, true
-	})
+	var seal func(string, []byte) []byte
+	if signer != nil {
+		seal = func(subject string, data []byte) []byte { return signer.Seal(subject, data, time.Now()) }
+	}
+	return status.SendControl(c.Context, tr, c.Duration("timeout"), c.String("region"), *cmd, seal, nil)
 }

@@ -60,6 +60,31 @@ func eventually(t *testing.T, d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
+// startSchedAPI starts the scheduler-api service of region t on the NATS
+// server at url, with clock now; it is stopped (and must stop cleanly) at
+// the test's end. The logs are its.
+func startSchedAPI(t *testing.T, url string, now func() time.Time) (*SchedAPI, Config, *syncBuffer) {
+	t.Helper()
+	cfg, err := load(t, "[scheduler_api]\nlisten = 127.0.0.1:0\n", "OS_CLOUD=c", "DVMS_REGION=t", "DVMS_NATS_URL="+url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	p, err := StartSchedAPI(ctx, cfg, now, zerolog.New(logs))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := p.Wait(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p, cfg, logs
+}
+
 func TestSchedulerAPIOverNATS(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -68,22 +93,8 @@ func TestSchedulerAPIOverNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Shutdown()
-	cfg, err := load(t, "[scheduler_api]\nlisten = 127.0.0.1:0\n", "OS_CLOUD=c", "DVMS_REGION=t", "DVMS_NATS_URL="+ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := &testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	var logs syncBuffer
-	p, err := StartSchedAPI(ctx, cfg, clock.now, zerolog.New(&logs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cancel()
-		if err := p.Wait(); err != nil {
-			t.Error(err)
-		}
-	}()
+	p, cfg, logs := startSchedAPI(t, ns.ClientURL(), clock.now)
 	base := "http://" + p.Addr()
 
 	agent, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: "fake-agents"})
@@ -126,7 +137,7 @@ func TestSchedulerAPIOverNATS(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&h)
 		return h
 	}
-	if !eventually(t, 10*time.Second, func() bool {
+	if !eventually(t, 30*time.Second, func() bool {
 		publishAll()
 		h := health()
 		return h["fresh"] == 3 && h["rejected_summaries"] >= 1
@@ -202,21 +213,7 @@ func TestSchedulerAPIStartsWithoutNATS(t *testing.T) {
 	}
 	url := ns.ClientURL()
 	ns.Shutdown() // its port is known and nothing listens there
-	cfg, err := load(t, "[scheduler_api]\nlisten = 127.0.0.1:0\n", "OS_CLOUD=c", "DVMS_REGION=t", "DVMS_NATS_URL="+url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs syncBuffer
-	p, err := StartSchedAPI(ctx, cfg, time.Now, zerolog.New(&logs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cancel()
-		if err := p.Wait(); err != nil {
-			t.Error(err)
-		}
-	}()
+	p, _, logs := startSchedAPI(t, url, time.Now)
 	post := func() []string {
 		resp, err := http.Post("http://"+p.Addr()+extsched.Path, "application/json", bytes.NewReader(extschedtest.NovaRequest(1, 512, "a", "b")))
 		if err != nil {

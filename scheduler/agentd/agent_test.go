@@ -2,7 +2,6 @@ package agentd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/internal/testbus"
 	"github.com/dvms-project/dvms/internal/testwait"
@@ -58,16 +56,7 @@ func TestAgentServesStatusAndControls(t *testing.T) {
 	}
 
 	cmd := control.Command{V: 1, ID: "p", At: time.Now(), Op: control.OpPause}
-	acks, err := status.GatherAnswers(ctx, cli, 10*time.Second, bus.ControlSubject("t"), func(inbox string) []byte {
-		cmd.Reply = inbox
-		data, _ := json.Marshal(cmd)
-		return data
-	}, func(data []byte) (a control.Ack, host string, members []string, ok bool) {
-		if json.Unmarshal(data, &a) != nil || a.ID != cmd.ID {
-			return a, "", nil, false
-		}
-		return a, a.Host, nil, true
-	})
+	acks, err := status.SendControl(ctx, cli, 10*time.Second, "t", cmd, nil, nil)
 	if err != nil || !acks["c1"].Accepted || !a.Registers().Paused() {
 		t.Fatalf("pause: %v %+v", err, acks)
 	}

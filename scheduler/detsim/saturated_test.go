@@ -49,7 +49,7 @@ func saturatedLiveness(t *testing.T, opts func(seed int64) Options) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			c := New(opts(seed), saturated(rng, 20))
-			c.RunUntil(5*time.Minute, func() bool { return len(c.Solvable()) == 0 && c.Idle() })
+			c.RunUntil(5*time.Minute, func() bool { return c.Idle() && len(c.Solvable()) == 0 })
 			if len(c.Violations) > 0 {
 				t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
 			}
@@ -121,7 +121,7 @@ func TestMessageFaults(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			c := New(Options{Seed: seed, Drop: 0.05, Dup: 0.05, Jitter: 40 * time.Millisecond}, saturated(rng, 15))
-			c.RunUntil(5*time.Minute, func() bool { return len(c.Solvable()) == 0 && c.Idle() })
+			c.RunUntil(5*time.Minute, func() bool { return c.Idle() && len(c.Solvable()) == 0 })
 			if len(c.Violations) > 0 {
 				t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
 			}
@@ -149,7 +149,7 @@ func TestAgentCrashes(t *testing.T) {
 				c.Run(time.Second)
 				c.Restart(victim)
 			}
-			c.RunUntil(5*time.Minute, func() bool { return len(c.Solvable()) == 0 && c.Idle() })
+			c.RunUntil(5*time.Minute, func() bool { return c.Idle() && len(c.Solvable()) == 0 })
 			if len(c.Violations) > 0 {
 				t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
 			}
@@ -174,7 +174,7 @@ func TestArbiterFaults(t *testing.T) {
 			t.Run(fmt.Sprint(seed), func(t *testing.T) {
 				t.Parallel()
 				c := New(Options{Seed: seed, Jitter: 2 * time.Millisecond, ArbiterFaults: 0.4}, mergeNeeded(40))
-				c.RunUntil(5*time.Minute, func() bool { return len(c.Solvable()) == 0 && c.Idle() })
+				c.RunUntil(5*time.Minute, func() bool { return c.Idle() && len(c.Solvable()) == 0 })
 				if len(c.Violations) > 0 {
 					t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
 				}

@@ -128,14 +128,14 @@ func TestMembershipSilenceIsDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if !waitFor(t, 5*time.Second, func() bool {
+	if !waitFor(t, 20*time.Second, func() bool {
 		_ = tr.Publish(ctx, bus.HeartbeatSubject("mt"), []byte(`{"v":1,"host":"h1","incarnation":"x","seq":1}`))
 		return ev.has(&ev.up, "h1")
 	}) {
 		t.Fatal("h1 never came up")
 	}
 	_ = tr.Publish(ctx, bus.HeartbeatSubject("mt"), []byte(`{"malformed`))
-	if !waitFor(t, 5*time.Second, func() bool { return ev.has(&ev.down, "h1") }) {
+	if !waitFor(t, 20*time.Second, func() bool { return ev.has(&ev.down, "h1") }) {
 		t.Fatal("a silent member was never declared dead")
 	}
 	if len(watcher.Members()) != 1 {
@@ -161,11 +161,11 @@ func TestMembershipCarriesCoordinates(t *testing.T) {
 	_, stop1 := startMember(t, ctx, ns.ClientURL(), "h1", "i1", nil, func(m *node.Membership) {
 		m.SelfCoord = func() *coordinate.Coordinate { return mine }
 	})
-	if !waitFor(t, 5*time.Second, func() bool { c, ok := table.Get("h1"); return ok && c.Vec[0] == 0.02 }) {
+	if !waitFor(t, 20*time.Second, func() bool { c, ok := table.Get("h1"); return ok && c.Vec[0] == 0.02 }) {
 		t.Fatal("h1's coordinate never reached h0's table")
 	}
 	stop1()
-	if !waitFor(t, 5*time.Second, func() bool { _, ok := table.Get("h1"); return !ok }) {
+	if !waitFor(t, 20*time.Second, func() bool { _, ok := table.Get("h1"); return !ok }) {
 		t.Fatal("h1 left but its coordinate stayed")
 	}
 }

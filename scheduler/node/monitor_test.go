@@ -152,7 +152,10 @@ func TestIdleAgentCostsNovaLittle(t *testing.T) {
 	done := make(chan struct{})
 	start := clock.Now()
 	go func() { defer close(done); _ = r.Run(ctx) }()
-	time.Sleep(3 * time.Second) // 30 minutes of cloud time: a measurement window
+	// A measurement window: 30 minutes of cloud time (3 s at 600 x).
+	if !waitFor(t, 30*time.Second, func() bool { return clock.Now().Sub(start) >= 30*time.Minute }) {
+		t.Fatalf("the cloud clock went %s in 30 s", clock.Now().Sub(start))
+	}
 	cancel()
 	<-done
 	minutes := clock.Now().Sub(start).Minutes()
@@ -269,7 +272,7 @@ func TestMaintenanceSeenThroughTheWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ev scheduler.Event
-	if !waitFor(t, 5*time.Second, func() bool {
+	if !waitFor(t, 20*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range raised {

@@ -118,7 +118,7 @@ func startNoticeCloud(t *testing.T, ctx context.Context) *noticeCloud {
 	}
 	t.Cleanup(wg.Wait)
 	for h, r := range runners {
-		if !waitFor(t, 5*time.Second, func() bool { _, ok := r.LastSample(); return ok }) {
+		if !waitFor(t, 20*time.Second, func() bool { _, ok := r.LastSample(); return ok }) {
 			t.Fatalf("%s took no sample", h)
 		}
 	}
@@ -164,7 +164,7 @@ func TestNoticeSampledBeforeNovaAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.notify(t, ctx, nova.Service{Status: nova.ServiceDisabled, State: nova.ServiceUp, DisabledReason: "dvms:maintenance test"})
-	if !waitFor(t, 5*time.Second, func() bool { _, ok := nc.record(scheduler.RecEventRaised); return ok }) {
+	if !waitFor(t, 20*time.Second, func() bool { _, ok := nc.record(scheduler.RecEventRaised); return ok }) {
 		t.Fatal("h2 raised no MAINTENANCE while its Nova re-read was pending")
 	}
 	if n := nc.gate.reads(); n != before {
@@ -188,7 +188,7 @@ func TestNoticeNovaContradictsMovesNothing(t *testing.T) {
 	defer cancel()
 	nc := startNoticeCloud(t, ctx)
 	nc.notify(t, ctx, nova.Service{Status: nova.ServiceDisabled, State: nova.ServiceUp, DisabledReason: "dvms:maintenance forged"})
-	if !waitFor(t, 5*time.Second, func() bool { _, ok := nc.record(scheduler.RecEventRaised); return ok }) {
+	if !waitFor(t, 20*time.Second, func() bool { _, ok := nc.record(scheduler.RecEventRaised); return ok }) {
 		t.Fatal("h2 raised no MAINTENANCE from the notice")
 	}
 	if !waitFor(t, 10*time.Second, func() bool { _, ok := nc.record(scheduler.RecEventEnded); return ok }) {

@@ -44,8 +44,8 @@ type demandAnswer struct {
 	At     time.Time              `json:"at"`
 	Demand map[string]nova.Demand `json:"demand"`
 	// CPUs and RAMMB: the host's capacity as its agent last read it from
-	// Nova (0: not read yet). The executor judges an OVERLOAD on it with
-	// the demand above, the same agent's word (executor_reason.go).
+	// Nova (0: not read yet). Still sent for older agents; this version
+	// judges an OVERLOAD on Nova's capacity (executor_reason.go).
 	CPUs  float64 `json:"cpus,omitempty"`
 	RAMMB float64 `json:"ram_mb,omitempty"`
 }
@@ -55,12 +55,7 @@ type queries struct {
 	mu      sync.Mutex
 	seq     uint64
 	waiting map[string]chan demandAnswer
-	// caps: the capacity each host's agent gave in its last answer.
-	caps map[string]capacity
 }
-
-// capacity is a host's CPUs and RAM (MB) as its own agent read them.
-type capacity struct{ cpus, ramMB float64 }
 
 // answerDemand is the handler of this host's demand subject.
 func (r *Runner) answerDemand(_ string, data []byte) {
@@ -137,13 +132,6 @@ func (r *Runner) askDemand(ctx context.Context, host string) (map[string]nova.De
 			if a.Host != host {
 				return nil, fmt.Errorf("demand of %s answered by %q", host, a.Host)
 			}
-			r.q.mu.Lock()
-			if a.CPUs > 0 && a.RAMMB > 0 {
-				r.q.caps[host] = capacity{a.CPUs, a.RAMMB}
-			} else {
-				delete(r.q.caps, host)
-			}
-			r.q.mu.Unlock()
 			return a.Demand, nil
 		case <-r.d.Clock.After(wait):
 			if try >= queryTries {
@@ -154,20 +142,6 @@ func (r *Runner) askDemand(ctx context.Context, host string) (map[string]nova.De
 			return nil, ctx.Err()
 		}
 	}
-}
-
-// capacityOf is host's CPUs and RAM (MB) as its own agent last said: this
-// agent's view of its host, or the last answer of host's agent to a
-// demand query (Executor.Capacity).
-func (r *Runner) capacityOf(host string) (cpus, ramMB float64, ok bool) {
-	if host == r.agent.ID() {
-		h, ok := r.LastSample()
-		return h.CPUs, h.RAMMB, ok && h.CPUs > 0 && h.RAMMB > 0
-	}
-	r.q.mu.Lock()
-	defer r.q.mu.Unlock()
-	c, ok := r.q.caps[host]
-	return c.cpus, c.ramMB, ok
 }
 
 // measureNow reads the local source for this host now, within

@@ -125,24 +125,3 @@ func TestDemandQueryCarriesRequestID(t *testing.T) {
 		t.Fatalf("h2 read its source under request ids %q, want [req-plan]", src.ids)
 	}
 }
-
-// A demand answer carries the answering agent's capacity of its host as
-// it read it from Nova; none before its first sample.
-func TestDemandAnswerCarriesCapacity(t *testing.T) {
-	run := demandPeers(t)
-	asker := run("h1", nil)
-	answerer := run("h2", &requestSeen{})
-	if _, err := asker.askDemand(context.Background(), "h2"); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, ok := asker.capacityOf("h2"); ok {
-		t.Fatal("a capacity from an agent that has not sampled its host yet")
-	}
-	answerer.setLast(scheduler.Host{Name: "h2", CPUs: 16, RAMMB: 65536}, map[string]nova.Demand{"s1": {CPU: 1}})
-	if _, err := asker.askDemand(context.Background(), "h2"); err != nil {
-		t.Fatal(err)
-	}
-	if cpus, ram, ok := asker.capacityOf("h2"); !ok || cpus != 16 || ram != 65536 {
-		t.Fatalf("capacity of h2 %v CPUs %v MB (%v), want 16 and 65536", cpus, ram, ok)
-	}
-}

@@ -450,7 +450,7 @@ func TestRedTeam(t *testing.T) {
 		if !solved {
 			t.Fatalf("a real overload was not solved under the frozen-region attack (migrations: %+v)", rt.cloud.Stats())
 		}
-		if !waitFor(t, 5*time.Second, func() bool { return rt.dropped(auth.DropMalformed)-droppedBefore >= forged.Load() }) {
+		if !waitFor(t, 20*time.Second, func() bool { return rt.dropped(auth.DropMalformed)-droppedBefore >= forged.Load() }) {
 			t.Errorf("forged messages dropped: %d of %d", rt.dropped(auth.DropMalformed)-droppedBefore, forged.Load())
 		}
 		if v := rt.cloud.Violations(); len(v) > 0 || rt.cloud.ServersLost() != 0 {

@@ -214,7 +214,7 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 		results:     make(chan func(*scheduler.Agent), 64),
 		done:        make(chan struct{}),
 	}
-	r.q.waiting, r.q.caps = map[string]chan demandAnswer{}, map[string]capacity{}
+	r.q.waiting = map[string]chan demandAnswer{}
 	r.bounds = newBounds(cfg.Bounds, ac.ID, log)
 	r.exec.Ask = r.askDemand
 	r.exec.DrainReason = cfg.DrainReason

@@ -45,12 +45,18 @@ func TestSwimJoinKillNoFalseDeathAtTenPercentLoss(t *testing.T) {
 	}
 	ev := make([]*memberEvents, n)
 	sw := make([]*node.Swim, n)
+	// acked counts each agent's direct probes that a member acked
+	// (Observe gets one sample each; a fixed coordinate rides the acks).
+	acked := make([]atomic.Int64, n)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait(); stopNet() }()
 	for i := range n {
+		self := coordinate.NewCoordinate(coordinate.DefaultConfig())
 		cfg := node.SwimConfig{Self: node.Heartbeat{Host: fmt.Sprintf("h%02d", i), Site: "site-a", Incarnation: "1"},
-			Transport: trs[i], Tune: swimFast}
+			Transport: trs[i], Tune: swimFast,
+			SelfCoord: func() *coordinate.Coordinate { return self },
+			Observe:   func(string, *coordinate.Coordinate, time.Duration) error { acked[i].Add(1); return nil }}
 		if i > 0 {
 			cfg.Seeds = []string{sn.Addr(trs[0])}
 		}
@@ -87,11 +93,30 @@ func TestSwimJoinKillNoFalseDeathAtTenPercentLoss(t *testing.T) {
 	}) {
 		t.Fatalf("not every agent sees %d members, or MemberUp missing: %v", n, missingUp())
 	}
-	// Ten seconds at 10 % loss: fifty probe rounds for each agent. (An
-	// absence, watched for a while: memberlist's rounds run on its own
-	// wall-clock ticker and are not counted anywhere.)
+	// Forty acked direct probes for each agent at 10 % loss (about fifty
+	// probe rounds, ten seconds on a machine that keeps up): an absence
+	// of false deaths, watched for a number of rounds, not of seconds.
 	worstLag := watchLag()
-	time.Sleep(10 * time.Second)
+	base := make([]int64, n)
+	for i := range acked {
+		base[i] = acked[i].Load()
+	}
+	fewest := func() (int64, int) {
+		least, who := int64(-1), 0
+		for i := range acked {
+			if d := acked[i].Load() - base[i]; least < 0 || d < least {
+				least, who = d, i
+			}
+		}
+		return least, who
+	}
+	if !waitFor(t, 60*time.Second, func() bool { least, _ := fewest(); return least >= 40 }) {
+		least, who := fewest()
+		if lag := worstLag(); lag > 50*time.Millisecond {
+			t.Skipf("h%02d had %d acked probes in 60 s and a goroutine woke %s late: the machine starved the rounds", who, least, lag)
+		}
+		t.Fatalf("h%02d had %d acked probes in 60 s, want 40", who, least)
+	}
 	sn.Kill(trs[n-1])
 	killed := fmt.Sprintf("h%02d", n-1)
 	if !waitFor(t, 30*time.Second, func() bool {
@@ -383,7 +408,18 @@ func TestSwimRestartedAgentSeesLaterDeaths(t *testing.T) {
 	if !waitFor(t, 20*time.Second, all(n-1, every[:9])) {
 		t.Fatal("killed h09 not declared dead by every agent")
 	}
-	time.Sleep(time.Second)
+	// Every other agent has told its MemberDown of h09 (dispatched a
+	// moment after Members changes) before h09 comes back.
+	if !waitFor(t, 20*time.Second, func() bool {
+		for _, e := range ev[:9] {
+			if !e.has(&e.down, "h09") {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("killed h09 not reported down by every agent")
+	}
 	sn.Revive(trs[9])
 	start(9, "2")
 	if !waitFor(t, 20*time.Second, all(n, every)) {

@@ -109,17 +109,7 @@ func askSimulatedAgents(ctx context.Context, url string, c Config, pausedFor *ti
 		}
 	}
 	cmd := control.Command{V: 1, ID: "pause-1", At: agentsNow, Op: control.OpPause}
-	subject := bus.ControlSubject(c.Runtime.Region)
-	acks, err := status.GatherAnswers(ctx, tr, 5*time.Second, subject, func(inbox string) []byte {
-		cmd.Reply = inbox
-		data, _ := json.Marshal(cmd)
-		return data
-	}, func(data []byte) (a control.Ack, host string, members []string, ok bool) {
-		if json.Unmarshal(data, &a) != nil || a.ID != cmd.ID {
-			return a, "", nil, false
-		}
-		return a, a.Host, hosts, true
-	})
+	acks, err := status.SendControl(ctx, tr, 5*time.Second, c.Runtime.Region, cmd, nil, hosts)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 // simParallel is how many of this package's parallel tests run at once
 // unless -test.parallel says otherwise: go test's default, GOMAXPROCS (2
 // on the machines this project tests on), and one more for
-// TestSimulateSwimMembership, which holds its place for 60 s of wall
+// TestSimulateSwimMembership, which holds its place for 75 s of wall
 // time and little CPU (memberlist runs on the wall clock). Five at once
 // starved them all beside other work (every run went again slower).
 // Each run still judges only what it achieved while it kept up with its

@@ -12,12 +12,14 @@ import (
 //
 // memberlist runs on the wall clock here, so the test is timed for a
 // busy machine: a kill comes at most 0.7 x the run after the start, and
-// 60 s leave 18 s to detect the last one (at 16 agents a suspect is
+// 75 s leave 22 s to detect the last one (at 16 agents a suspect is
 // dead 4 x log10(16) probe intervals of 2 s after the suspicion, 9.6 s,
 // up to 6 x that without confirmations; p99 13.8 s measured beside
-// another test run; 50 s left 15 s and missed 12 pairs there). And the
-// harness says when the process was starved of CPU (swimLagLimit): what
-// SWIM detected or missed in such a run is the machine's doing, so it is
+// another test run; 50 s left 15 s and missed 12 pairs there; 60 s left
+// 18 s and missed 12 pairs, 41 detected, p99 17.7 s, beside a functional
+// test run, in a run that kept up with its clock). And the harness says
+// when the process was starved of CPU (swimLagLimit): what SWIM
+// detected or missed in such a run is the machine's doing, so it is
 // judged only on a run that was not (runKeptUp).
 func TestSimulateSwimMembership(t *testing.T) {
 	t.Parallel() // wall-clock bound, little CPU: overlaps the package's other long runs
@@ -26,7 +28,7 @@ func TestSimulateSwimMembership(t *testing.T) {
 	}
 	c := small(8)
 	c.Hosts, c.Servers = 16, 160
-	c.Duration, c.TimeScale = 60*time.Second, 1 // memberlist runs in wall time
+	c.Duration, c.TimeScale = 75*time.Second, 1 // memberlist runs in wall time
 	c.KillAgents, c.Membership, c.MembershipDrop = 0.25, MembershipSwim, 0.10
 	// Starved for SWIM: a goroutine woke over half the probe timeout
 	// late. (The agents' own samples falling under 90 % makes the run

@@ -356,6 +356,33 @@ func GatherAnswers[T any](ctx context.Context, tr bus.Transport, timeout time.Du
 	}
 }
 
+// SendControl publishes an operator's command on region's control
+// subject, with a fresh inbox as its Reply and sealed by seal (nil:
+// unsigned), and gathers the agents' acks of it (same id) by host, as
+// GatherAnswers: until every host of expect has answered, or (expect nil)
+// every member an ack lists, or timeout passed. It lives here, not in
+// package control, because this package imports control.
+func SendControl(ctx context.Context, tr bus.Transport, timeout time.Duration, region string, cmd control.Command,
+	seal func(subject string, data []byte) []byte, expect []string) (map[string]control.Ack, error) {
+	subject := bus.ControlSubject(region)
+	return GatherAnswers(ctx, tr, timeout, subject, func(inbox string) []byte {
+		cmd.Reply = inbox
+		data, _ := json.Marshal(cmd) // plain fields: cannot fail
+		if seal != nil {
+			return seal(subject, data)
+		}
+		return data
+	}, func(data []byte) (a control.Ack, host string, members []string, ok bool) {
+		if json.Unmarshal(data, &a) != nil || a.V != 1 || a.Host == "" || a.ID != cmd.ID {
+			return a, "", nil, false
+		}
+		if expect != nil {
+			return a, a.Host, expect, true
+		}
+		return a, a.Host, a.Members, true
+	})
+}
+
 // allAnswered: every member any answer lists has answered.
 func allAnswered(lists map[string][]string) bool {
 	for _, ms := range lists {

@@ -1,8 +1,10 @@
 package status
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/dvms-project/dvms/internal/testbus"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/scheduler/control"
 	"github.com/dvms-project/dvms/scheduler/journal"
 )
 
@@ -77,5 +80,57 @@ func TestGatherReports(t *testing.T) {
 	}
 	if _, err := Gather(ctx, cli, GatherConfig{Region: "nobody", Timeout: 100 * time.Millisecond}); err == nil {
 		t.Fatal("no agent answered, no error")
+	}
+}
+
+// An operator's command goes out sealed on the region's control subject
+// with the sender's inbox as its Reply; only the acks of that command are
+// gathered, by host, and the wait ends once every member they list
+// answered.
+func TestSendControl(t *testing.T) {
+	url := testbus.Server(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	agent := testbus.Connect(t, ctx, url, "c1")
+	sub, err := agent.Subscribe(bus.ControlSubject("g"), func(_ string, data []byte) {
+		raw, sealed := bytes.CutPrefix(data, []byte("sealed:"))
+		var cmd control.Command
+		if !sealed || json.Unmarshal(raw, &cmd) != nil || cmd.Reply == "" {
+			return // not sealed, or not a command: no answer
+		}
+		for _, a := range []control.Ack{
+			{V: 1, ID: "an-older-command", Host: "c9", Accepted: true},
+			{V: 1, ID: cmd.ID, Host: "c1", Accepted: true, Members: []string{"c1"}},
+		} {
+			out, _ := json.Marshal(a)
+			_ = agent.Publish(ctx, cmd.Reply, out)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer fcancel()
+	if err := agent.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+	cli := testbus.Connect(t, ctx, url, "cli")
+	seal := func(subject string, data []byte) []byte {
+		if subject != bus.ControlSubject("g") {
+			t.Errorf("sealed for subject %q", subject)
+		}
+		return append([]byte("sealed:"), data...)
+	}
+	start := time.Now()
+	acks, err := SendControl(ctx, cli, time.Minute, "g", control.Command{V: 1, ID: "p1", Op: control.OpPause}, seal, nil)
+	if err != nil || len(acks) != 1 || !acks["c1"].Accepted || acks["c1"].ID != "p1" {
+		t.Fatalf("acks %+v, %v: want c1's of p1 only", acks, err)
+	}
+	if waited := time.Since(start); waited > 30*time.Second {
+		t.Errorf("every member answered, yet waited %s", waited)
+	}
+	if _, err := SendControl(ctx, cli, 200*time.Millisecond, "g", control.Command{V: 1, ID: "p2", Op: control.OpPause}, nil, nil); !errors.Is(err, ErrNoAgent) {
+		t.Errorf("unsealed, unanswered: %v, want ErrNoAgent", err)
 	}
 }
