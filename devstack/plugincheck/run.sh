@@ -35,6 +35,9 @@
 # compute hosts; both must be empty, with no agent), DVMS_PLUGINCHECK_DEBS
 # (a dir with dvms_*.deb: skips build-deb.sh), DVMS_PLUGINCHECK_NATS_PORT
 # (4230), DVMS_PLUGINCHECK_KEEP=1 (leave the root booted),
+# DVMS_PLUGINCHECK_INSTALL=source (the plugin builds dvms with this
+# machine's Go, copied into the root; DVMS_PLUGINCHECK_GOTOOLCHAIN, default
+# auto, is the plugin's DVMS_GOTOOLCHAIN),
 # DVMS_PLUGINCHECK_UPTO=prereqs|install|post-config (stop after that phase;
 # no cloud needed, DVMS_PLUGINCHECK_HOSTS must name the hosts).
 set -euo pipefail
@@ -119,7 +122,7 @@ check() {
 # layer), less what any running Debian changes by itself.
 upper_files() {
   (cd "$WORK/upper" && find . \( -type f -o -type l \) -printf '%P\n') \
-    | grep -Ev '^(var/log|var/cache|var/lib/apt|var/lib/dpkg|var/lib/systemd|var/lib/private/systemd|var/tmp|tmp|run|opt/stack/(devstack|\.cache|\.config|\.bash|\.profile))(/|$)|^etc/(ld\.so\.cache|\.pwd\.lock|(passwd|group|shadow|gshadow|subuid|subgid)-?)$' \
+    | grep -Ev '^(var/log|var/cache|var/lib/apt|var/lib/dpkg|var/lib/systemd|var/lib/private/systemd|var/tmp|tmp|run|opt/stack/(devstack|go|\.cache|\.config|\.bash|\.profile)|usr/local/go|usr/local/share/ca-certificates|etc/ssl/certs)(/|$)|^etc/(ld\.so\.cache|\.pwd\.lock|(passwd|group|shadow|gshadow|subuid|subgid)-?)$' \
     | sort || true
 }
 
@@ -151,18 +154,27 @@ done
 log "this node's agent: $HOST_A; the second node's: $HOST_B; the plugin's NATS: 127.0.0.1:$NATS_P"
 if port_open "$NATS_P" 127.0.0.1 || port_open 9464 127.0.0.1; then die "port $NATS_P or 9464 (the agent's /healthz) is taken on this machine"; fi
 
-# 1. The package (Debian 12's Go is 1.19: a stock node installs the .deb).
+# 1. The package (Debian 12's Go is 1.19: a stock node installs the .deb),
+# or, with DVMS_PLUGINCHECK_INSTALL=source, this machine's Go copied into
+# the root (/usr/local/go) for the plugin's go build.
+INSTALL=${DVMS_PLUGINCHECK_INSTALL:-package}
 t0=$SECONDS
-if [ -n "${DVMS_PLUGINCHECK_DEBS:-}" ]; then
+if [ "$INSTALL" = source ]; then
+  deb=""
+elif [ "$INSTALL" != package ]; then
+  die "DVMS_PLUGINCHECK_INSTALL=$INSTALL: package or source"
+elif [ -n "${DVMS_PLUGINCHECK_DEBS:-}" ]; then
   deb=$(find "$DVMS_PLUGINCHECK_DEBS" -maxdepth 1 -name 'dvms_*_amd64.deb' | sort | tail -n 1)
 else
   rm -rf "$WORK/deb"
   log "building the packages (devstack/pkg/build-deb.sh)"
   deb=$(bash "$top/devstack/pkg/build-deb.sh" "$WORK/deb" | grep '/dvms_.*_amd64\.deb$')
 fi
-dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/bin/dvms > "$WORK/dvms"
-chmod 0755 "$WORK/dvms"
-summary+=("package: $(basename "$deb"), $((SECONDS - t0)) s")
+if [ -n "$deb" ]; then
+  dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/bin/dvms > "$WORK/dvms"
+  chmod 0755 "$WORK/dvms"
+  summary+=("package: $(basename "$deb"), $((SECONDS - t0)) s")
+fi
 
 # 2. The root: DevStack's checkout and dvms' (as DevStack clones them into
 # $DEST), local.conf, nova-compute and libvirt masked (the cloud's compute
@@ -184,7 +196,22 @@ done
 install -d "$ROOT/opt/stack/devstack" "$ROOT/opt/stack/dvms" "$ROOT/opt/stack/debs"
 (cd "$DEVSTACK" && tar --exclude=.git -cf - .) | tar -xf - -C "$ROOT/opt/stack/devstack"
 (cd "$top" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) | tar -xf - -C "$ROOT/opt/stack/dvms"
-cp "$deb" "$ROOT/opt/stack/debs/"
+if [ -n "$deb" ]; then
+  cp "$deb" "$ROOT/opt/stack/debs/"
+  install_conf="DVMS_PACKAGE=/opt/stack/debs/$(basename "$deb")"
+else
+  goroot=$(go env GOROOT) || die "DVMS_PLUGINCHECK_INSTALL=source: no go on this machine"
+  cp -a "$goroot" "$ROOT/usr/local/go"
+  # Go fetches modules and toolchains over HTTPS: the node trusts the
+  # local CAs this machine trusts, as any node on its network must.
+  if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    install -d "$ROOT/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+    chroot "$ROOT" update-ca-certificates >/dev/null
+  fi
+  install_conf="DVMS_GO=/usr/local/go/bin/go
+DVMS_GOTOOLCHAIN=${DVMS_PLUGINCHECK_GOTOOLCHAIN:-auto}"
+fi
 cat > "$ROOT/opt/stack/devstack/local.conf" <<EOT
 [[local|localrc]]
 # A compute node of the functional tier's cloud (Keystone, Nova elsewhere),
@@ -198,7 +225,7 @@ VIRT_DRIVER=fake
 disable_all_services
 enable_service n-cpu
 enable_plugin dvms file:///opt/stack/dvms main
-DVMS_PACKAGE=/opt/stack/debs/$(basename "$deb")
+$install_conf
 DVMS_AGENT_HOST=$HOST_A
 DVMS_AUTH_URL=$KEYSTONE_URL
 DVMS_AGENT_PASSWORD=$DVMS_FUNC_AGENT_PASSWORD
@@ -214,12 +241,18 @@ summary+=("root booted, stack user: $((SECONDS - t0)) s")
 
 # 3. The phases.
 phase prereqs
-check "files/debs/dvms installed (git, openssl; golang-go is dist:trixie,noble,resolute)" sh -c \
-  'dpkg -s git openssl >/dev/null && ! dpkg -s golang-go >/dev/null 2>&1'
+check "files/debs/dvms installed (ca-certificates, git, openssl; golang-go is dist:trixie,noble,resolute)" sh -c \
+  'dpkg -s ca-certificates git openssl >/dev/null && ! dpkg -s golang-go >/dev/null 2>&1'
 upto prereqs
 before=$(upper_files)
 phase install
-check "dvms from the package, nats-server from Debian" sh -c 'dpkg -s dvms nats-server >/dev/null && /usr/bin/dvms --version'
+if [ -n "$deb" ]; then
+  check "dvms from the package, nats-server from Debian" sh -c 'dpkg -s dvms nats-server >/dev/null && /usr/bin/dvms --version'
+else
+  check "dvms built by go build (GOTOOLCHAIN=${DVMS_PLUGINCHECK_GOTOOLCHAIN:-auto}), nats-server from Debian" sh -c \
+    'dpkg -s nats-server >/dev/null && /usr/local/bin/dvms --version'
+  cp "$ROOT/usr/local/bin/dvms" "$WORK/dvms"
+fi
 upto install
 nats_orig=$(md5sum < "$ROOT/etc/nats-server.conf") # Debian's, before post-config
 phase post-config
@@ -302,7 +335,7 @@ check "after unstack: no dvms unit or nats-server active or enabled, no dvms or 
 phase clean
 check "after clean: no unit file, /etc/dvms, dvms package or binary" sh -c \
   '! ls /etc/systemd/system/devstack@dvms-* 2>/dev/null && ! systemctl cat devstack@dvms-agent.service 2>/dev/null &&
-   [ ! -e /etc/dvms ] && ! dpkg -s dvms 2>/dev/null | grep -q "^Status: install" && [ ! -e /usr/bin/dvms ]'
+   [ ! -e /etc/dvms ] && ! dpkg -s dvms 2>/dev/null | grep -q "^Status: install" && [ ! -e /usr/bin/dvms ] && [ ! -e /usr/local/bin/dvms ]'
 if [ "$(md5sum < "$ROOT/etc/nats-server.conf")" != "$nats_orig" ] || [ -e "$ROOT/etc/nats-server.conf.dvms-orig" ]; then
   die "after clean /etc/nats-server.conf is not Debian's"
 fi
