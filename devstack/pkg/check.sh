@@ -37,15 +37,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-DVMS_FUNC_DIR="${DVMS_FUNC_DIR:-/tmp/dvms-functional}"
-# The cloud's own address (loopback, or the bed's bridge in CI): from the
-# clouds.yaml up.sh wrote.
-if [ -z "${DVMS_FUNC_HOST_IP:-}" ] && [ -r "$DVMS_FUNC_DIR/clouds.yaml" ]; then
-  DVMS_FUNC_HOST_IP=$(sed -n 's|^ *auth_url: http://\([^:/]*\).*|\1|p' "$DVMS_FUNC_DIR/clouds.yaml" | head -n 1)
-fi
-export DVMS_FUNC_HOST_IP="${DVMS_FUNC_HOST_IP:-127.0.0.1}"
-# shellcheck source=devstack/functional/lib.sh
-. "$top/devstack/functional/lib.sh"
+# shellcheck source=devstack/functional/client.sh
+. "$top/devstack/functional/client.sh"
 # shellcheck source=devstack/lib/dvms
 . "$top/devstack/lib/dvms"
 
@@ -88,14 +81,7 @@ log "packages (version $version): ${debs[*]##*/}"
 # manuals installed) and what must not run here (nova-compute, libvirt).
 sysroot_mount
 trap '[ "${DVMS_PKG_KEEP:-0}" = 1 ] || shutdown_root' EXIT
-rm -f "$ROOT/etc/dpkg/dpkg.cfg.d/dvms-bed"
-if chroot "$ROOT" getent passwd dvms >/dev/null; then chroot "$ROOT" userdel dvms; fi
-if chroot "$ROOT" getent group dvms >/dev/null; then chroot "$ROOT" groupdel dvms; fi
-for u in nova-compute.service libvirtd.service libvirtd-tcp.socket libvirtd.socket libvirtd-ro.socket \
-  libvirtd-admin.socket virtlogd.service virtlogd.socket virtlogd-admin.socket virtlockd.service \
-  virtlockd.socket virtlockd-admin.socket libvirt-guests.service systemd-machined.service; do
-  ln -sfn /dev/null "$ROOT/etc/systemd/system/$u"
-done
+sysroot_node_prep
 install -d "$ROOT/root/debs"
 cp "${debs[@]}" "$ROOT/root/debs/"
 

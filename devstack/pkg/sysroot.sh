@@ -110,3 +110,19 @@ sysroot_boot() {
   wait_for 30 "systemd is PID 1 of the root" _sysroot_started "$unshare_pid" || fail_with_log "booting the root" "$SYSROOT_DIR/boot.log"
   wait_for 120 "the root's boot is done" _sysroot_booted || fail_with_log "booting the root" "$SYSROOT_DIR/boot.log"
 }
+
+# sysroot_node_prep: the mounted root as a fresh node that runs no Nova
+# compute host of its own (the cloud's run elsewhere): no user dvms (a
+# package must make it), manuals installed, nova-compute, libvirt and
+# machined masked.
+sysroot_node_prep() {
+  local root=$SYSROOT_DIR/root u
+  rm -f "$root/etc/dpkg/dpkg.cfg.d/dvms-bed"
+  if chroot "$root" getent passwd dvms >/dev/null; then chroot "$root" userdel dvms; fi
+  if chroot "$root" getent group dvms >/dev/null; then chroot "$root" groupdel dvms; fi
+  for u in nova-compute.service libvirtd.service libvirtd-tcp.socket libvirtd.socket libvirtd-ro.socket \
+    libvirtd-admin.socket virtlogd.service virtlogd.socket virtlogd-admin.socket virtlockd.service \
+    virtlockd.socket virtlockd-admin.socket libvirt-guests.service systemd-machined.service; do
+    ln -sfn /dev/null "$root/etc/systemd/system/$u"
+  done
+}

@@ -43,13 +43,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-DVMS_FUNC_DIR="${DVMS_FUNC_DIR:-/tmp/dvms-functional}"
-if [ -z "${DVMS_FUNC_HOST_IP:-}" ] && [ -r "$DVMS_FUNC_DIR/clouds.yaml" ]; then
-  DVMS_FUNC_HOST_IP=$(sed -n 's|^ *auth_url: http://\([^:/]*\).*|\1|p' "$DVMS_FUNC_DIR/clouds.yaml" | head -n 1)
-fi
-export DVMS_FUNC_HOST_IP="${DVMS_FUNC_HOST_IP:-127.0.0.1}"
-# shellcheck source=devstack/functional/lib.sh
-. "$top/devstack/functional/lib.sh"
+# shellcheck source=devstack/functional/client.sh
+. "$top/devstack/functional/client.sh"
 # shellcheck source=devstack/lib/dvms
 . "$top/devstack/lib/dvms"
 
@@ -183,16 +178,14 @@ t0=$SECONDS
 sysroot_shutdown
 sysroot_mount
 trap '[ "${DVMS_PLUGINCHECK_KEEP:-0}" = 1 ] || sysroot_shutdown; [ -z "${b_pid:-}" ] || kill "$b_pid" 2>/dev/null || true' EXIT
-rm -f "$ROOT/etc/dpkg/dpkg.cfg.d/dvms-bed"
+sysroot_node_prep
 # A node knows its own name (DevStack asks `hostname -f`).
 printf '127.0.1.1\t%s\n' "$SYSROOT_NAME" >> "$ROOT/etc/hosts"
-if chroot "$ROOT" getent passwd dvms >/dev/null; then chroot "$ROOT" userdel dvms; fi
-if chroot "$ROOT" getent group dvms >/dev/null; then chroot "$ROOT" groupdel dvms; fi
-for u in nova-compute.service libvirtd.service libvirtd-tcp.socket libvirtd.socket libvirtd-ro.socket \
-  libvirtd-admin.socket virtlogd.service virtlogd.socket virtlogd-admin.socket virtlockd.service \
-  virtlockd.socket virtlockd-admin.socket libvirt-guests.service systemd-machined.service; do
-  ln -sfn /dev/null "$ROOT/etc/systemd/system/$u"
-done
+# The root shares this machine's network: no package starts its daemon
+# when installed (Debian's nats-server would take 127.0.0.1:4222, the
+# functional cloud's NATS port); the plugin starts what it needs.
+printf '#!/bin/sh\nexit 101\n' > "$ROOT/usr/sbin/policy-rc.d"
+chmod 0755 "$ROOT/usr/sbin/policy-rc.d"
 install -d "$ROOT/opt/stack/devstack" "$ROOT/opt/stack/dvms" "$ROOT/opt/stack/debs"
 (cd "$DEVSTACK" && tar --exclude=.git -cf - .) | tar -xf - -C "$ROOT/opt/stack/devstack"
 (cd "$top" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) | tar -xf - -C "$ROOT/opt/stack/dvms"
