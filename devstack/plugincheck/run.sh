@@ -301,8 +301,10 @@ sed -i "0,/^\[DEFAULT\]$/s//[DEFAULT]\nmetrics_listen = 127.0.0.1:0/" "$b_dir/dv
 "$WORK/dvms" agent --host "$HOST_B" --config "$b_dir/dvms.conf" > "$WORK/agent-$HOST_B.log" 2>&1 9>&- &
 b_pid=$!
 wait_for 90 "dvms status lists $HOST_B" listed "$HOST_B" || fail_with_log "the second node's agent" "$WORK/agent-$HOST_B.log"
-id=$(osc server create --flavor dvms.tiny --image dvms-tiny --nic none --availability-zone "nova:$HOST_A" --wait \
+id=$(osc server create --flavor dvms.tiny --image dvms-tiny --nic none --availability-zone "nova:$HOST_A" \
   -f value -c id dvms-plugincheck 2>>"$CLOG") || fail_with_log "booting a server on $HOST_A" "$CLOG"
+active() { [ "$(osc server show "$id" -f value -c status)" = ACTIVE ]; }
+wait_for 180 "server $id ACTIVE" active || fail_with_log "booting a server on $HOST_A" "$CLOG"
 trap '[ "${DVMS_PLUGINCHECK_KEEP:-0}" = 1 ] || sysroot_shutdown; kill "$b_pid" 2>/dev/null || true; osc server delete "$id" >/dev/null 2>&1 || true; osc compute service set --enable "$HOST_A" nova-compute >/dev/null 2>&1 || true' EXIT
 log "server $id on $HOST_A"
 t1=$SECONDS
