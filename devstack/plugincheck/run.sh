@@ -134,7 +134,8 @@ rows = st.get("agents") or [] if isinstance(st, dict) else st
 sys.exit(0 if any(a.get("Host") == sys.argv[1] and a.get("State") != "no answer" for a in rows) else 1)
 ' "$1"
 }
-cloud_env() { echo "OS_CLIENT_CONFIG_FILE=$DVMS_FUNC_DIR/clouds.yaml OS_CLOUD=$DVMS_FUNC_CLOUD"; }
+# (2.91: what the agents use; the CLI needs >= 2.37 for --nic none.)
+cloud_env() { echo "OS_CLIENT_CONFIG_FILE=$DVMS_FUNC_DIR/clouds.yaml OS_CLOUD=$DVMS_FUNC_CLOUD OS_COMPUTE_API_VERSION=2.91"; }
 # shellcheck disable=SC2046 # cloud_env is VAR=VALUE words
 osc() { env $(cloud_env) openstack "$@"; }
 
