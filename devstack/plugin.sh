@@ -1,14 +1,21 @@
 # shellcheck shell=bash
-# DevStack plugin of dvms: a dvms agent beside every nova-compute, and a
-# NATS server on the controller; with `enable_service dvms-scheduler-api`
-# (opt-in), dvms scheduler-api on the controller and its weigher in
-# nova-scheduler (nova/dvms_nova). Phases:
-#   stack install      build bin/dvms (go build ./cmd/dvms)
-#   stack post-config  write /etc/dvms/dvms.conf (and nova.conf's weigher)
-#   stack extra        start devstack@dvms-nats (controller) and
+# DevStack plugin of dvms: a dvms agent beside every nova-compute, and the
+# region's NATS server (the distribution's nats-server) on the controller;
+# with `enable_service dvms-scheduler-api` (opt-in), dvms scheduler-api on
+# the controller and its weigher in nova-scheduler (nova/dvms_nova).
+# settings: define_plugin dvms, the services and DVMS_* defaults;
+# files/debs/dvms: the packages every node needs. Phases:
+#   stack install      dvms from $DVMS_PACKAGE (a .deb) or go build
+#                      ./cmd/dvms (GOTOOLCHAIN); nats-server (controller)
+#   stack post-config  /etc/dvms/dvms.conf, the key pair of
+#                      $DVMS_AGENT_HOST, nats-server's config (and
+#                      nova.conf's weigher)
+#   stack extra        nats-server.service (controller),
 #                      devstack@dvms-agent (compute nodes) and
-#                      devstack@dvms-scheduler-api
-#   unstack / clean    stop them / remove config and binary
+#                      devstack@dvms-scheduler-api: Restart=on-failure,
+#                      systemctl reload re-reads the config
+#   unstack            stop (and disable) them
+#   clean              remove the units, config, keys and dvms itself
 
 _XTRACE_DVMS=$(set +o | grep xtrace)
 set -o xtrace

@@ -37,15 +37,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-DVMS_FUNC_DIR="${DVMS_FUNC_DIR:-/tmp/dvms-functional}"
-# The cloud's own address (loopback, or the bed's bridge in CI): from the
-# clouds.yaml up.sh wrote.
-if [ -z "${DVMS_FUNC_HOST_IP:-}" ] && [ -r "$DVMS_FUNC_DIR/clouds.yaml" ]; then
-  DVMS_FUNC_HOST_IP=$(sed -n 's|^ *auth_url: http://\([^:/]*\).*|\1|p' "$DVMS_FUNC_DIR/clouds.yaml" | head -n 1)
-fi
-export DVMS_FUNC_HOST_IP="${DVMS_FUNC_HOST_IP:-127.0.0.1}"
-# shellcheck source=devstack/functional/lib.sh
-. "$top/devstack/functional/lib.sh"
+# shellcheck source=devstack/functional/client.sh
+. "$top/devstack/functional/client.sh"
 # shellcheck source=devstack/lib/dvms
 . "$top/devstack/lib/dvms"
 
@@ -59,44 +52,12 @@ CG="dvms-pkg" # its cgroup in every hierarchy
 mkdir -p "$PKG_DIR"
 : > "$PLOG"
 
-cgroup_hierarchies() {
-  awk '$2 ~ "^/sys/fs/cgroup" && ($3 == "cgroup" || $3 == "cgroup2") { print $2, $3, $4 }' /proc/self/mounts
-}
-
-# sd_pid: PID of the root's systemd, if it runs.
-sd_pid() {
-  local pid
-  pid=$(cat "$PKG_DIR/systemd.pid" 2>/dev/null) || return 1
-  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = systemd ] || return 1
-  grep -q "/$CG\(/\|$\)" "/proc/$pid/cgroup" 2>/dev/null || return 1
-  echo "$pid"
-}
-
-# in_root CMD...: run CMD in the booted root (its namespaces and cgroup).
-in_root() {
-  local pid
-  pid=$(sd_pid) || die "the package root is not running"
-  (
-    while read -r mp _fs _opts; do echo "$BASHPID" > "$mp/$CG/cgroup.procs" 2>/dev/null || true; done < <(cgroup_hierarchies)
-    exec nsenter -t "$pid" -m -u -i -p -C -r -w \
-      env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM=dumb "$@"
-  )
-}
-
-shutdown_root() {
-  local pid
-  if pid=$(sd_pid); then
-    kill -s RTMIN+4 "$pid" # systemd's poweroff request in a container
-    gone() { ! kill -0 "$pid" 2>/dev/null; }
-    wait_for 90 "the package root powered off" gone || { kill -KILL "$pid" 2>/dev/null || true; wait_for 10 "killed" gone || true; }
-  fi
-  rm -f "$PKG_DIR/systemd.pid"
-  if mountpoint -q "$ROOT"; then umount "$ROOT" || umount -l "$ROOT"; fi
-  while read -r mp _fs _opts; do
-    [ -d "$mp/$CG" ] && find "$mp/$CG" -depth -type d -exec rmdir {} + 2>/dev/null
-  done < <(cgroup_hierarchies)
-  return 0
-}
+# shellcheck disable=SC2034 # read by sysroot.sh
+SYSROOT_BASE=$BASE SYSROOT_DIR=$PKG_DIR SYSROOT_NAME=$NAME SYSROOT_CG=$CG
+# shellcheck source=devstack/pkg/sysroot.sh
+. "$here/sysroot.sh"
+in_root() { sysroot_exec "$@"; }
+shutdown_root() { sysroot_shutdown; }
 
 # 0. The base root (cached) and the packages.
 if [ ! -f "$BASE/.dvms-root" ]; then
@@ -104,7 +65,6 @@ if [ ! -f "$BASE/.dvms-root" ]; then
   bash "$top/devstack/hosts/root.sh"
 fi
 shutdown_root
-rm -rf "$PKG_DIR/upper" "$PKG_DIR/work"
 if [ -n "${DVMS_PKG_DEBS:-}" ]; then
   # Packages built already (build-deb.sh OUTDIR): checked as they are.
   mapfile -t debs < <(ls "$DVMS_PKG_DEBS"/dvms_*_amd64.deb "$DVMS_PKG_DEBS"/python3-dvms-nova_*_all.deb)
@@ -119,64 +79,15 @@ log "packages (version $version): ${debs[*]##*/}"
 
 # 1. The root: overlay, then what a fresh install has not (no user dvms,
 # manuals installed) and what must not run here (nova-compute, libvirt).
-mkdir -p "$PKG_DIR/upper" "$PKG_DIR/work" "$ROOT" "$PKG_DIR/instances"
-mount -t overlay overlay -o "lowerdir=$BASE,upperdir=$PKG_DIR/upper,workdir=$PKG_DIR/work" "$ROOT"
+sysroot_mount
 trap '[ "${DVMS_PKG_KEEP:-0}" = 1 ] || shutdown_root' EXIT
-rm -f "$ROOT/etc/dpkg/dpkg.cfg.d/dvms-bed"
-if chroot "$ROOT" getent passwd dvms >/dev/null; then chroot "$ROOT" userdel dvms; fi
-if chroot "$ROOT" getent group dvms >/dev/null; then chroot "$ROOT" groupdel dvms; fi
-for u in nova-compute.service libvirtd.service libvirtd-tcp.socket libvirtd.socket libvirtd-ro.socket \
-  libvirtd-admin.socket virtlogd.service virtlogd.socket virtlogd-admin.socket virtlockd.service \
-  virtlockd.socket virtlockd-admin.socket libvirt-guests.service systemd-machined.service; do
-  ln -sfn /dev/null "$ROOT/etc/systemd/system/$u"
-done
-echo "$NAME" > "$ROOT/etc/hostname"
-tr -d '-' < /proc/sys/kernel/random/uuid > "$ROOT/etc/machine-id"
+sysroot_node_prep
 install -d "$ROOT/root/debs"
 cp "${debs[@]}" "$ROOT/root/debs/"
 
 # 2. Boot: systemd as PID 1 of new PID, mount, UTS, IPC and cgroup
-# namespaces (devstack/hosts/host-init.sh mounts what it expects), in
-# this machine's network namespace.
-BED_CGROUPS=$(cgroup_hierarchies)
-export BED_CGROUPS
-while read -r mp _fs _opts; do
-  mkdir -p "$mp/$CG"
-  if [ -e "$mp/$CG/cpuset.cpus" ] && [ -z "$(cat "$mp/$CG/cpuset.cpus")" ]; then
-    cat "$mp/cpuset.cpus" > "$mp/$CG/cpuset.cpus"
-    cat "$mp/cpuset.mems" > "$mp/$CG/cpuset.mems"
-  fi
-done <<<"$BED_CGROUPS"
-log "booting systemd in $ROOT (log $PKG_DIR/boot.log)"
-(
-  while read -r mp _fs _opts; do echo "$BASHPID" > "$mp/$CG/cgroup.procs"; done <<<"$BED_CGROUPS"
-  # No descriptor of the caller (a flock lock, a CI pipe) stays open in
-  # the root's daemons.
-  for fd in /proc/"$BASHPID"/fd/*; do
-    fd=${fd##*/}
-    if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-"; fi
-  done 2>/dev/null
-  exec setsid unshare --pid --fork --mount --uts --ipc --cgroup --propagation private \
-    "$top/devstack/hosts/host-init.sh" "$NAME" "$ROOT" "$PKG_DIR/instances"
-) > "$PKG_DIR/boot.log" 2>&1 < /dev/null &
-unshare_pid=$!
-systemd_started() {
-  local c
-  for c in $(cat /proc/"$unshare_pid"/task/*/children 2>/dev/null || true); do
-    if [ "$(cat "/proc/$c/comm" 2>/dev/null)" = systemd ]; then
-      echo "$c" > "$PKG_DIR/systemd.pid"
-      return 0
-    fi
-  done
-  kill -0 "$unshare_pid" 2>/dev/null || die "the root's init exited before systemd ran: $(tail -n 3 "$PKG_DIR/boot.log" | tr '\n' ' ')"
-  return 1
-}
-wait_for 30 "systemd is PID 1 of the package root" systemd_started || fail_with_log "booting the package root" "$PKG_DIR/boot.log"
-booted() {
-  case "$(in_root systemctl is-system-running 2>/dev/null || true)" in running | degraded) return 0 ;; esac
-  return 1
-}
-wait_for 120 "the package root's boot is done" booted || fail_with_log "booting the package root" "$PKG_DIR/boot.log"
+# namespaces, in this machine's network namespace (sysroot.sh).
+sysroot_boot
 
 # check WHAT CMD...: CMD must succeed in the root (its output in the log).
 check() {
