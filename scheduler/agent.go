@@ -90,6 +90,9 @@ type Agent struct {
 	// The operator's run-time controls (Control): paused, the agent
 	// raises no event; excluded, it raises none and joins no partition.
 	paused, excluded bool
+	// held (Hold): the moves of a plan whose leader was lost may still
+	// run in Nova; it raises no event and joins no partition.
+	held bool
 }
 
 type ended struct {

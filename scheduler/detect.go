@@ -143,7 +143,7 @@ func (a *Agent) holds() EventKind {
 // maybeStart raises the agent's event and starts a partition when it is
 // free, has an event and is not backing off.
 func (a *Agent) maybeStart() {
-	if a.part != nil || a.retired || a.paused || a.excluded || a.stale || a.now.Before(a.retryAt) {
+	if a.part != nil || a.retired || a.paused || a.excluded || a.held || a.stale || a.now.Before(a.retryAt) {
 		return
 	}
 	k := a.detected()

@@ -92,7 +92,7 @@ func (a *Agent) onGrow(m Message) {
 		default:
 			a.tourDone(m.Met)
 		}
-	case mine == nil && !a.host.Draining && !a.retired && !a.excluded:
+	case mine == nil && !a.host.Draining && !a.retired && !a.excluded && !a.held:
 		a.join(p)
 	default:
 		// First out: skip this busy partition in one hop (DESIGN §5.2.4).
