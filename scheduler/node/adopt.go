@@ -165,11 +165,13 @@ func (r *Runner) noteEnd(ctx context.Context, rec scheduler.Record) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		res := r.adopt(ctx, gs)
+		start := r.d.Clock.Now()
+		res, requests := r.adopt(ctx, gs)
 		r.post(ctx, func(a *scheduler.Agent) { a.Hold(false) })
 		for _, er := range res {
 			r.log.Info().Str("partition", rec.Partition).Str("event", er.ev.ID).Int("done", er.res.Done).Int("failed", er.res.Failed).
-				Int("not_sent", er.res.Skipped).Msg("adopted the lost leader's moves: recorded as they ended in Nova")
+				Int("not_sent", er.res.Skipped).Int("nova_requests", requests).Dur("held", r.d.Clock.Now().Sub(start)).
+				Msg("adopted the lost leader's moves: recorded as they ended in Nova")
 			if r.d.Hooks.OnAdopt != nil {
 				r.d.Hooks.OnAdopt(r.agent.ID(), er.ev, er.res)
 			}
@@ -189,8 +191,9 @@ type eventResult struct {
 // MigrationTimeout after the last grant), then reads each granted server
 // that left once to learn where it went (each still here: its migration
 // list, once): each move's outcome as Nova tells it. Requests to Nova:
-// one per GrantValidity while moves run, then one per granted server.
-func (r *Runner) adopt(ctx context.Context, gs []granted) []eventResult {
+// one per GrantValidity while moves run, then one per granted server
+// (counted in requests).
+func (r *Runner) adopt(ctx context.Context, gs []granted) (out []eventResult, requests int) {
 	host, clk, cfg := r.agent.ID(), r.d.Clock, r.cfg.Exec
 	v := cfg.GrantValidity
 	last := slices.MaxFunc(gs, func(a, b granted) int { return a.at.Compare(b.at) }).at
@@ -202,6 +205,7 @@ func (r *Runner) adopt(ctx context.Context, gs []granted) []eventResult {
 	}
 	var listed map[string]nova.Server
 	for ctx.Err() == nil {
+		requests++
 		ss, err := r.d.Nova.Servers(ctx, host)
 		if err == nil {
 			listed = map[string]nova.Server{}
@@ -226,7 +230,8 @@ func (r *Runner) adopt(ctx context.Context, gs []granted) []eventResult {
 	byEv := map[string]*eventResult{}
 	var order []string
 	for _, g := range gs {
-		ar := r.outcome(ctx, g, listed)
+		ar, n := r.outcome(ctx, g, listed)
+		requests += n
 		er := byEv[g.ev.ID]
 		if er == nil {
 			er = &eventResult{ev: g.ev}
@@ -243,11 +248,10 @@ func (r *Runner) adopt(ctx context.Context, gs []granted) []eventResult {
 			er.res.Failed++
 		}
 	}
-	out := make([]eventResult, 0, len(order))
 	for _, id := range order {
 		out = append(out, *byEv[id])
 	}
-	return out
+	return out, requests
 }
 
 // busy: s is migrating (or otherwise in a task).
@@ -255,40 +259,42 @@ func busy(s nova.Server) bool { return s.Status == nova.StatusMigrating || s.Tas
 
 // outcome is how g's move ended, from the host's last listing (nil:
 // unknown, the moves ran past MigrationTimeout or the reads failed) and
-// at most one read of the server.
-func (r *Runner) outcome(ctx context.Context, g granted, listed map[string]nova.Server) ActionResult {
+// at most one read of the server (requests: how many).
+func (r *Runner) outcome(ctx context.Context, g granted, listed map[string]nova.Server) (res ActionResult, requests int) {
 	a := g.a
-	res := ActionResult{Action: a, Grant: g.id, Receipt: nova.Receipt{GlobalRequestID: RequestID(g.ev.ID)}}
+	res = ActionResult{Action: a, Grant: g.id, Receipt: nova.Receipt{GlobalRequestID: RequestID(g.ev.ID)}}
 	const who = "the lost leader's move, followed in Nova by its source's agent"
 	if listed == nil {
 		res.Outcome, res.Class, res.Reason = ActionFailed, ReasonTimeout, who+": outcome unknown (still running or Nova unreadable)"
-		return res
+		return res, requests
 	}
 	if s, here := listed[a.Server]; here {
 		if a.Kind == scheduler.Shelve {
 			if s.Status == nova.StatusShelved || s.Status == nova.StatusShelvedOffloaded {
 				res.Outcome, res.Class, res.Reason = ActionDone, ReasonNone, who
-				return res
+				return res, requests
 			}
 			res.Outcome, res.Class, res.Reason = ActionSkipped, ReasonFenced, who+": not shelved (the request never reached Nova)"
-			return res
+			return res, requests
 		}
 		// Still here: a migration to a.To in its list newer than the grant
 		// failed; none, the request never reached Nova.
+		requests++
 		ms, err := r.d.Nova.Migrations(ctx, a.Server)
 		if err != nil {
 			res.Outcome, res.Class, res.Reason = ActionFailed, ReasonTimeout, who+": still on its source, migration list unreadable: "+err.Error()
-			return res
+			return res, requests
 		}
 		for _, m := range ms {
 			if m.Dest == a.To && m.Terminal() && !m.Succeeded() && !m.CreatedAt.Before(g.at.Add(-time.Minute)) {
 				res.Outcome, res.Class, res.Reason = ActionFailed, ReasonFailed, fmt.Sprintf("%s: migration %s ended %s", who, m.ID, m.Status)
-				return res
+				return res, requests
 			}
 		}
 		res.Outcome, res.Class, res.Reason = ActionSkipped, ReasonFenced, who+": still on its source, no migration in Nova (the request never reached it)"
-		return res
+		return res, requests
 	}
+	requests++
 	s, err := r.d.Nova.Server(ctx, a.Server)
 	switch {
 	case errors.Is(err, nova.ErrNotFound):
@@ -300,5 +306,5 @@ func (r *Runner) outcome(ctx context.Context, g granted, listed map[string]nova.
 	default:
 		res.Outcome, res.Class, res.Reason = ActionFailed, ReasonFailed, fmt.Sprintf("%s: server %s on %q, not on %s", who, s.Status, s.Host, a.To)
 	}
-	return res
+	return res, requests
 }

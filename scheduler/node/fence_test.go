@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -193,6 +194,24 @@ func (l *sentLog) all() []sent {
 	return slices.Clone(l.l)
 }
 
+// lockedBuffer is a log sink safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // stampedRecord is a record with the time the agent made it.
 type stampedRecord struct {
 	host string
@@ -249,6 +268,7 @@ func TestFencedLeaderCutMidDrain(t *testing.T) {
 	rc.Region = "fence"
 	rc.Exec.Poll = 500 * time.Millisecond
 	var (
+		logs    lockedBuffer
 		log     sentLog
 		mu      sync.Mutex
 		recs    []stampedRecord
@@ -268,7 +288,7 @@ func TestFencedLeaderCutMidDrain(t *testing.T) {
 		ac := scheduler.DefaultConfig(h)
 		ac.Incarnation = "fence"
 		r, err := node.New(rc, ac, hosts, node.Deps{
-			Bus: tr, Nova: sentNova{Client: cloud, host: h, clock: clock, log: &log}, Demand: cloud, Arbiter: arb, Clock: clock, Log: zerolog.Nop(),
+			Bus: tr, Nova: sentNova{Client: cloud, host: h, clock: clock, log: &log}, Demand: cloud, Arbiter: arb, Clock: clock, Log: zerolog.New(&logs).Level(zerolog.InfoLevel),
 			Hooks: node.Hooks{
 				OnRecord: func(host string, r scheduler.Record) {
 					j.Record(r)
@@ -398,6 +418,11 @@ func TestFencedLeaderCutMidDrain(t *testing.T) {
 		}
 	}
 	nAdopted := len(adopted)
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "adopted the lost leader's moves") {
+			t.Logf("ADOPTION (agents' clock): %s", l)
+		}
+	}
 	for k, res := range adopted {
 		t.Logf("adopted by %s: done %d, failed %d, never sent %d", k, res.Done, res.Failed, res.Skipped)
 	}
