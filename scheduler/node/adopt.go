@@ -134,7 +134,11 @@ func (f runnerFence) Grant(ctx context.Context, ev scheduler.Event, a scheduler.
 	case err != nil:
 		return Grant{}, err
 	case ans.Grant == nil:
-		return Grant{}, errors.New("the answer is not a grant (an older agent)")
+		// An agent of an older version answers with its demand: it knows
+		// no grants. Unfenced, as before (a rolling upgrade goes on);
+		// fencing holds once every agent runs this version.
+		r.log.Debug().Str("host", a.From).Msg("source host's agent predates grants: action unfenced")
+		return Grant{Asked: asked}, nil
 	case !ans.Grant.OK:
 		return Grant{}, fmt.Errorf("%w: %s", ErrNotGranted, ans.Grant.Why)
 	}
