@@ -7,17 +7,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/dvms-project/dvms/internal/cutproxy"
 )
 
 // TestFunctionalFencedLeaderCut drains a host of 8 servers on the real
@@ -43,17 +42,22 @@ func TestFunctionalFencedLeaderCut(t *testing.T) {
 	w.bootServers(map[string]int{src: 8})
 
 	target := natsTarget(t, fc.dir)
-	proxies := map[string]*cutProxy{}
+	proxies := map[string]*cutproxy.Proxy{}
 	f := &fleet{logDir: filepath.Join(fc.dir, "logs"), procs: map[string]*exec.Cmd{}, waits: map[string]chan error{}, logs: map[string]string{}}
 	for _, h := range hosts {
-		proxies[h] = newCutProxy(t, target)
+		p, err := cutproxy.New(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		proxies[h] = p
 		logPath := filepath.Join(f.logDir, "dvms-agent-"+h+"-fence.log")
 		lf, err := os.Create(logPath)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(bin, "agent", "--host", h, "--config", filepath.Join(fc.dir, "etc", "dvms.conf"))
-		cmd.Env = fc.env("DVMS_METRICS_LISTEN=127.0.0.1:0", "DVMS_NATS_URL="+proxies[h].url(),
+		cmd.Env = fc.env("DVMS_METRICS_LISTEN=127.0.0.1:0", "DVMS_NATS_URL=nats://"+p.Addr(),
 			"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH="+w.demand,
 			"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
 			"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info")
@@ -290,73 +294,4 @@ func natsTarget(t *testing.T, dir string) string {
 	}
 	t.Fatal("no [nats] url in the cloud's dvms.conf")
 	return ""
-}
-
-// cutProxy is a TCP proxy between one agent and the NATS server whose
-// connections can be cut (new ones refused) until Heal: that agent's
-// bus fails as a severed link does, the others' does not.
-type cutProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln}
-	t.Cleanup(func() { _ = ln.Close(); p.sever() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // closed
-			}
-			p.mu.Lock()
-			if p.cut {
-				p.mu.Unlock()
-				_ = c.Close()
-				continue
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				p.mu.Unlock()
-				_ = c.Close()
-				continue
-			}
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-			go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *cutProxy) url() string { return "nats://" + p.ln.Addr().String() }
-
-func (p *cutProxy) Cut() {
-	p.mu.Lock()
-	p.cut = true
-	p.mu.Unlock()
-	p.sever()
-}
-
-func (p *cutProxy) Heal() {
-	p.mu.Lock()
-	p.cut = false
-	p.mu.Unlock()
-}
-
-func (p *cutProxy) sever() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
 }

@@ -3,8 +3,6 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/internal/cutproxy"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
@@ -87,77 +86,6 @@ func TestExecutorFence(t *testing.T) {
 			}
 		})
 	}
-}
-
-// cutProxy is a TCP proxy between one agent and the NATS server whose
-// connections can be cut (and new ones refused) for a while: that
-// agent's bus fails as a severed link does, the others' does not.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  []net.Conn
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: target}
-	t.Cleanup(func() { _ = ln.Close(); p.sever() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // closed
-			}
-			p.mu.Lock()
-			if p.cut {
-				p.mu.Unlock()
-				_ = c.Close()
-				continue
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				p.mu.Unlock()
-				_ = c.Close()
-				continue
-			}
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-			go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *cutProxy) url() string { return "nats://" + p.ln.Addr().String() }
-
-// Cut severs the agent's bus until Heal.
-func (p *cutProxy) Cut() {
-	p.mu.Lock()
-	p.cut = true
-	p.mu.Unlock()
-	p.sever()
-}
-
-func (p *cutProxy) Heal() {
-	p.mu.Lock()
-	p.cut = false
-	p.mu.Unlock()
-}
-
-func (p *cutProxy) sever() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
 }
 
 // sentNova records every live migration each agent hands Nova.
@@ -275,11 +203,15 @@ func TestFencedLeaderCutMidDrain(t *testing.T) {
 		adopted = map[string]node.ExecResult{}
 		wg      sync.WaitGroup
 	)
-	proxies, runners, journals := map[string]*cutProxy{}, map[string]*node.Runner{}, map[string]*journal.Journal{}
+	proxies, runners, journals := map[string]*cutproxy.Proxy{}, map[string]*node.Runner{}, map[string]*journal.Journal{}
 	for _, h := range hosts {
-		p := newCutProxy(t, nu.Host)
+		p, err := cutproxy.New(nu.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
 		proxies[h] = p
-		tr, err := bus.ConnectNATS(ctx, bus.Config{URL: p.url(), Name: h, ReconnectWait: 50 * time.Millisecond, MaxReconnects: -1})
+		tr, err := bus.ConnectNATS(ctx, bus.Config{URL: "nats://" + p.Addr(), Name: h, ReconnectWait: 50 * time.Millisecond, MaxReconnects: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
