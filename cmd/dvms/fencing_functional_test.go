@@ -167,7 +167,7 @@ func TestFunctionalFencedLeaderCut(t *testing.T) {
 	// joins every agent's journal.
 	dvms := func(args ...string) []byte {
 		cmd := exec.CommandContext(w.ctx, bin, args...)
-		cmd.Env = fc.env()
+		cmd.Env = fc.env("DVMS_NATS_URL=nats://" + target) // the cloud's NATS, wherever up.sh put it
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("dvms %s: %v\n%s", strings.Join(args, " "), err, out)
