@@ -204,10 +204,20 @@ func TestFunctionalFencedLeaderCut(t *testing.T) {
 			t.Error(p)
 		}
 	}
+	// What adopting cost Nova (the agent counts its requests).
 	adopted := 0
-	for _, l := range f.records() {
-		if l.Message == "adopted the lost leader's moves: recorded as they ended in Nova" {
-			adopted++
+	for h, p := range f.logs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["message"] == "adopted the lost leader's moves: recorded as they ended in Nova" {
+				adopted++
+				t.Logf("ADOPTION by %s: event %v: %v done, %v failed, %v never sent; %v Nova requests while held %v ms",
+					h, m["event"], m["done"], m["failed"], m["not_sent"], m["nova_requests"], m["held"])
+			}
 		}
 	}
 	t.Logf("FENCE: %s drained (%d servers) in %s after the disable, %s's NATS cut 10 s mid-drain; %d migrations by %d plan(s), never two plans at once; %d adoption(s); test took %s",
