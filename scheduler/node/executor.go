@@ -296,8 +296,10 @@ type flight struct {
 	// reasons: by event host, why the plan's event does not justify its
 	// actions (empty when it does), see executor_reason.go.
 	reasons map[string]skip
-	// fence grants each action before it is sent (nil: unfenced).
-	fence Fence
+	// fence grants each action before it is sent (nil: unfenced);
+	// refused: by source host, its agent's refusal (fence.go).
+	fence   Fence
+	refused map[string]skip
 }
 
 type load struct {
@@ -465,6 +467,11 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 	if sk := e.controlled(a); sk.why != "" {
 		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
 		log.Info().Str("reason", sk.why).Msg("action skipped: operator control")
+		return r
+	}
+	if sk := f.refusedBy(a.From); sk.why != "" {
+		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
+		log.Info().Str("reason", sk.why).Msg("action skipped: its source host's agent refused this plan a grant")
 		return r
 	}
 	baseline, held, sk := e.recheck(ctx, ev, a, f)

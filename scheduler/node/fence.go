@@ -68,7 +68,11 @@ func (e *Executor) granted(ctx context.Context, ev scheduler.Event, a scheduler.
 	asked := e.clock.Now()
 	g, err := f.fence.Grant(ctx, ev, a)
 	if err != nil {
-		return ctx, func() {}, skipf(ReasonFenced, "fenced: %s's agent did not grant the action: %v", a.From, err)
+		sk := skipf(ReasonFenced, "fenced: %s's agent did not grant the action: %v", a.From, err)
+		if errors.Is(err, ErrNotGranted) {
+			f.refuse(a.From, sk)
+		}
+		return ctx, func() {}, sk
 	}
 	if g.Asked.IsZero() || g.Asked.After(asked) {
 		g.Asked = asked
@@ -79,6 +83,26 @@ func (e *Executor) granted(ctx context.Context, ev scheduler.Event, a scheduler.
 	}
 	callCtx, cancel := context.WithTimeout(ctx, e.wall(2*v-e.clock.Now().Sub(g.Asked)))
 	return callCtx, cancel, skip{}
+}
+
+// refuse notes that from's agent refused this plan a grant: it no
+// longer follows the plan's leader, and will not again (fence.go), so
+// the plan's later actions from it are skipped before their re-check
+// costs Nova anything.
+func (f *flight) refuse(from string, sk skip) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refused == nil {
+		f.refused = map[string]skip{}
+	}
+	f.refused[from] = sk
+}
+
+// refusedBy is the refusal of from's agent ("" when none).
+func (f *flight) refusedBy(from string) skip {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refused[from]
 }
 
 // grantReason is why a grant request is refused ("" when granted): the

@@ -88,6 +88,29 @@ func TestExecutorFence(t *testing.T) {
 	}
 }
 
+// Once the source host's agent refused this plan a grant, the plan's
+// later actions from that host are skipped at once: not re-checked (no
+// Nova read), not asked for again.
+func TestExecutorFenceRefusalEndsTheSource(t *testing.T) {
+	w := newExecWorld(t, 2)
+	w.server("s1", "h1", 1, nil)
+	w.server("s2", "h1", 1, nil)
+	if err := w.cloud.SetServiceStatus(context.Background(), "h1", true, "dvms:maintenance fence"); err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	fence := fenceFunc(func(context.Context, scheduler.Event, scheduler.Action) (node.Grant, error) {
+		asked++
+		return node.Grant{}, fmt.Errorf("%w: h1 follows leader x", node.ErrNotGranted)
+	})
+	ex := w.executor(fastExec(), w.cloud, w.cloud, w.clock)
+	res := ex.ExecuteFenced(context.Background(), scheduler.Event{ID: "e1", Kind: scheduler.Maintenance, Host: "h1"},
+		scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 1)}, {move("s2", "h1", "h2", 1)}}}, fence)
+	if asked != 1 || res.Skipped != 2 || res.Actions[1].Class != node.ReasonFenced {
+		t.Fatalf("asked %d time(s), %+v; want one ask and both skipped as fenced", asked, res)
+	}
+}
+
 // sentNova records every live migration each agent hands Nova.
 type sentNova struct {
 	nova.Client
