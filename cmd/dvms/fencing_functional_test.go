@@ -181,7 +181,7 @@ func TestFunctionalFencedLeaderCut(t *testing.T) {
 			Event, Kind, Host, Outcome, Reason string
 			Actions                            []map[string]string
 		}
-		if out := dvms("events", "--host", src); json.Unmarshal(out, &evs) != nil {
+		if out := dvms("events", "-f", "json", "--host", src); json.Unmarshal(out, &evs) != nil {
 			t.Fatalf("events json:\n%s", out)
 		}
 		done := map[string]int{}
