@@ -65,6 +65,9 @@ type Agent struct {
 	// recorded (RecHeld), NoEvent and "" when none (held.go).
 	heldKind  EventKind
 	heldClass HoldClass
+	// adopting (Hold): the moves of a plan whose leader was lost may
+	// still run in Nova; it raises no event and joins no partition.
+	adopting bool
 }
 
 type ended struct {

@@ -144,6 +144,16 @@ func (a *Agent) Control(paused, excluded bool) {
 	a.paused, a.excluded = paused, excluded
 }
 
+// Hold holds the agent back (held) or lets it go: held, it raises no
+// event and joins no partition (requests go past it, as past a busy
+// node). Its runtime holds it while the moves of a plan whose leader it
+// gave up on may still run in Nova (scheduler/node, adopt.go), so no
+// second plan acts on its host meanwhile.
+func (a *Agent) Hold(held bool) { a.adopting = held }
+
+// Held reports whether the agent is held (Hold).
+func (a *Agent) Held() bool { return a.adopting }
+
 // Retired reports whether Retire was called.
 func (a *Agent) Retired() bool { return a.retired }
 

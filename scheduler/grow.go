@@ -72,7 +72,7 @@ func (a *Agent) growIdle(m Message) {
 	if !a.growAdmissible(m) {
 		return
 	}
-	if !a.host.Draining && !a.retired && !a.excluded {
+	if !a.host.Draining && !a.retired && !a.excluded && !a.adopting {
 		a.join(m.Part)
 		return
 	}

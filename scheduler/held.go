@@ -24,6 +24,10 @@ const (
 	// HoldWindowClosed: the event kind's time window ([scheduler]
 	// windows) is closed.
 	HoldWindowClosed HoldClass = "window_closed"
+	// HoldAdopting: the host's agent gave up on a plan's leader that had
+	// moves of this host in Nova's hands; it raises nothing until Nova
+	// says how they ended (fencing).
+	HoldAdopting HoldClass = "adopting"
 )
 
 // held notes, once per change, why the agent raises no event for the
@@ -55,6 +59,8 @@ func (a *Agent) holdOf(k EventKind) HoldClass {
 		return HoldPaused
 	case a.excluded:
 		return HoldExcluded
+	case a.adopting:
+		return HoldAdopting
 	case a.now.Before(a.retryAt):
 		return HoldBackoff
 	case !a.cfg.Windows.Open(k, a.now):
@@ -73,6 +79,8 @@ func (a *Agent) holdReason(k EventKind, c HoldClass) string {
 	case HoldBackoff:
 		return fmt.Sprintf("%s holds, no event raised: the last event ended unsolved, next try at %s (retry backoff %s)",
 			k, a.retryAt.UTC().Format(time.RFC3339), a.retryAt.Sub(a.now).Round(time.Second))
+	case HoldAdopting:
+		return fmt.Sprintf("%s holds, no event raised: the moves of a lost leader's plan may still run in Nova; the agent follows them to their end first", k)
 	case HoldWindowClosed:
 		w := a.cfg.Windows.For(k)
 		why := fmt.Sprintf("%s holds, no event raised: its time window (%s) is closed", k, w)

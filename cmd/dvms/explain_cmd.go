@@ -296,6 +296,8 @@ func holdWords(c, kind string) string {
 		return kind + " left alone for now: its last event ended unsolved, the agent waits before raising it again"
 	case scheduler.HoldWindowClosed:
 		return kind + " left alone: its time window ([scheduler] windows) is closed"
+	case scheduler.HoldAdopting:
+		return kind + " left alone for now: the moves of a lost leader's plan may still run in Nova; the agent follows them to their end first"
 	}
 	return kind + " left alone (" + c + ")"
 }

@@ -264,6 +264,12 @@ var Options = []Option{
 		help: "A followed action whose status reads all fail for this long ends as failed (outcome unknown, recorded), " +
 			"so a hung Nova does not hold the partition for migration_timeout.",
 		field: func(c *Config) any { return &c.Runtime.Exec.Unresponsive }},
+	{section: "scheduler", name: "action_grant_validity", kind: kindSeconds, def: "5", bounds: "> 0",
+		help: "Fencing: right before a plan's action is handed to Nova, its source host's agent grants it (only to the leader of the partition it is in), " +
+			"and the action is sent within this time of asking or not at all. A leader cut off from the bus gets no grant and sends nothing; " +
+			"an agent that gave up on its leader grants it nothing more, and follows the moves it granted in Nova to their end " +
+			"(its host's servers re-read once per this interval, only then) before its host takes part in another plan.",
+		field: func(c *Config) any { return &c.Runtime.Exec.GrantValidity }},
 	{section: "scheduler", name: "advise_only", kind: kindBool, def: "false",
 		help:  "Advise mode: compute, re-check and log plans, send nothing to Nova.",
 		field: func(c *Config) any { return &c.Runtime.Exec.DryRun }},

@@ -285,6 +285,9 @@ func chain(a, b node.Hooks) node.Hooks {
 	if f, g := a.OnExec, b.OnExec; g != nil {
 		h.OnExec = func(host string, ev scheduler.Event, r node.ExecResult) { f(host, ev, r); g(host, ev, r) }
 	}
+	if f, g := a.OnAdopt, b.OnAdopt; g != nil {
+		h.OnAdopt = func(host string, ev scheduler.Event, r node.ExecResult) { f(host, ev, r); g(host, ev, r) }
+	}
 	if f, g := a.OnSolve, b.OnSolve; g != nil {
 		h.OnSolve = func(host string, req scheduler.SolveRequest, sol scheduler.Solution, took time.Duration) {
 			f(host, req, sol, took)

@@ -305,6 +305,13 @@ func observeHooks(m *agentMetrics, j *journal.Journal, now func() time.Time) nod
 				j.Exec(ev, res)
 			}
 		},
+		OnAdopt: func(_ string, ev scheduler.Event, res node.ExecResult) {
+			// Not counted as executed actions: the leader counted those it
+			// saw end (its own agent's metrics).
+			if j != nil {
+				j.Adopted(ev, res)
+			}
+		},
 		OnSolve: func(_ string, _ scheduler.SolveRequest, _ scheduler.Solution, took time.Duration) {
 			if m != nil {
 				m.solverTime.Observe(took.Seconds())

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -68,6 +69,14 @@ type Action struct {
 	RequestID string    `json:"request_id,omitempty"`      // dvms's global request id (req-<uuid of the event>)
 	NovaReqID string    `json:"nova_request_id,omitempty"` // Nova's own, as `openstack server event list` shows
 	Ended     time.Time `json:"ended"`
+	// Grant is the id of the source host's grant (node.Grant): the
+	// leader's record of the action and its source agent's (which
+	// follows it in Nova when it gave up on the leader) share it, and
+	// Join keeps one of the two.
+	Grant string `json:"grant,omitempty"`
+	// Adopted: recorded by the source host's agent, which followed the
+	// move of a leader it gave up on in Nova to its end.
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // Journal keeps the last MaxEvents events an agent took part in,
@@ -190,7 +199,34 @@ func (j *Journal) noteRecord(r scheduler.Record) (Update, bool) {
 }
 
 // Exec notes the actions of ev's plan once it was executed.
-func (j *Journal) Exec(ev scheduler.Event, res node.ExecResult) {
+func (j *Journal) Exec(ev scheduler.Event, res node.ExecResult) { j.exec(ev, res, false) }
+
+// Adopted notes the moves of ev's plan that this agent granted and
+// followed in Nova to their end after it gave up on their leader
+// (node.Hooks.OnAdopt): each with its true outcome, and a step saying
+// what the lost plan did.
+func (j *Journal) Adopted(ev scheduler.Event, res node.ExecResult) {
+	reason := fmt.Sprintf("the lost leader's plan, followed in Nova: %d done, %d failed, %d never sent", res.Done, res.Failed, res.Skipped)
+	now := j.now()
+	j.mu.Lock()
+	e := j.entry(ev)
+	e.seen = now
+	u := Update{V: 1, Agent: j.host, At: now, Event: e.ID, Kind: e.Kind, Host: e.Host, Record: RecAdopted, Reason: reason}
+	if len(e.Steps) < MaxSteps {
+		e.Steps = append(e.Steps, Step{At: now, Agent: j.host, Record: RecAdopted, Reason: reason})
+	}
+	j.mu.Unlock()
+	if j.OnUpdate != nil {
+		j.OnUpdate(u)
+	}
+	j.exec(ev, res, true)
+}
+
+// RecAdopted is the step of an event whose lost plan's moves were
+// followed to their end by their source's agent (Adopted).
+const RecAdopted = "adopted"
+
+func (j *Journal) exec(ev scheduler.Event, res node.ExecResult, adopted bool) {
 	now := j.now()
 	var us []Update
 	j.mu.Lock()
@@ -201,6 +237,7 @@ func (j *Journal) Exec(ev scheduler.Event, res node.ExecResult) {
 			Kind: a.Action.Kind.String(), Server: a.Action.Server, From: a.Action.From, To: a.Action.To,
 			Outcome: a.Outcome.String(), Class: string(a.Class), Reason: a.Reason,
 			RequestID: a.Receipt.GlobalRequestID, NovaReqID: a.Receipt.LocalRequestID, Ended: now,
+			Grant: a.Grant, Adopted: adopted,
 		}
 		e.Actions = append(e.Actions, ae)
 		us = append(us, Update{V: 1, Agent: j.host, At: now, Event: e.ID, Kind: e.Kind, Host: e.Host, Action: &ae})
@@ -297,6 +334,33 @@ func LastChange(e Entry) time.Time {
 	return t
 }
 
+// oncePerGrant keeps one record of each granted action (the leader's and
+// its source agent's share the grant id): the one that knows how it
+// ended (the leader's, unless it recorded no end in time or an unknown
+// outcome and its source's agent followed it in Nova), in order.
+func oncePerGrant(as []Action) []Action {
+	best := map[string]int{} // grant -> index kept
+	for i, a := range as {
+		if a.Grant == "" || a.Grant == "local" {
+			continue
+		}
+		k, ok := best[a.Grant]
+		if !ok || knows(a) && !knows(as[k]) {
+			best[a.Grant] = i
+		}
+	}
+	out := make([]Action, 0, len(as))
+	for i, a := range as {
+		if k, ok := best[a.Grant]; !ok || k == i {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// knows: the record says how the action ended (not an unknown outcome).
+func knows(a Action) bool { return a.Class != string(node.ReasonTimeout) }
+
 // Join merges the entries of each event kept by several agents (the
 // raising agent has raised/ended, the leader planned/actions), oldest
 // raised first; an older agent's entry gets its end class derived.
@@ -337,6 +401,7 @@ func Join(lists ...[]Entry) []Entry {
 		e := byID[id]
 		slices.SortStableFunc(e.Steps, func(a, b Step) int { return a.At.Compare(b.At) })
 		slices.SortStableFunc(e.Actions, func(a, b Action) int { return a.Ended.Compare(b.Ended) })
+		e.Actions = oncePerGrant(e.Actions)
 		e.Class = EndClass(*e) // an older agent's entry has none
 		out = append(out, *e)
 	}

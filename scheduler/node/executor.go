@@ -59,12 +59,20 @@ type ExecConfig struct {
 	// Completion is the policy for a live migration that does not
 	// converge (completion.go).
 	Completion CompletionConfig
+	// GrantValidity bounds how long a fenced plan (ExecuteFenced) may
+	// take from asking the source host's agent for an action's grant to
+	// handing the action to Nova; the request itself is bounded by twice
+	// it. An agent that lost its leader judges the leader's moves no
+	// earlier than 2 × GrantValidity after its last grant, and re-reads
+	// its host once per GrantValidity while they run (fence.go).
+	GrantValidity time.Duration
 }
 
 // DefaultExecConfig returns 10 min per action, 2 s polls, 3 retries.
 func DefaultExecConfig() ExecConfig {
 	return ExecConfig{MigrationTimeout: 10 * time.Minute, Poll: time.Second, Retries: 3, Backoff: time.Second,
-		QueuePerHost: 1, RecheckTimeout: 20 * time.Second, Unresponsive: time.Minute, Completion: DefaultCompletionConfig()}
+		QueuePerHost: 1, RecheckTimeout: 20 * time.Second, Unresponsive: time.Minute, Completion: DefaultCompletionConfig(),
+		GrantValidity: 5 * time.Second}
 }
 
 // Validate lists every problem.
@@ -81,6 +89,9 @@ func (c ExecConfig) Validate() error {
 	}
 	if c.RecheckTimeout <= 0 || c.Unresponsive <= 0 {
 		errs = append(errs, errors.New("recheck_timeout and nova_unresponsive_after must be > 0"))
+	}
+	if c.GrantValidity <= 0 {
+		errs = append(errs, errors.New("action_grant_validity must be > 0"))
 	}
 	if err := c.Completion.Validate(); err != nil {
 		errs = append(errs, err)
@@ -149,6 +160,11 @@ const (
 	// source, re-read and recorded in the reason).
 	ReasonForceCompleted   ReasonClass = "force_completed"
 	ReasonMigrationAborted ReasonClass = "migration_aborted"
+	// ReasonFenced: the source host's agent did not grant the action (it
+	// no longer follows this leader, or did not answer: the leader lost
+	// the bus), or the grant expired before the action could be sent
+	// (fence.go). Nothing was sent.
+	ReasonFenced ReasonClass = "fenced"
 )
 
 // ActionResult is what happened to one action.
@@ -158,6 +174,11 @@ type ActionResult struct {
 	Class   ReasonClass
 	Reason  string
 	Receipt nova.Receipt
+	// Grant is the id of the source host's grant for a fenced action
+	// ("" unfenced): the action's record by the leader and the one by
+	// the source's agent, which follows it in Nova when the leader is
+	// lost, share it (journal.Join keeps one).
+	Grant string
 }
 
 // skip is a re-check's verdict: why the action does not run ("" when
@@ -275,6 +296,10 @@ type flight struct {
 	// reasons: by event host, why the plan's event does not justify its
 	// actions (empty when it does), see executor_reason.go.
 	reasons map[string]skip
+	// fence grants each action before it is sent (nil: unfenced);
+	// refused: by source host, its agent's refusal (fence.go).
+	fence   Fence
+	refused map[string]skip
 }
 
 type load struct {
@@ -337,8 +362,17 @@ type progress struct {
 // Execute runs the plan for ev and returns what happened (actions in plan
 // order).
 func (e *Executor) Execute(ctx context.Context, ev scheduler.Event, plan scheduler.Plan) ExecResult {
+	return e.ExecuteFenced(ctx, ev, plan, nil)
+}
+
+// ExecuteFenced is Execute with each action fenced: right before it is
+// handed to Nova, fence grants it (the source host's agent still
+// follows this plan's leader) or it is skipped (ReasonFenced); it is sent
+// within GrantValidity of the grant's asking or not at all. nil: no fence.
+func (e *Executor) ExecuteFenced(ctx context.Context, ev scheduler.Event, plan scheduler.Plan, fence Fence) ExecResult {
 	ctx = nova.WithRequestID(ctx, RequestID(ev.ID))
 	f := newFlight(plan)
+	f.fence = fence
 	var tasks []*task
 	for k, step := range plan.Steps {
 		for _, a := range step {
@@ -435,6 +469,11 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 		log.Info().Str("reason", sk.why).Msg("action skipped: operator control")
 		return r
 	}
+	if sk := f.refusedBy(a.From); sk.why != "" {
+		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
+		log.Info().Str("reason", sk.why).Msg("action skipped: its source host's agent refused this plan a grant")
+		return r
+	}
 	baseline, held, sk := e.recheck(ctx, ev, a, f)
 	if sk.why != "" {
 		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
@@ -451,6 +490,13 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 		r.Outcome, r.Class, r.Reason = ActionSkipped, ReasonStopping, "stopping: "+err.Error()
 		return r
 	}
+	callCtx, release, sk := e.granted(ctx, ev, a, f, &r)
+	defer release()
+	if sk.why != "" {
+		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
+		log.Warn().Str("reason", sk.why).Str("class", string(sk.class)).Msg("action skipped: not granted by its source host's agent")
+		return r
+	}
 	if a.Kind == scheduler.Shelve {
 		// Mark it first: only servers dvms shelved are unshelved by dvms
 		// (Reviver). Without the mark, no shelve.
@@ -461,7 +507,7 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 		}
 	}
 	start := e.clock.Now()
-	rc, err := e.call(ctx, a)
+	rc, err := e.call(callCtx, a)
 	r.Receipt = rc
 	if err != nil {
 		r.Outcome, r.Class, r.Reason = ActionFailed, ReasonFailed, err.Error()

@@ -35,6 +35,9 @@ type demandQuery struct {
 	// answering agent reads its source under it, so a source that keeps
 	// track (nova/fake's observer) knows which demand the plan saw.
 	Request string `json:"request,omitempty"`
+	// Grant, when set, asks for a fenced action's grant (fence.go)
+	// instead of the demand.
+	Grant *grantAsk `json:"grant,omitempty"`
 }
 
 type demandAnswer struct {
@@ -48,6 +51,8 @@ type demandAnswer struct {
 	// judges an OVERLOAD on Nova's capacity (executor_reason.go).
 	CPUs  float64 `json:"cpus,omitempty"`
 	RAMMB float64 `json:"ram_mb,omitempty"`
+	// Grant answers a grant request (no demand then).
+	Grant *grantAnswer `json:"grant,omitempty"`
 }
 
 // queries matches answers to the queries of one runner.
@@ -57,12 +62,17 @@ type queries struct {
 	waiting map[string]chan demandAnswer
 }
 
-// answerDemand is the handler of this host's demand subject.
-func (r *Runner) answerDemand(_ string, data []byte) {
+// answerDemand is the handler of this host's demand subject; from is
+// the asker the bus authenticated ("" on an unsigned bus).
+func (r *Runner) answerDemand(_, from string, data []byte) {
 	var q demandQuery
 	if err := json.Unmarshal(data, &q); err != nil || q.V != 1 || q.Reply == "" || q.ID == "" {
 		r.dropped.Add(1)
 		r.log.Warn().Int("bytes", len(data)).Msg("malformed demand query rejected")
+		return
+	}
+	if q.Grant != nil {
+		r.answerGrant(q, from)
 		return
 	}
 	// A fresh local measurement (cheap: cgroup files, a file, a local
@@ -103,6 +113,16 @@ func (r *Runner) receiveAnswer(_, from string, data []byte) {
 
 // askDemand asks host's agent for its latest measurement.
 func (r *Runner) askDemand(ctx context.Context, host string) (map[string]nova.Demand, error) {
+	a, err := r.ask(ctx, host, demandQuery{Request: nova.RequestID(ctx)}, "its demand")
+	if err != nil {
+		return nil, err
+	}
+	return a.Demand, nil
+}
+
+// ask sends q to host's agent and returns its answer (what: what is
+// asked, for errors).
+func (r *Runner) ask(ctx context.Context, host string, q demandQuery, what string) (demandAnswer, error) {
 	r.q.mu.Lock()
 	r.q.seq++
 	id := r.agent.ID() + "-" + strconv.FormatUint(r.q.seq, 36)
@@ -114,9 +134,10 @@ func (r *Runner) askDemand(ctx context.Context, host string) (map[string]nova.De
 		delete(r.q.waiting, id)
 		r.q.mu.Unlock()
 	}()
-	data, err := json.Marshal(demandQuery{V: 1, ID: id, Reply: bus.ReplySubject(r.cfg.Region, r.agent.ID()), Request: nova.RequestID(ctx)})
+	q.V, q.ID, q.Reply = 1, id, bus.ReplySubject(r.cfg.Region, r.agent.ID())
+	data, err := json.Marshal(q)
 	if err != nil {
-		return nil, err
+		return demandAnswer{}, err
 	}
 	// The query is sent again, waiting twice as long each time
 	// (QueryTimeout, then 2 and 4 times it): an agent late by a moment (a
@@ -125,21 +146,21 @@ func (r *Runner) askDemand(ctx context.Context, host string) (map[string]nova.De
 	wait := QueryTimeout
 	for try := 1; ; try++ {
 		if err := r.d.Bus.Publish(ctx, bus.DemandSubject(r.cfg.Region, host), data); err != nil {
-			return nil, fmt.Errorf("ask %s for its demand: %w", host, err)
+			return demandAnswer{}, fmt.Errorf("ask %s for %s: %w", host, what, err)
 		}
 		select {
 		case a := <-ch:
 			if a.Host != host {
-				return nil, fmt.Errorf("demand of %s answered by %q", host, a.Host)
+				return demandAnswer{}, fmt.Errorf("%s of %s answered by %q", what, host, a.Host)
 			}
-			return a.Demand, nil
+			return a, nil
 		case <-r.d.Clock.After(wait):
 			if try >= queryTries {
-				return nil, errors.New("demand of " + host + ": no answer from its agent")
+				return demandAnswer{}, errors.New(what + " of " + host + ": no answer from its agent")
 			}
 			wait *= 2
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return demandAnswer{}, ctx.Err()
 		}
 	}
 }

@@ -98,7 +98,7 @@ func demandPeersOn(t *testing.T, b *syncBus, via bus.Transport) func(h string, d
 			t.Fatal(err)
 		}
 		b.to[bus.ReplySubject(r.cfg.Region, h)] = func(s string, d []byte) { r.receiveAnswer(s, "", d) }
-		b.to[bus.DemandSubject(r.cfg.Region, h)] = r.answerDemand
+		b.to[bus.DemandSubject(r.cfg.Region, h)] = func(s string, d []byte) { r.answerDemand(s, "", d) }
 		return r
 	}
 	return run

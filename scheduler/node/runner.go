@@ -118,6 +118,10 @@ type Hooks struct {
 	// OnPlanExec: a plan was executed (after OnExec), with the request
 	// (the plan itself): the agent keeps advised plans for approval.
 	OnPlanExec func(host string, req scheduler.ExecRequest, res ExecResult)
+	// OnAdopt: this agent gave up on the leader of a partition whose
+	// moves it had granted, and followed them in Nova to their end
+	// (adopt.go): res holds each with its true outcome and grant id.
+	OnAdopt func(host string, ev scheduler.Event, res ExecResult)
 }
 
 // Deps are the runtime's collaborators.
@@ -173,6 +177,7 @@ type Runner struct {
 	lastDemand map[string]nova.Demand
 	q          queries
 	moves      planMoves // of the plan being executed, for summaries (summary.go)
+	fence      ledger    // grants given to leaders (adopt.go)
 
 	done    chan struct{} // closed when Run returns
 	dropped atomic.Int64
@@ -266,7 +271,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	defer func() { _ = ssub.Unsubscribe() }()
 	for subj, h := range map[string]bus.FromHandler{
-		bus.DemandSubject(r.cfg.Region, r.agent.ID()): func(s, _ string, d []byte) { r.answerDemand(s, d) },
+		bus.DemandSubject(r.cfg.Region, r.agent.ID()): r.answerDemand,
 		bus.ReplySubject(r.cfg.Region, r.agent.ID()):  r.receiveAnswer,
 	} {
 		s, err := bus.SubscribeFrom(r.d.Bus, subj, h)
@@ -457,6 +462,7 @@ func (r *Runner) flush(ctx context.Context) {
 		r.startArbiter(ctx, req)
 	}
 	for _, rec := range rd.Records {
+		r.noteEnd(ctx, rec)
 		r.logRecord(rec)
 		if r.d.Hooks.OnRecord != nil {
 			r.d.Hooks.OnRecord(r.agent.ID(), rec)
@@ -542,7 +548,7 @@ func (r *Runner) startExec(ctx context.Context, req scheduler.ExecRequest) {
 	go func() {
 		defer r.wg.Done()
 		r.moves.add(req.Plan, +1)
-		res := r.exec.Execute(ctx, req.Event, req.Plan)
+		res := r.exec.ExecuteFenced(ctx, req.Event, req.Plan, runnerFence{r: r, part: req.PartID, leader: r.agent.ID()})
 		r.moves.add(req.Plan, -1)
 		if r.d.Hooks.OnExec != nil {
 			r.d.Hooks.OnExec(r.agent.ID(), req.Event, res)
