@@ -143,8 +143,11 @@ func runSimulate(c *cli.Context) error {
 	}
 	cfg.Mode = c.String("mode")
 	cfg.Arrivals, cfg.ArrivalWeights = c.Float64("arrivals"), c.String("arrival-weights")
-	if cfg.Membership == sim.MembershipSwim {
+	switch {
+	case cfg.Membership == sim.MembershipSwim:
 		sim.TuneGCForSwim()
+	case cfg.ResolveClock(cfg.Hosts) == sim.ClockVirtual:
+		sim.TuneGCForVirtual()
 	}
 	stop, err := startCPUProfile(c.String("cpuprofile"))
 	if err != nil {
