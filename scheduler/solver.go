@@ -666,7 +666,9 @@ func (s *search) exact(src int, cands []*Server) {
 		}
 		subs = append(subs, subset{mask, mb})
 	}
-	slices.SortStableFunc(subs, func(a, b subset) int { return cmp.Compare(a.mb, b.mb) })
+	// Cheapest first, ties in mask order (the order they were made in):
+	// a stable sort's order, without its cost.
+	slices.SortFunc(subs, func(a, b subset) int { return cmp.Or(cmp.Compare(a.mb, b.mb), cmp.Compare(a.mask, b.mask)) })
 	base0 := 0
 	for _, e := range s.ev0 {
 		base0 += e.s.RAMMB
@@ -679,16 +681,23 @@ func (s *search) exact(src int, cands []*Server) {
 		if s.found && base0+sub.mb >= s.bestMB {
 			return
 		}
-		m := s.base.clone()
+		// Whether the subset fixes the host needs only its use (as
+		// model.remove computes it), not a copy of the model.
+		h := &s.base.hosts[src]
+		use := h.use
+		for j := 0; j < n; j++ {
+			if sub.mask&(1<<j) != 0 {
+				use = use.Plus(cands[j].Use().Neg())
+			}
+		}
+		if fit.Overloaded(use, h.lim) {
+			continue
+		}
 		ev := slices.Clone(s.ev0)
 		for j := 0; j < n; j++ {
 			if sub.mask&(1<<j) != 0 {
-				m.remove(src, cands[j])
 				ev = append(ev, evict{src: src, s: cands[j], relieve: true})
 			}
-		}
-		if m.over(src) {
-			continue
 		}
 		if acts, ok := s.place(s.base.clone(), ev); ok {
 			s.offer(acts)
