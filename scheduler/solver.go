@@ -656,6 +656,13 @@ func (s *search) exact(src int, cands []*Server) {
 		mb   int
 	}
 	n := len(cands)
+	base0 := 0
+	for _, e := range s.ev0 {
+		base0 += e.s.RAMMB
+	}
+	// With a solution found, the search ends at the first subset that
+	// moves as many bytes: those are left out before sorting (they
+	// would sort last, so every subset kept has the same rank).
 	subs := make([]subset, 0, 1<<n)
 	for mask := uint32(1); mask < 1<<n; mask++ {
 		mb := 0
@@ -664,15 +671,14 @@ func (s *search) exact(src int, cands []*Server) {
 				mb += cands[j].RAMMB
 			}
 		}
+		if s.found && base0+mb >= s.bestMB {
+			continue
+		}
 		subs = append(subs, subset{mask, mb})
 	}
 	// Cheapest first, ties in mask order (the order they were made in):
 	// a stable sort's order, without its cost.
 	slices.SortFunc(subs, func(a, b subset) int { return cmp.Or(cmp.Compare(a.mb, b.mb), cmp.Compare(a.mask, b.mask)) })
-	base0 := 0
-	for _, e := range s.ev0 {
-		base0 += e.s.RAMMB
-	}
 	for k, sub := range subs {
 		if k%64 == 0 && s.expired() {
 			s.best.TimedOut = true
@@ -703,6 +709,10 @@ func (s *search) exact(src int, cands []*Server) {
 			s.offer(acts)
 			return
 		}
+	}
+	// The first subset left out would have been checked for time first.
+	if k := len(subs); k < 1<<n-1 && k%64 == 0 && s.expired() {
+		s.best.TimedOut = true
 	}
 }
 
