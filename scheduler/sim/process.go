@@ -18,13 +18,17 @@ import (
 // for 6-9 s), CPU the probes then lacked. Unless GOGC is set, let the
 // heap grow to 5x the live heap instead of 2x (GOGC=400), and collect
 // harder only as it nears swimMemLimit (unless GOMEMLIMIT is set).
-func TuneGCForSwim() {
+func TuneGCForSwim() { tuneGC(400, swimMemLimit) }
+
+// tuneGC sets GOGC to percent and the memory limit to limit(the
+// machine's memory), each unless its variable is set (GOGC: neither).
+func tuneGC(percent int, limit func(total int64) int64) {
 	if os.Getenv("GOGC") != "" {
 		return
 	}
-	debug.SetGCPercent(400)
+	debug.SetGCPercent(percent)
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(swimMemLimit(memTotal()))
+		debug.SetMemoryLimit(limit(memTotal()))
 	}
 }
 
@@ -35,15 +39,7 @@ func TuneGCForSwim() {
 // the heap grow to 4x the live heap (GOGC=300), and collect harder only
 // as it nears virtualMemLimit (unless GOMEMLIMIT is set). The run's
 // results do not depend on it.
-func TuneGCForVirtual() {
-	if os.Getenv("GOGC") != "" {
-		return
-	}
-	debug.SetGCPercent(300)
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(virtualMemLimit(memTotal()))
-	}
-}
+func TuneGCForVirtual() { tuneGC(300, virtualMemLimit) }
 
 // virtualMemLimit: 8 GiB, or a third of the machine's memory when that
 // is less (0: unknown, 4 GiB).
