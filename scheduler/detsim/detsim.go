@@ -154,8 +154,8 @@ type Cluster struct {
 	// a step in which no plan's step ends does not walk them all.
 	due     time.Time
 	servers int
-	// agents and crashed are Agents and Crashed by names' index, for
-	// the ticks and samples that visit every host.
+	// agents is Agents by names' index (index: a name's), for the ticks
+	// and samples that visit every host.
 	agents []*scheduler.Agent
 	index  map[string]int
 	// seen and owner are check's, kept between checks.
@@ -260,7 +260,9 @@ func (c *Cluster) start(n string) {
 		panic(err) // options are the test's own
 	}
 	c.Agents[n] = a
-	c.agents[c.index[n]] = a
+	if i, ok := c.index[n]; ok {
+		c.agents[i] = a
+	}
 	delete(c.Nova.sched, n) // a new runtime: its monitor starts afresh
 }
 
