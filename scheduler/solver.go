@@ -622,6 +622,13 @@ func (s *search) exact(src int, cands []*Server) {
 		mb   int
 	}
 	n := len(cands)
+	base0 := 0
+	for _, e := range s.ev0 {
+		base0 += e.s.RAMMB
+	}
+	// With a solution found, the search ends at the first subset that
+	// moves as many bytes: those are left out before sorting (they
+	// would sort last, so every subset kept has the same rank).
 	subs := make([]subset, 0, 1<<n)
 	for mask := uint32(1); mask < 1<<n; mask++ {
 		mb := 0
@@ -630,13 +637,14 @@ func (s *search) exact(src int, cands []*Server) {
 				mb += cands[j].RAMMB
 			}
 		}
+		if s.found && base0+mb >= s.bestMB {
+			continue
+		}
 		subs = append(subs, subset{mask, mb})
 	}
-	slices.SortStableFunc(subs, func(a, b subset) int { return cmp.Compare(a.mb, b.mb) })
-	base0 := 0
-	for _, e := range s.ev0 {
-		base0 += e.s.RAMMB
-	}
+	// Cheapest first, ties in mask order (the order they were made in):
+	// a stable sort's order, without its cost.
+	slices.SortFunc(subs, func(a, b subset) int { return cmp.Or(cmp.Compare(a.mb, b.mb), cmp.Compare(a.mask, b.mask)) })
 	for k, sub := range subs {
 		if k%64 == 0 && s.expired() {
 			s.best.TimedOut = true
@@ -645,21 +653,32 @@ func (s *search) exact(src int, cands []*Server) {
 		if s.found && base0+sub.mb >= s.bestMB {
 			return
 		}
-		m := s.base.clone()
+		// Whether the subset fixes the host needs only its use (as
+		// model.remove computes it), not a copy of the model.
+		h := &s.base.hosts[src]
+		use := h.use
+		for j := 0; j < n; j++ {
+			if sub.mask&(1<<j) != 0 {
+				use = use.Plus(cands[j].Use().Neg())
+			}
+		}
+		if fit.Overloaded(use, h.lim) {
+			continue
+		}
 		ev := slices.Clone(s.ev0)
 		for j := 0; j < n; j++ {
 			if sub.mask&(1<<j) != 0 {
-				m.remove(src, cands[j])
 				ev = append(ev, evict{src: src, s: cands[j], relieve: true})
 			}
-		}
-		if m.over(src) {
-			continue
 		}
 		if acts, ok := s.place(s.base.clone(), ev); ok {
 			s.offer(acts)
 			return
 		}
+	}
+	// The first subset left out would have been checked for time first.
+	if k := len(subs); k < 1<<n-1 && k%64 == 0 && s.expired() {
+		s.best.TimedOut = true
 	}
 }
 

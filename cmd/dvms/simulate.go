@@ -198,8 +198,11 @@ func runSimulate(c *cli.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError(err)
 	}
-	if cfg.Membership == sim.MembershipSwim {
+	switch {
+	case cfg.Membership == sim.MembershipSwim:
 		sim.TuneGCForSwim()
+	case cfg.ResolveClock(cfg.Hosts) == sim.ClockVirtual:
+		sim.TuneGCForVirtual()
 	}
 	stop, err := startCPUProfile(c.String("cpuprofile"))
 	if err != nil {

@@ -150,7 +150,16 @@ type Cluster struct {
 	queue   deliveries
 	seq     int
 	execs   []*exec
+	// due is the earliest until of execs (zero: one may be due now):
+	// a step in which no plan's step ends does not walk them all.
+	due     time.Time
 	servers int
+	// agents is Agents by names' index (index: a name's), for the ticks
+	// and samples that visit every host.
+	agents []*scheduler.Agent
+	index  map[string]int
+	// seen and owner are check's, kept between checks.
+	seen, owner map[string]string
 	// movedBy: servers each partition's plans moved (DESIGN §8: at most
 	// once per plan; a partition's re-plans share its event's request id).
 	movedBy map[string]map[string]bool
@@ -211,6 +220,11 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 		c.servers += len(h.Servers)
 	}
 	sort.Strings(c.names)
+	c.agents = make([]*scheduler.Agent, len(c.names))
+	c.index = make(map[string]int, len(c.names))
+	for i, n := range c.names {
+		c.index[n] = i
+	}
 	c.ring = scheduler.NewRing(c.names)
 	if !opt.NoAgents {
 		for _, n := range c.names {
@@ -225,7 +239,13 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 // executor's verdicts); then is told its end (node.PlanOutcome's; a
 // re-plan it asks for ends the event Aborted: no leader re-plans).
 func (c *Cluster) Execute(req scheduler.ExecRequest, then func(scheduler.Outcome, scheduler.EndClass, string)) {
-	c.execs = append(c.execs, c.newExec("", req, then))
+	c.addExec(c.newExec("", req, then))
+}
+
+// addExec queues e; its first step starts at the next progress.
+func (c *Cluster) addExec(e *exec) {
+	c.execs = append(c.execs, e)
+	c.due = time.Time{}
 }
 
 func (c *Cluster) start(n string) {
@@ -240,6 +260,9 @@ func (c *Cluster) start(n string) {
 		panic(err) // options are the test's own
 	}
 	c.Agents[n] = a
+	if i, ok := c.index[n]; ok {
+		c.agents[i] = a
+	}
 	delete(c.Nova.sched, n) // a new runtime: its monitor starts afresh
 }
 
@@ -302,14 +325,14 @@ func (c *Cluster) Step() {
 		c.opt.BeforeSample(c.Now)
 	}
 	if (tick || sample) && !c.opt.NoAgents {
-		for _, n := range c.names {
+		for i, n := range c.names {
 			if c.Crashed[n] {
 				continue
 			}
-			a := c.Agents[n]
+			a := c.agents[i]
 			if sample {
 				c.refresh(n)
-				a.Observe(c.Now, c.snapshot(n))
+				a.Observe(c.Now, c.sample(n))
 				c.Samples++
 			}
 			if tick {
@@ -339,10 +362,8 @@ func (c *Cluster) next() time.Time {
 	if len(c.queue) > 0 && c.queue[0].at.Before(at) {
 		at = c.queue[0].at
 	}
-	for _, e := range c.execs {
-		if e.until.Before(at) {
-			at = e.until
-		}
+	if len(c.execs) > 0 && c.due.Before(at) {
+		at = c.due
 	}
 	if !at.After(c.Now) {
 		at = c.Now.Add(time.Nanosecond)
@@ -364,8 +385,15 @@ func (c *Cluster) View(n string) scheduler.Host { return c.snapshot(n) }
 // snapshot is host n as its monitor sees it (servers in flight stay on
 // their source until the move ends, as in Nova).
 func (c *Cluster) snapshot(n string) scheduler.Host {
-	h := *c.Hosts[n]
+	h := c.sample(n)
 	h.Servers = slices.Clone(h.Servers)
+	return h
+}
+
+// sample is snapshot sharing the ground truth's servers, for an agent's
+// Observe, which copies them before it keeps or marks them.
+func (c *Cluster) sample(n string) scheduler.Host {
+	h := *c.Hosts[n]
 	h.UsedVCPUs, h.UsedRAMMB = 0, 0
 	for _, s := range h.Servers {
 		h.UsedVCPUs += float64(s.VCPUs)
@@ -431,7 +459,7 @@ func (c *Cluster) flush(n string) {
 		c.flush(n)
 	}
 	for _, req := range rd.Execute {
-		c.execs = append(c.execs, c.newExec(n, req, nil))
+		c.addExec(c.newExec(n, req, nil))
 	}
 	for _, req := range rd.Arbiter {
 		res := c.arbiter(req)
@@ -495,6 +523,9 @@ func (c *Cluster) newExec(host string, req scheduler.ExecRequest, then func(sche
 // progress moves plans forward: a step's moves start together (counted
 // on both ends) and end MigrationTime later.
 func (c *Cluster) progress() {
+	if len(c.execs) == 0 || c.Now.Before(c.due) {
+		return // no plan's step ends now
+	}
 	keep := c.execs[:0]
 	for _, e := range c.execs {
 		if c.Now.Before(e.until) {
@@ -549,6 +580,12 @@ func (c *Cluster) progress() {
 		keep = append(keep, e)
 	}
 	c.execs = keep
+	c.due = time.Time{}
+	for i, e := range keep {
+		if i == 0 || e.until.Before(c.due) {
+			c.due = e.until
+		}
+	}
 }
 
 // outcome is the end of a plan as the runtime's runner decides it: the
@@ -784,7 +821,12 @@ type Move struct {
 
 // check verifies DESIGN §8 on the whole cluster.
 func (c *Cluster) check() {
-	seen := map[string]string{}
+	if c.seen == nil {
+		c.seen, c.owner = make(map[string]string, c.servers), map[string]string{}
+	}
+	seen, owner := c.seen, c.owner
+	clear(seen)
+	clear(owner)
 	n := 0
 	for _, h := range c.names {
 		for _, s := range c.Hosts[h].Servers {
@@ -800,7 +842,6 @@ func (c *Cluster) check() {
 		c.servers = n
 	}
 	// Partitions executing plans never share a node.
-	owner := map[string]string{}
 	for _, name := range c.names {
 		if c.Crashed[name] || c.opt.NoAgents {
 			continue

@@ -25,6 +25,22 @@ func TestSwimMemLimit(t *testing.T) {
 	}
 }
 
+func TestVirtualMemLimit(t *testing.T) {
+	for _, c := range []struct {
+		total, want int64
+	}{
+		{0, 4 << 30},             // unknown
+		{6 << 30, 2 << 30},       // a small machine: a third of it
+		{24 << 30, 8 << 30},      // exactly three times the cap
+		{64 << 30, 8 << 30},      // a large one: 8 GiB at most
+		{23 << 30, 23 << 30 / 3}, // this one: a third, under 8 GiB
+	} {
+		if got := virtualMemLimit(c.total); got != c.want {
+			t.Errorf("virtualMemLimit(%d) = %d, want %d", c.total, got, c.want)
+		}
+	}
+}
+
 func TestMemTotal(t *testing.T) {
 	if _, err := os.Stat("/proc/meminfo"); err != nil {
 		t.Skip("no /proc/meminfo here")
