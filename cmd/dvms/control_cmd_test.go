@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/internal/testwait"
@@ -28,15 +27,7 @@ func TestOperatorControls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three agents for several seconds")
 	}
-	keys := t.TempDir()
-	for _, h := range []string{"compute-1", "compute-2", "compute-3"} {
-		if _, err := auth.GenerateKey(keys, h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := auth.GenerateKey(filepath.Join(keys, control.OperatorsDir), "alice"); err != nil {
-		t.Fatal(err)
-	}
+	keys, obsKey, ns := signedRegion(t, "compute-1", "compute-2", "compute-3")
 	elsewhere := t.TempDir()
 	if _, err := auth.GenerateKey(elsewhere, "mallory"); err != nil {
 		t.Fatal(err)
@@ -44,23 +35,6 @@ func TestOperatorControls(t *testing.T) {
 	alice, mallory := filepath.Join(keys, control.OperatorsDir, "alice.key"), filepath.Join(elsewhere, "mallory.key")
 	agentKey := filepath.Join(keys, "compute-2.key") // an agent's key is no operator's
 
-	// NATS as `dvms nats-config` writes it (issue 10): the agents with
-	// their own keys and permissions, the operator's tools with an
-	// observer key (the key that signs a command is another matter: the
-	// agents check that one).
-	obs := t.TempDir()
-	if _, err := auth.GenerateKey(obs, "ops"); err != nil {
-		t.Fatal(err)
-	}
-	sc, err := auth.NATSServerConfig(keys, opsRegion, map[string][]string{"observer": {filepath.Join(obs, "ops.pub")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1, Users: sc.Users})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
 	cloud := opsCloud(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -80,7 +54,7 @@ func TestOperatorControls(t *testing.T) {
 		var out, errOut bytes.Buffer
 		// --timeout: a bound for a busy machine; the answers end the
 		// wait once every member answered.
-		args = append([]string{"dvms", args[0], "--nats-url", ns.ClientURL(), "--region", opsRegion, "--nats-nkey", filepath.Join(obs, "ops.key"), "--timeout", "20s"}, args[1:]...)
+		args = append([]string{"dvms", args[0], "--nats-url", ns.ClientURL(), "--region", opsRegion, "--nats-nkey", obsKey, "--timeout", "20s"}, args[1:]...)
 		code := run(args, &out, &errOut)
 		return code, out.String() + errOut.String()
 	}

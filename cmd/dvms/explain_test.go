@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dvms-project/dvms/bus"
-	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/internal/testwait"
 	"github.com/dvms-project/dvms/nova"
@@ -40,29 +38,8 @@ func TestPlanApprovalAndExplain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two agents for several seconds")
 	}
-	keys := t.TempDir()
-	for _, h := range []string{"compute-1", "compute-2"} {
-		if _, err := auth.GenerateKey(keys, h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := auth.GenerateKey(filepath.Join(keys, control.OperatorsDir), "alice"); err != nil {
-		t.Fatal(err)
-	}
+	keys, obsKey, ns := signedRegion(t, "compute-1", "compute-2")
 	alice := filepath.Join(keys, control.OperatorsDir, "alice.key")
-	obs := t.TempDir()
-	if _, err := auth.GenerateKey(obs, "ops"); err != nil {
-		t.Fatal(err)
-	}
-	sc, err := auth.NATSServerConfig(keys, opsRegion, map[string][]string{"observer": {filepath.Join(obs, "ops.pub")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1, Users: sc.Users})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
 	cloud := opsCloud(t, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -90,7 +67,7 @@ func TestPlanApprovalAndExplain(t *testing.T) {
 		}
 		// The command's words, then the connection flags, then the rest.
 		full := append([]string{"dvms"}, args[:min(i, cmdWords(args))]...)
-		full = append(full, "--nats-url", ns.ClientURL(), "--region", opsRegion, "--nats-nkey", filepath.Join(obs, "ops.key"))
+		full = append(full, "--nats-url", ns.ClientURL(), "--region", opsRegion, "--nats-nkey", obsKey)
 		full = append(full, args[min(i, cmdWords(args)):]...)
 		code := run(full, &out, &errOut)
 		return code, out.String(), errOut.String()

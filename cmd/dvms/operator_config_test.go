@@ -14,8 +14,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/dvms-project/dvms/bus"
-	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/internal/testwait"
 	"github.com/dvms-project/dvms/scheduler/control"
@@ -43,26 +41,7 @@ func withDefaultConfig(t *testing.T, text string) string {
 // no flag: [operator] in the default file names NATS, the observer key
 // NATS admits, the signing key the agents take and the region.
 func TestOperatorCommandsReadTheConfig(t *testing.T) {
-	keys := t.TempDir()
-	if _, err := auth.GenerateKey(keys, "compute-1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := auth.GenerateKey(filepath.Join(keys, control.OperatorsDir), "alice"); err != nil {
-		t.Fatal(err)
-	}
-	obs := t.TempDir()
-	if _, err := auth.GenerateKey(obs, "ops"); err != nil {
-		t.Fatal(err)
-	}
-	sc, err := auth.NATSServerConfig(keys, opsRegion, map[string][]string{"observer": {filepath.Join(obs, "ops.pub")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1, Users: sc.Users})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	keys, obsKey, ns := signedRegion(t, "compute-1")
 	ctx, cancel := context.WithCancel(context.Background())
 	a := startOpsAgent(t, ctx, opsCloud(t, 1), ns.ClientURL(), "compute-1", func(c *daemon.Config) {
 		c.KeysDir, c.NATSNkeyAuth, c.Runtime.Exec.DryRun = keys, true, true
@@ -76,7 +55,7 @@ func TestOperatorCommandsReadTheConfig(t *testing.T) {
 	// The agent's own sections are there too, as on a host that runs
 	// both: [operator] wins over [nats] url and [DEFAULT] region.
 	withDefaultConfig(t, "[DEFAULT]\nregion = elsewhere\n[nats]\nurl = nats://127.0.0.1:1\n[operator]\n"+
-		"nats_url = "+ns.ClientURL()+"\nnkey_seed = "+filepath.Join(obs, "ops.key")+"\n"+
+		"nats_url = "+ns.ClientURL()+"\nnkey_seed = "+obsKey+"\n"+
 		"signing_key = "+filepath.Join(keys, control.OperatorsDir, "alice.key")+"\nregion = "+opsRegion+"\n")
 	dvms := func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer

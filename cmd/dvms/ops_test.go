@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,10 +20,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/internal/promcheck"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
+	"github.com/dvms-project/dvms/scheduler/control"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -89,6 +92,39 @@ func startOpsAgent(t *testing.T, ctx context.Context, cloud *fake.Cloud, url, ho
 		t.Fatal("no metrics server")
 	}
 	return p
+}
+
+// signedRegion makes the keys of a region whose agents sign (one pair per
+// host in keys, and the operator alice's in keys/operators) and starts
+// NATS as `dvms nats-config` writes it: the agents with their own keys
+// and permissions, the operator's tools with an observer key (the key
+// that signs a command is another matter: the agents check that one).
+// The server is shut down when the test ends.
+func signedRegion(t *testing.T, hosts ...string) (keys, observerKey string, ns *bus.Embedded) {
+	t.Helper()
+	keys = t.TempDir()
+	for _, h := range hosts {
+		if _, err := auth.GenerateKey(keys, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := auth.GenerateKey(filepath.Join(keys, control.OperatorsDir), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	obs := t.TempDir()
+	if _, err := auth.GenerateKey(obs, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := auth.NATSServerConfig(keys, opsRegion, map[string][]string{"observer": {filepath.Join(obs, "ops.pub")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err = bus.StartEmbedded(bus.EmbeddedConfig{Port: -1, Users: sc.Users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	return keys, filepath.Join(obs, "ops.key"), ns
 }
 
 // scrape returns the samples of /metrics: series (name{labels}) -> value.
