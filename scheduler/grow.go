@@ -165,8 +165,17 @@ func (a *Agent) passOn(m Message) {
 	}
 	next, ok := a.nextOutside(p.Initiator, a.cfg.ID, skip)
 	if !ok {
-		a.drop(m, "no node outside")
-		return
+		// Every other node is in this agent's partition: the request has
+		// passed every node it could find free, so its tour is over and
+		// it goes back home, its leader decides. Dropped here instead,
+		// its leader would wait a whole request timeout for nothing, and
+		// members bounding their leader's time (lead_timeout) would
+		// refuse a fair leader for that wait.
+		if p.Leader == "" || p.Leader == a.cfg.ID {
+			a.drop(m, "no node outside")
+			return
+		}
+		next = p.Leader
 	}
 	m.Hops++
 	m.From = a.cfg.ID
