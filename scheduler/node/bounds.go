@@ -117,9 +117,9 @@ type bounds struct {
 }
 
 type keyBound struct {
-	leads        map[string]time.Time // partition id -> first heard of, within the window
-	claimLeaves  int                  // partitions left because the refused key claimed them
-	heard        time.Time            // its last message to this agent
+	leads       map[string]time.Time // partition id -> first heard of, within the window
+	claimLeaves int                  // partitions left because the refused key claimed them
+	heard       time.Time            // its last message to this agent
 	// unfair is the time this agent spent in partitions the key led,
 	// without a plan, that ended without the key ending, planning or
 	// handing over one (it was left, timed out, torn down): counted
@@ -131,7 +131,7 @@ type keyBound struct {
 	unfairAt time.Time
 	// dissolved: the partition this agent is in that the key dissolved
 	// (its dissolution heard): the key ended it, a fair end.
-	dissolved string
+	dissolved    string
 	refusedUntil time.Time
 	logged       map[string]time.Time // reason -> last log line
 	dropped      map[string]int64     // reason -> drops since the last line
