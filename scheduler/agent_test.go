@@ -961,3 +961,17 @@ func TestFinishingMemberIgnoresFork(t *testing.T) {
 		t.Fatalf("the leader's dissolution did not end the partition: %+v", p)
 	}
 }
+
+// A member whose partition holds every other node of the region passes
+// another partition's request back to that partition's leader (its tour
+// is over: no node outside is free), not dropped: dropped, the leader
+// would wait a whole request timeout for nothing.
+func TestPassOnNoNodeOutsideGoesBackHome(t *testing.T) {
+	h3 := newAgent(t, "h3")
+	h3.part = &Partition{ID: "p-all", Version: 4, Initiator: "h1", Leader: "h5", Nodes: ring5, State: Growing}
+	p := &Partition{ID: "p-x", Version: 2, Initiator: "h1", Leader: "h2", Nodes: []string{"h1", "h2"}, State: Growing}
+	h3.Step(Message{Type: MsgGrow, From: "h2", PartID: p.ID, Version: p.Version, Part: p.clone()})
+	if back := only(t, h3.Ready(), MsgGrow); back.To != "h2" {
+		t.Fatalf("request sent to %s, want it back at its leader h2", back.To)
+	}
+}
