@@ -41,7 +41,16 @@ func (a *Agent) growAdmissible(m Message) bool {
 		a.drop(m, "partition absorbed")
 		return false
 	}
-	if m.Hops > 2*len(a.ring)+2 {
+	if limit := 2*len(a.ring) + 2; m.Hops > limit && !(a.leader() && a.part.ID == p.ID) {
+		if m.Hops == limit+1 && p.Leader != "" && p.Leader != a.cfg.ID {
+			// It went round (first out bounced it between busy
+			// partitions): its tour is over, back home, its leader
+			// decides, rather than wait a whole request timeout for it.
+			m.Hops++
+			m.From = a.cfg.ID
+			a.rd.Messages = append(a.rd.Messages, Envelope{To: p.Leader, Msg: m})
+			return false
+		}
 		a.drop(m, "too many hops")
 		return false
 	}
