@@ -9,7 +9,10 @@ package node
 //
 //   - time: how long one key leads one partition this agent is in,
 //     outside a plan (LeadTimeout) and while its plan runs
-//     (LeadPlanTimeout);
+//     (LeadPlanTimeout); outside a plan, the time this agent spent in
+//     the key's earlier partitions that it lost (left, timed out, torn
+//     down) without the key planning, ending or handing one over counts
+//     too, within LeadWindow (keyBound.unfair);
 //   - count: how many partitions a key leads, as this agent hears of them
 //     (requests, updates), within LeadWindow (MaxLeads);
 //   - rate: how many protocol messages a key sends this agent per second
