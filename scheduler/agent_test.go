@@ -961,3 +961,35 @@ func TestFinishingMemberIgnoresFork(t *testing.T) {
 		t.Fatalf("the leader's dissolution did not end the partition: %+v", p)
 	}
 }
+
+// A member whose partition holds every other node of the region passes
+// another partition's request back to that partition's leader (its tour
+// is over: no node outside is free), not dropped: dropped, the leader
+// would wait a whole request timeout for nothing.
+func TestPassOnNoNodeOutsideGoesBackHome(t *testing.T) {
+	h3 := newAgent(t, "h3")
+	h3.part = &Partition{ID: "p-all", Version: 4, Initiator: "h1", Leader: "h5", Nodes: ring5, State: Growing}
+	p := &Partition{ID: "p-x", Version: 2, Initiator: "h1", Leader: "h2", Nodes: []string{"h1", "h2"}, State: Growing}
+	h3.Step(Message{Type: MsgGrow, From: "h2", PartID: p.ID, Version: p.Version, Part: p.clone()})
+	if back := only(t, h3.Ready(), MsgGrow); back.To != "h2" {
+		t.Fatalf("request sent to %s, want it back at its leader h2", back.To)
+	}
+}
+
+// A request that went round too often goes back to its leader once (its
+// tour is over), and its leader takes it as back home; past that it is
+// dropped.
+func TestTooManyHopsGoesBackHome(t *testing.T) {
+	h3 := newAgent(t, "h3")
+	h3.part = &Partition{ID: "p-y", Version: 4, Initiator: "h4", Leader: "h4", Nodes: []string{"h3", "h4"}, State: Growing}
+	p := &Partition{ID: "p-x", Version: 2, Initiator: "h1", Leader: "h2", Nodes: []string{"h1", "h2"}, State: Growing}
+	limit := 2*len(ring5) + 2
+	h3.Step(Message{Type: MsgGrow, From: "h5", PartID: p.ID, Version: p.Version, Part: p.clone(), Hops: limit + 1})
+	if back := only(t, h3.Ready(), MsgGrow); back.To != "h2" {
+		t.Fatalf("request sent to %s, want it back at its leader h2", back.To)
+	}
+	h3.Step(Message{Type: MsgGrow, From: "h5", PartID: p.ID, Version: p.Version, Part: p.clone(), Hops: limit + 2})
+	if g := sent(h3.Ready(), MsgGrow); len(g) != 0 {
+		t.Fatalf("a request past the hops sent back home was sent on: %+v", g)
+	}
+}

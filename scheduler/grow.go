@@ -41,7 +41,16 @@ func (a *Agent) growAdmissible(m Message) bool {
 		a.drop(m, "partition absorbed")
 		return false
 	}
-	if m.Hops > 2*len(a.ring)+2 {
+	if limit := 2*len(a.ring) + 2; m.Hops > limit && !(a.leader() && a.part.ID == p.ID) {
+		if m.Hops == limit+1 && p.Leader != "" && p.Leader != a.cfg.ID {
+			// It went round (first out bounced it between busy
+			// partitions): its tour is over, back home, its leader
+			// decides, rather than wait a whole request timeout for it.
+			m.Hops++
+			m.From = a.cfg.ID
+			a.rd.Messages = append(a.rd.Messages, Envelope{To: p.Leader, Msg: m})
+			return false
+		}
 		a.drop(m, "too many hops")
 		return false
 	}
@@ -165,8 +174,17 @@ func (a *Agent) passOn(m Message) {
 	}
 	next, ok := a.nextOutside(p.Initiator, a.cfg.ID, skip)
 	if !ok {
-		a.drop(m, "no node outside")
-		return
+		// Every other node is in this agent's partition: the request has
+		// passed every node it could find free, so its tour is over and
+		// it goes back home, its leader decides. Dropped here instead,
+		// its leader would wait a whole request timeout for nothing, and
+		// members bounding their leader's time (lead_timeout) would
+		// refuse a fair leader for that wait.
+		if p.Leader == "" || p.Leader == a.cfg.ID {
+			a.drop(m, "no node outside")
+			return
+		}
+		next = p.Leader
 	}
 	m.Hops++
 	m.From = a.cfg.ID

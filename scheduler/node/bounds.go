@@ -9,7 +9,10 @@ package node
 //
 //   - time: how long one key leads one partition this agent is in,
 //     outside a plan (LeadTimeout) and while its plan runs
-//     (LeadPlanTimeout);
+//     (LeadPlanTimeout); outside a plan, the time this agent spent in
+//     the key's earlier partitions that it lost (left, timed out, torn
+//     down) without the key planning, ending or handing one over counts
+//     too, within LeadWindow (keyBound.unfair);
 //   - count: how many partitions a key leads, as this agent hears of them
 //     (requests, updates), within LeadWindow (MaxLeads);
 //   - rate: how many protocol messages a key sends this agent per second
@@ -117,9 +120,21 @@ type bounds struct {
 }
 
 type keyBound struct {
-	leads        map[string]time.Time // partition id -> first heard of, within the window
-	claimLeaves  int                  // partitions left because the refused key claimed them
-	heard        time.Time            // its last message to this agent
+	leads       map[string]time.Time // partition id -> first heard of, within the window
+	claimLeaves int                  // partitions left because the refused key claimed them
+	heard       time.Time            // its last message to this agent
+	// unfair is the time this agent spent in partitions the key led,
+	// without a plan, that ended without the key ending, planning or
+	// handing over one (it was left, timed out, torn down): counted
+	// against lead_timeout with the partition it leads now, so a key
+	// whose partitions keep being torn down before one stint reaches
+	// the bound is refused all the same. unfairAt: when it last grew
+	// (forgotten after lead_window).
+	unfair   time.Duration
+	unfairAt time.Time
+	// dissolved: the partition this agent is in that the key dissolved
+	// (its dissolution heard): the key ended it, a fair end.
+	dissolved    string
 	refusedUntil time.Time
 	logged       map[string]time.Time // reason -> last log line
 	dropped      map[string]int64     // reason -> drops since the last line
@@ -157,6 +172,12 @@ func (b *bounds) admit(now time.Time, key string, m scheduler.Message) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.key(key).heard = now
+	switch {
+	case m.Type == scheduler.MsgDissolve && m.PartID != "" && m.PartID == b.current:
+		b.key(key).dissolved = m.PartID // its leader ended it
+	case m.Type == scheduler.MsgAbsorbed && m.Other != nil && m.Other.ID != "" && m.Other.ID == b.current:
+		b.key(m.Other.Leader).dissolved = m.Other.ID // merged away: handed over
+	}
 	if b.cfg.Rate > 0 {
 		l := b.senders[key]
 		if l == nil {
@@ -240,10 +261,12 @@ func (b *bounds) observe(now time.Time, p *scheduler.Partition) {
 	}
 	b.mu.Unlock()
 	if p == nil || p.Leader == b.self {
+		b.endStint(now, p)
 		b.stint = stint{}
 		return
 	}
 	if b.stint.part != p.ID || b.stint.leader != p.Leader {
+		b.endStint(now, p)
 		b.stint = stint{part: p.ID, leader: p.Leader, since: now}
 	}
 	switch {
@@ -251,7 +274,39 @@ func (b *bounds) observe(now time.Time, p *scheduler.Partition) {
 		b.stint.planFrom = time.Time{}
 	case b.stint.planFrom.IsZero():
 		b.stint.planFrom = now
+		b.mu.Lock()
+		b.key(p.Leader).unfair = 0 // its plan runs: fair
+		b.mu.Unlock()
 	}
+}
+
+// endStint settles the stint that ends (the agent is now in p, or none):
+// a key that planned, ended its partition or handed it over (the same
+// partition goes on under another leader) played fair; one whose
+// partition this agent left without any of these, while the key was not
+// silent, held it: the stint counts against its next ones
+// (keyBound.unfair). Agent goroutine.
+func (b *bounds) endStint(now time.Time, p *scheduler.Partition) {
+	s := b.stint
+	if s.leader == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kb := b.key(s.leader)
+	if now.Sub(kb.unfairAt) > b.cfg.LeadWindow {
+		kb.unfair = 0
+	}
+	switch {
+	case !s.planFrom.IsZero(), kb.dissolved == s.part, p != nil && p.ID == s.part:
+		kb.unfair = 0
+	case now.Sub(kb.heard) > b.cfg.LeadTimeout/2:
+		// Silent: it held nobody (the partition timed out).
+	default:
+		kb.unfair += now.Sub(s.since)
+		kb.unfairAt = now
+	}
+	kb.dissolved = ""
 }
 
 // check refuses the leader of the agent's partition past its time bound,
@@ -270,8 +325,8 @@ func (b *bounds) check(now time.Time) []refusal {
 		case now.Sub(kb.heard) > b.cfg.LeadTimeout/2:
 			// A silent leader holds nobody: the partition timeout ends
 			// its partition, and it is not refused for it.
-		case s.planFrom.IsZero() && b.cfg.LeadTimeout > 0 && now.Sub(s.since) > b.cfg.LeadTimeout:
-			b.refuse(now, s.leader, "led a partition longer than lead_timeout without a plan")
+		case s.planFrom.IsZero() && b.cfg.LeadTimeout > 0 && now.Sub(s.since)+kb.unfair > b.cfg.LeadTimeout:
+			b.refuse(now, s.leader, "led partitions longer than lead_timeout without a plan")
 		}
 	}
 	for k, kb := range b.keys {

@@ -118,3 +118,38 @@ func TestBoundsLeadTime(t *testing.T) {
 		t.Fatalf("refusals %+v past lead_timeout: want c", rs)
 	}
 }
+
+// A key whose partitions this agent keeps leaving before one stint
+// reaches LeadTimeout (torn down: their initiator refused it) is refused
+// once its stints add up past it; a key that ends its partitions
+// (dissolves them) or hands them over starts afresh each time.
+func TestBoundsLeadTimeAcrossPartitions(t *testing.T) {
+	cfg := BoundsConfig{LeadTimeout: 5 * time.Second, LeadWindow: time.Minute}
+	t0 := time.Unix(0, 0)
+	hold := func(b *bounds, key string, at time.Duration, id string, fair bool) []refusal {
+		b.observe(t0.Add(at), boundsPart(id, key))
+		b.admit(t0.Add(at+2*time.Second), key, scheduler.Message{Type: scheduler.MsgHeartbeat, From: key, PartID: id, Version: 1})
+		rs := b.check(t0.Add(at + 2*time.Second))
+		if fair {
+			b.admit(t0.Add(at+2*time.Second), key, scheduler.Message{Type: scheduler.MsgDissolve, From: key, PartID: id, Version: 1})
+		}
+		b.observe(t0.Add(at+2*time.Second), nil)
+		return rs
+	}
+	b := newBounds(cfg, "self", zerolog.Nop())
+	if rs := hold(b, "evil", 0, "p1", false); len(rs) != 0 {
+		t.Fatalf("refused after 2 s: %+v", rs)
+	}
+	if rs := hold(b, "evil", 3*time.Second, "p2", false); len(rs) != 0 {
+		t.Fatalf("refused after 4 s in all: %+v", rs)
+	}
+	if rs := hold(b, "evil", 6*time.Second, "p3", false); len(rs) != 1 || rs[0].key != "evil" {
+		t.Fatalf("refusals %+v after 6 s in partitions it lost: want evil refused", rs)
+	}
+	b = newBounds(cfg, "self", zerolog.Nop())
+	for i := range 5 {
+		if rs := hold(b, "fair", time.Duration(3*i)*time.Second, fmt.Sprintf("f%d", i), true); len(rs) != 0 {
+			t.Fatalf("a key that dissolved each of its partitions was refused at the %d-th: %+v", i+1, rs)
+		}
+	}
+}
