@@ -157,7 +157,7 @@ var Options = []Option{
 		field: func(c *Config) any { return &c.Runtime.Oscillation.Events }},
 	{section: "scheduler", name: "oscillation_window", kind: kindSeconds, def: "1800", bounds: "> 0",
 		help: "Oscillation report: the window of oscillation_events, and of a server dvms moved back where it took it from " +
-			"(moved A to B, then B to A, by plans this agent executed): dvms_oscillations_total{kind=\"server_moved_back\"}.",
+			"(moved A to B, then B to A, by moves this agent executed or followed in Nova): dvms_oscillations_total{kind=\"server_moved_back\"}.",
 		field: func(c *Config) any { return &c.Runtime.Oscillation.Window }},
 	{section: "scheduler", name: "windows", kind: kindWindows,
 		help: "When each event kind may be raised: KIND=SPEC entries separated by commas, KIND overload, underload or maintenance, " +
