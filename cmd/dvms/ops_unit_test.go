@@ -35,7 +35,7 @@ func TestStatusTables(t *testing.T) {
 	reps := []status.Report{
 		{Host: "c1", State: "member", Now: now, Partition: stale, Members: members, Arbiter: raft("c2", 7),
 			Control: control.View{Paused: true, Mode: "advise", HostModes: map[string]string{"c3": "enforce"}, Excluded: []string{"c2"}, Latest: now.Add(-time.Minute)},
-			Demand:  &status.DemandInfo{Source: "cgroup", Coverage: cgroup.Coverage{Listed: 4, Blind: true}}, Windows: status.WindowsOf(night, now)},
+			Demand:  &status.DemandInfo{Source: "cgroup", Coverage: cgroup.Coverage{Listed: 4, Blind: true}}, Windows: status.WindowsOf(night, now), Oscillations: 2},
 		{Host: "c2", State: "leader", Now: now, Partition: fresh, Members: members, Arbiter: raft("c2", 8), Excluded: true,
 			Demand: &status.DemandInfo{Source: "cgroup", Coverage: cgroup.Coverage{Listed: 3, Measured: 2}}},
 	}
@@ -44,9 +44,9 @@ func TestStatusTables(t *testing.T) {
 	if err := writeTables(&b, "value", nil, ts...); err != nil {
 		t.Fatal(err)
 	}
-	want := "c1  member p1  0s ago false false false cgroup BLIND 0/4 underload closed until Thu 22:00Z\n" +
-		"c2  leader p1  0s ago false false true cgroup 2/3 \n" +
-		"c3  no answer  v9 3s ago false false false  \n" +
+	want := "c1  member p1  0s ago false false false cgroup BLIND 0/4 underload closed until Thu 22:00Z 2\n" +
+		"c2  leader p1  0s ago false false true cgroup 2/3  0\n" +
+		"c3  no answer  v9 3s ago false false false   \n" +
 		"true advise c3=enforce c2 2026-01-01T11:59:00Z c1\n" +
 		"false advise_only of each agent    c2\n" +
 		"p1 c1 c2 c1 c2 blocked e1 maintenance 30s\n" +

@@ -132,7 +132,7 @@ func windowsColumn(ws []status.WindowInfo) string {
 // statusTables are the agents, the partitions in flight and the recent
 // events of the region, from the agents' reports.
 func statusTables(reps []status.Report, now time.Time) []table {
-	agents := table{Name: "agents", Columns: []string{"Host", "Site", "State", "Partition", "Version", "Last Heard", "Watch", "Advise", "Excluded", "Demand", "Windows"}}
+	agents := table{Name: "agents", Columns: []string{"Host", "Site", "State", "Partition", "Version", "Last Heard", "Watch", "Advise", "Excluded", "Demand", "Windows", "Oscillations"}}
 	answered := map[string]status.Report{}
 	for _, r := range reps {
 		answered[r.Host] = r
@@ -167,11 +167,11 @@ func statusTables(reps []status.Report, now time.Time) []table {
 			if r.Partition != nil {
 				part = r.Partition.ID
 			}
-			agents.Rows = append(agents.Rows, []any{r.Host, r.Site, r.State, part, r.Version, ago(now, r.Now), r.Watch, r.Advise, r.Excluded, r.Demand.String(), windowsColumn(r.Windows)})
+			agents.Rows = append(agents.Rows, []any{r.Host, r.Site, r.State, part, r.Version, ago(now, r.Now), r.Watch, r.Advise, r.Excluded, r.Demand.String(), windowsColumn(r.Windows), r.Oscillations})
 			continue
 		}
 		m := heard[h]
-		agents.Rows = append(agents.Rows, []any{m.Host, m.Site, "no answer", "", m.Version, ago(now, m.LastHeard), false, false, false, "", ""})
+		agents.Rows = append(agents.Rows, []any{m.Host, m.Site, "no answer", "", m.Version, ago(now, m.LastHeard), false, false, false, "", "", ""})
 	}
 
 	parts := table{Name: "partitions", Columns: []string{"ID", "Initiator", "Leader", "Members", "State", "Event", "Kind", "Age"}}

@@ -151,6 +151,14 @@ var Options = []Option{
 		help: "A server dvms moved onto a host less than this long ago is not moved again by relief or consolidation (a drain moves it): " +
 			"no server goes back and forth while demand flaps. 0 turns it off; 1800 (30 minutes) suits demand that flaps.",
 		field: func(c *Config) any { return &c.Agent.ServerCooldown }},
+	{section: "scheduler", name: "oscillation_events", kind: kindInt, def: "3", bounds: ">= 2", unit: "events",
+		help: "Oscillation report (observed only, nothing decided on it): this many OVERLOAD events of one host ended solved within oscillation_window " +
+			"is an oscillation: a warning in the log, dvms_oscillations_total{kind=\"host_relieved\"} and the Oscillations column of dvms status (detections within the window).",
+		field: func(c *Config) any { return &c.Runtime.Oscillation.Events }},
+	{section: "scheduler", name: "oscillation_window", kind: kindSeconds, def: "1800", bounds: "> 0",
+		help: "Oscillation report: the window of oscillation_events, and of a server dvms moved back where it took it from " +
+			"(moved A to B, then B to A, by moves this agent executed or followed in Nova): dvms_oscillations_total{kind=\"server_moved_back\"}.",
+		field: func(c *Config) any { return &c.Runtime.Oscillation.Window }},
 	{section: "scheduler", name: "windows", kind: kindWindows,
 		help: "When each event kind may be raised: KIND=SPEC entries separated by commas, KIND overload, underload or maintenance, " +
 			"SPEC always, never or [DAYS] HH:MM-HH:MM ranges (crossing midnight allowed, 24:00 as an end, DAYS like mon-fri) and an IANA time zone " +

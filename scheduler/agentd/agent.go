@@ -24,6 +24,7 @@ import (
 	"github.com/dvms-project/dvms/scheduler/control"
 	"github.com/dvms-project/dvms/scheduler/journal"
 	"github.com/dvms-project/dvms/scheduler/node"
+	"github.com/dvms-project/dvms/scheduler/oscillation"
 	"github.com/dvms-project/dvms/scheduler/status"
 )
 
@@ -145,14 +146,16 @@ func (o Options) Validate() error {
 // the goodbye heartbeat, then the arbiter and the services. The caller
 // owns the connections and closes them after Wait.
 type Agent struct {
-	opt      Options
-	host     string
-	log      zerolog.Logger
-	runner   *node.Runner
-	member   Members
-	viv      *node.Vivaldi
-	reviver  *node.Reviver
-	journal  *journal.Journal
+	opt     Options
+	host    string
+	log     zerolog.Logger
+	runner  *node.Runner
+	member  Members
+	viv     *node.Vivaldi
+	reviver *node.Reviver
+	journal *journal.Journal
+	// osc notices oscillations (observed only: `dvms status`, metrics, log).
+	osc      *oscillation.Detector
 	controls *control.Registers
 	// approvals: the advised plans kept for `dvms plans approve`.
 	approvals *approvals
@@ -220,7 +223,9 @@ func New(o Options) (*Agent, error) {
 			a.viv.SetPeers(o.Coords.Peers)
 		}
 	}
-	hooks := chain(observeHooks(a.metrics, a.journal, o.Clock.Now), o.Hooks)
+	a.osc = oscillation.New(o.Runtime.Oscillation, o.Clock.Now)
+	hooks := chain(chain(observeHooks(a.metrics, a.journal, o.Clock.Now),
+		oscillationHooks(host, a.osc, a.metrics.oscillations, o.Log)), o.Hooks)
 	a.approvals = newApprovals(host, a.journal, o.Log, o.Clock.Now)
 	a.approvals.onExec = func(ev scheduler.Event, res node.ExecResult) {
 		if hooks.OnExec != nil {
@@ -497,8 +502,9 @@ func (a *Agent) Report(req status.Request) status.Report {
 		Watch:     o.Watcher(),
 		Partition: status.PartitionOf(part), Members: status.MembersOf(a.Members()), Arbiter: arbiterStatus(o.Arbiter),
 		Demand: a.demandInfo(), Windows: status.WindowsOf(o.Agent.Windows, now),
-		Events: journal.Filter(a.journal.Snapshot(), req.Since, req.MaxEvents),
-		Held:   journal.FilterHeld(a.journal.Held(), req.Since),
+		Events:       journal.Filter(a.journal.Snapshot(), req.Since, req.MaxEvents),
+		Held:         journal.FilterHeld(a.journal.Held(), req.Since),
+		Oscillations: a.osc.Recent(),
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/journal"
 	"github.com/dvms-project/dvms/scheduler/node"
+	"github.com/dvms-project/dvms/scheduler/oscillation"
 	"github.com/dvms-project/dvms/scheduler/status"
 )
 
@@ -30,19 +31,21 @@ import (
 type agentMetrics struct {
 	reg *prometheus.Registry
 
-	records     *prometheus.CounterVec
-	raised      *prometheus.CounterVec
-	ended       *prometheus.CounterVec
-	solveTime   *prometheus.HistogramVec
-	fixTime     *prometheus.HistogramVec
-	partSize    prometheus.Histogram
-	merges      *prometheus.CounterVec
-	actions     *prometheus.CounterVec
-	completion  *prometheus.CounterVec
-	sent        *prometheus.CounterVec
-	stale       prometheus.Counter
-	solverTime  prometheus.Histogram
-	messagesBad prometheus.CounterFunc
+	records    *prometheus.CounterVec
+	raised     *prometheus.CounterVec
+	ended      *prometheus.CounterVec
+	solveTime  *prometheus.HistogramVec
+	fixTime    *prometheus.HistogramVec
+	partSize   prometheus.Histogram
+	merges     *prometheus.CounterVec
+	actions    *prometheus.CounterVec
+	completion *prometheus.CounterVec
+	sent       *prometheus.CounterVec
+	stale      prometheus.Counter
+	solverTime prometheus.Histogram
+	// oscillations: fed by oscillationHooks (scheduler/oscillation).
+	oscillations *prometheus.CounterVec
+	messagesBad  prometheus.CounterFunc
 }
 
 // metricsSources are what the gauges read at scrape time; nil ones are
@@ -78,6 +81,7 @@ var metricNames = []string{
 	"dvms_members", "dvms_maintenance_watch", "dvms_in_partition", "dvms_partition_leader",
 	"dvms_arbiter_voter", "dvms_arbiter_leader", "dvms_arbiter_term",
 	"dvms_demand_blind", "dvms_demand_servers_listed", "dvms_demand_servers_measured",
+	"dvms_oscillations_total",
 }
 
 // novaMetricNames are the families of the requests to Nova, placement
@@ -116,7 +120,10 @@ func newAgentMetrics(src metricsSources) *agentMetrics {
 		Help: "Protocol messages received and ignored by the state machine (stale version, ended partition, too many hops)."})
 	m.solverTime = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dvms_solver_seconds",
 		Help: "Wall time of one solve and plan on this agent.", Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}})
-	reg.MustRegister(m.records, m.raised, m.ended, m.solveTime, m.fixTime, m.partSize, m.merges, m.actions, m.completion, m.sent, m.stale, m.solverTime)
+	m.oscillations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dvms_oscillations_total",
+		Help: "Oscillations this agent noticed (observed only): host_relieved, its host's OVERLOAD events ended solved oscillation_events times " +
+			"within oscillation_window; server_moved_back, a server moved back where a plan it executed or adopted took it from, within oscillation_window."}, []string{"kind"})
+	reg.MustRegister(m.records, m.raised, m.ended, m.solveTime, m.fixTime, m.partSize, m.merges, m.actions, m.completion, m.sent, m.stale, m.solverTime, m.oscillations)
 	m.zeroes()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -271,6 +278,9 @@ func (m *agentMetrics) zeroes() {
 	}
 	for _, t := range msgTypes {
 		m.sent.WithLabelValues(t.String())
+	}
+	for _, k := range oscillation.Kinds {
+		m.oscillations.WithLabelValues(string(k))
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/migest"
+	"github.com/dvms-project/dvms/scheduler/oscillation"
 )
 
 // Config configures the runtime around one agent.
@@ -56,6 +57,9 @@ type Config struct {
 	Estimate migest.Config
 	// Bounds bound what one key may do to this agent (bounds.go).
 	Bounds BoundsConfig
+	// Oscillation: when the agent reports a host or a server going back
+	// and forth (scheduler/oscillation; observed only, nothing decided on it).
+	Oscillation oscillation.Config
 }
 
 // DefaultConfig returns DESIGN's defaults.
@@ -65,6 +69,7 @@ func DefaultConfig() Config {
 		Refresh: time.Minute, PlacementRefresh: 10 * time.Minute, ServiceWatch: 2 * time.Second,
 		DrainReason: regexp.MustCompile(`^dvms:maintenance|^maintenance`), Inbox: 4096, StopGrace: 2 * time.Minute,
 		Exec: DefaultExecConfig(), Estimate: migest.DefaultConfig(), Bounds: DefaultBoundsConfig(),
+		Oscillation: oscillation.DefaultConfig(),
 	}
 }
 
@@ -99,6 +104,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Bounds.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Oscillation.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

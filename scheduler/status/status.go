@@ -65,8 +65,11 @@ type Report struct {
 	Events      []journal.Entry `json:"events"`
 	// Held: the agent's host's conditions that raised no event, and why
 	// (the latest journal.MaxHeld).
-	Held      []journal.Held `json:"held,omitempty"`
-	Truncated int            `json:"truncated,omitempty"` // events left out to fit a NATS message
+	Held []journal.Held `json:"held,omitempty"`
+	// Oscillations: the oscillations this agent detected within its
+	// [scheduler] oscillation_window (scheduler/oscillation).
+	Oscillations int `json:"oscillations"`
+	Truncated    int `json:"truncated,omitempty"` // events left out to fit a NATS message
 }
 
 // PartitionInfo is the partition an agent is in.
