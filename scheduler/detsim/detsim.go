@@ -372,6 +372,16 @@ func (c *Cluster) next() time.Time {
 }
 
 // Check runs the whole-cloud safety check now (with CheckEvery, at the
+// Migrating is the number of moves in flight in the plans being executed
+// (for the simulator's chart).
+func (c *Cluster) Migrating() int {
+	n := 0
+	for _, e := range c.execs {
+		n += len(e.moves)
+	}
+	return n
+}
+
 // end of a run).
 func (c *Cluster) Check() { c.lastCheck = c.Now; c.check() }
 

@@ -207,7 +207,7 @@ func runVirtual(cfg Config) (*Report, error) {
 		if pending, aborted := st.takeChecks(1, cfg.Hosts); cfg.Mode == "dvms" && (len(pending) > 0 || len(aborted) > 0) {
 			rep.addGlobal(cfg, pending, aborted, c.Snapshot())
 		}
-		rep.Series = append(rep.Series, Sample{T: float64(s + 1), Overloaded: over})
+		rep.Series = append(rep.Series, Sample{T: float64(s + 1), Overloaded: over, InFlight: len(st.inFlight), Migrating: c.Migrating()})
 		if cfg.Progress != nil && s%10 == 9 {
 			fmt.Fprintf(cfg.Progress, "\rsimulated %d/%d s, wall %.0f s, events %d  ", s+1, seconds, time.Since(wallStart).Seconds(), len(st.sizes)+len(st.inFlight))
 		}

@@ -63,6 +63,15 @@ func TestVirtualClockReproducible(t *testing.T) {
 	if a.Safety.Violations != 0 || a.Safety.ServersLost != 0 {
 		t.Fatalf("violations %d %v, lost %d", a.Safety.Violations, a.Safety.Descriptions, a.Safety.ServersLost)
 	}
+	// The chart's series: events in flight and migrations running, as on
+	// the wall clock.
+	inFlight, migrating := 0, 0
+	for _, s := range a.Series {
+		inFlight, migrating = max(inFlight, s.InFlight), max(migrating, s.Migrating)
+	}
+	if len(a.Series) != 60 || inFlight == 0 || migrating == 0 {
+		t.Errorf("chart series: %d samples, at most %d events in flight and %d migrations running", len(a.Series), inFlight, migrating)
+	}
 	// The runtime's Nova calls, counted and priced (virtualNova): each
 	// agent's first read of its host (4 requests: its service, resource
 	// provider, inventories and usages) and servers (1), the region's
