@@ -152,3 +152,30 @@ func TestHistoryPatterns(t *testing.T) {
 		}
 	}
 }
+
+// reno tells release notes apart by the hex id that ends each file name
+// (<slug>-<id>.yaml): two notes with one id are read as one note renamed,
+// and one of them is silently lost from the release notes.
+func TestReleaseNotesHaveUniqueIDs(t *testing.T) {
+	names, err := filepath.Glob(filepath.Join(root, "releasenotes", "notes", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) == 0 {
+		t.Fatal("no release notes under releasenotes/notes")
+	}
+	name := regexp.MustCompile(`^[a-z0-9-]+-([0-9a-f]{8,})\.yaml$`)
+	seen := map[string]string{}
+	for _, p := range names {
+		base := filepath.Base(p)
+		m := name.FindStringSubmatch(base)
+		if m == nil {
+			t.Errorf("%s: a release note is named <slug>-<hex id>.yaml (reno new SLUG writes one)", base)
+			continue
+		}
+		if other, ok := seen[m[1]]; ok {
+			t.Errorf("%s and %s share the id %s: reno keeps only one of them", other, base, m[1])
+		}
+		seen[m[1]] = base
+	}
+}
