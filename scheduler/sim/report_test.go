@@ -70,3 +70,23 @@ func TestReportGroupsByClass(t *testing.T) {
 		t.Fatalf("the text report does not list the classes:\n%s", b.String())
 	}
 }
+
+// The chart's title gives the solve time only when the run measured one:
+// the virtual clock's solver times are not wall-clock samples.
+func TestChartTitleSolveTime(t *testing.T) {
+	title := func(r *Report) string {
+		var b strings.Builder
+		if err := r.WriteSVG(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	r := &Report{Hosts: 3, Servers: 9, Workload: "random", Seed: 1}
+	if s := title(r); strings.Contains(s, "solve p50") {
+		t.Fatalf("a run without solve samples shows a solve time: %s", s)
+	}
+	r.SolveMS.P50 = 2.5
+	if s := title(r); !strings.Contains(s, "solve p50 2.5 ms") {
+		t.Fatalf("a run's solve time is missing from the title: %s", s)
+	}
+}
