@@ -77,6 +77,12 @@ var Options = []Option{
 			"operators whose run-time commands (dvms pause, resume, mode, exclude, include) the agent takes; without it, every such command is refused. " +
 			"Empty: the agent refuses to start unless insecure_unsigned.",
 		field: func(c *Config) any { return &c.KeysDir }},
+	{section: "DEFAULT", name: "state_dir", kind: kindPath,
+		help: "Directory where the agent keeps the grants it gave for moves off its host (grants-HOST.json, written before each grant is answered), " +
+			"so that after a restart it waits until Nova says those moves ended before its host takes part in another plan. " +
+			"Empty: $STATE_DIRECTORY (systemd's StateDirectory=, /var/lib/dvms with the shipped unit); without either, grants are kept in memory only " +
+			"and a restarted agent does not know what it granted (logged at start).",
+		field: func(c *Config) any { return &c.Runtime.StateDir }},
 	{section: "DEFAULT", name: "message_window", kind: kindSeconds, def: "30", bounds: "> 0",
 		help:  "A signed message is accepted within this long of its signing time, either way (clock skew and delivery), and its replay refused.",
 		field: func(c *Config) any { return &c.MessageWindow }},
