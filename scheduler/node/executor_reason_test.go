@@ -49,6 +49,19 @@ func TestExecutorRechecksTheReason(t *testing.T) {
 		{name: "forged underload of a busy host", kind: scheduler.Underload, setup: func(w *execWorld) {
 			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 4, RAMMB: 1024})
 		}, want: []string{"skipped: reason does not hold: h1 is not underloaded", "skipped"}, class: node.ReasonEvent},
+		// A stolen key's forged UNDERLOAD of an honest host: the executor
+		// runs elsewhere, so the host's own agent's answer (signed by its
+		// key, bound to it: receiveAnswer) is the only measurement, judged
+		// on Nova's capacity and servers.
+		{name: "forged underload, the host's own agent measures it busy", kind: scheduler.Underload, local: true, ask: true, setup: func(w *execWorld) {
+			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 4, RAMMB: 1024})
+		}, want: []string{"skipped: reason does not hold: h1 is not underloaded", "skipped"}, class: node.ReasonEvent},
+		{name: "underload the host's agent does not confirm", kind: scheduler.Underload, local: true,
+			want: []string{"skipped: reason not verified: no measurement of h1", "skipped: reason not verified"}, class: node.ReasonEventUnverified},
+		{name: "underload confirmed by the host's own agent", kind: scheduler.Underload, local: true, ask: true, setup: func(w *execWorld) {
+			_ = w.cloud.SetDemand("s1", nova.Demand{CPU: 0.2, RAMMB: 512})
+			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 0.2, RAMMB: 512})
+		}, want: []string{"done", "done"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newExecWorld(t, 3)
