@@ -472,6 +472,12 @@ var Options = []Option{
 			"commands (pause, resume, mode, exclude, include); its NAME.pub goes in every agent's keys_dir/operators. " +
 			"Keep it readable by the operators only (mode 0600 or 0640).",
 		field: func(c *Config) any { return &c.Operator.SigningKey }},
+	{section: "operator", name: "keys_dir", kind: kindPath,
+		help: "The operator commands that read the agents' answers (dvms status, events, plans): the region's keys directory " +
+			"(the agents' HOST.pub; --keys-dir). An answer is then taken only when it is signed, for that request, by the key of the host " +
+			"it reports on; any other is dropped and named on stderr, so one stolen agent key cannot pose as every agent. " +
+			"Empty: [DEFAULT] keys_dir when set, else the answers are taken unverified.",
+		field: func(c *Config) any { return &c.Operator.KeysDir }},
 	{section: "operator", name: "region", kind: kindName,
 		help:  "The operator commands: the agents' region (--region). Empty: [DEFAULT] region when set, else RegionOne.",
 		field: func(c *Config) any { return &c.Operator.Region }},
