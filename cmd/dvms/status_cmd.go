@@ -122,7 +122,11 @@ func askOn(c *cli.Context, tr bus.Transport, since time.Time, maxEvents int) ([]
 		gc.OnDrop = func(host, reason string) {
 			mu.Lock()
 			defer mu.Unlock()
-			fmt.Fprintf(c.App.ErrWriter, "dvms: an answer (envelope of %q) dropped: %s\n", host, reason)
+			if host == "" {
+				fmt.Fprintf(c.App.ErrWriter, "dvms: an answer dropped: %s\n", reason)
+				return
+			}
+			fmt.Fprintf(c.App.ErrWriter, "dvms: an answer signed by %s dropped: %s\n", host, reason)
 		}
 	}
 	return status.Gather(ctx, tr, gc)
