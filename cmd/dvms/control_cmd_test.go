@@ -139,4 +139,13 @@ func TestOperatorControls(t *testing.T) {
 		st.Control[0]["Seen By"] != "compute-1 compute-2 compute-3" {
 		t.Errorf("dvms status: exit %d, control %v:\n%s", code, st.Control, out)
 	}
+	// The agents sign their answers: verified against the region's keys,
+	// each agent's own answer is taken and none dropped.
+	code, out = dvms("status", "--keys-dir", keys, "-f", "json")
+	var verified struct {
+		Agents []map[string]any `json:"agents"`
+	}
+	if code != 0 || strings.Contains(out, "dropped") || json.Unmarshal([]byte(out), &verified) != nil || len(verified.Agents) != 3 {
+		t.Errorf("dvms status --keys-dir: exit %d, %d agents:\n%s", code, len(verified.Agents), out)
+	}
 }

@@ -50,7 +50,7 @@ func withOperatorConfig(cmd *cli.Command) {
 // operatorFlags are the flags [operator] gives defaults to, by option.
 var operatorFlags = []struct{ flag, option string }{
 	{"nats-url", "nats_url"}, {"nats-creds", "creds_file"}, {"nats-nkey", "nkey_seed"},
-	{"nats-ca", "tls_ca"}, {"key", "signing_key"}, {"region", "region"},
+	{"nats-ca", "tls_ca"}, {"key", "signing_key"}, {"region", "region"}, {"keys-dir", "keys_dir"},
 }
 
 // operatorConfigFile is the file to read: --config, else the default
@@ -101,7 +101,7 @@ func applyOperatorConfig(c *cli.Context) error {
 		return daemon.ConfigError(fmt.Errorf("configuration %s:\n%w", file, err))
 	}
 	from := map[string]string{"nats_url": op.NATSURL, "creds_file": op.CredsFile, "nkey_seed": op.NkeySeed,
-		"tls_ca": op.TLSCA, "signing_key": op.SigningKey, "region": op.Region}
+		"tls_ca": op.TLSCA, "signing_key": op.SigningKey, "region": op.Region, "keys_dir": op.KeysDir}
 	for _, f := range operatorFlags {
 		if v := from[f.option]; v != "" && has[f.flag] && !c.IsSet(f.flag) {
 			if err := c.Set(f.flag, v); err != nil {

@@ -12,12 +12,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/scheduler/journal"
 	"github.com/dvms-project/dvms/scheduler/node"
 	"github.com/dvms-project/dvms/scheduler/status"
@@ -33,6 +35,7 @@ func natsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"DVMS_NATS_CREDS_FILE"}, Usage: "NATS credentials `FILE` (optional)"},
 		&cli.StringFlag{Name: "region", EnvVars: []string{"DVMS_REGION"}, Value: "RegionOne", Usage: "dvms `REGION` of the agents"},
 		&cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, Usage: "wait at most this `DURATION` for the agents' answers (less once every member answered)"},
+		&cli.StringFlag{Name: "keys-dir", EnvVars: []string{"DVMS_KEYS_DIR"}, Usage: "the region's keys `DIR` (the agents' HOST.pub): take only answers signed by the key of the host they report on (default: [operator] keys_dir, else [DEFAULT] keys_dir; none: unverified)"},
 	}, append(append(natsAuthFlags(), operatorConfigFlags()...), outputFlags()...)...)
 }
 
@@ -108,7 +111,25 @@ func connectCLI(c *cli.Context) (*bus.NATS, error) {
 func askOn(c *cli.Context, tr bus.Transport, since time.Time, maxEvents int) ([]status.Report, error) {
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout")+10*time.Second)
 	defer cancel()
-	return status.Gather(ctx, tr, status.GatherConfig{Region: c.String("region"), Timeout: c.Duration("timeout"), Since: since, Max: maxEvents})
+	gc := status.GatherConfig{Region: c.String("region"), Timeout: c.Duration("timeout"), Since: since, Max: maxEvents}
+	if dir := c.String("keys-dir"); dir != "" {
+		keys, err := auth.LoadKeyring(dir)
+		if err != nil {
+			return nil, usageError(fmt.Errorf("--keys-dir: %w", err))
+		}
+		var mu sync.Mutex
+		gc.Keys = keys
+		gc.OnDrop = func(host, reason string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if host == "" {
+				fmt.Fprintf(c.App.ErrWriter, "dvms: an answer dropped: %s\n", reason)
+				return
+			}
+			fmt.Fprintf(c.App.ErrWriter, "dvms: an answer signed by %s dropped: %s\n", host, reason)
+		}
+	}
+	return status.Gather(ctx, tr, gc)
 }
 
 func runStatus(c *cli.Context) error {

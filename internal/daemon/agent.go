@@ -214,6 +214,7 @@ func agentOptions(cfg Config, natsURL string, tr, bt bus.Transport, nd *NovaDeps
 	cfg.Agent.Distance = coords.Distance(cfg.Coord.MaxError)
 	// nova/openstack retries failed reads itself: one retry layer.
 	cfg.Runtime.Exec.Retries = 0
+	cfg.Runtime.StateDir = stateDir(cfg.Runtime.StateDir, log)
 	summary := cfg.Summary
 	return agentd.Options{
 		Runtime: cfg.Runtime, Agent: cfg.Agent, Site: cfg.Site, Version: Version,
@@ -317,4 +318,16 @@ func demandSource(cfg Config, nc *openstack.Client) (nova.DemandSource, error) {
 		return nil, fmt.Errorf("[monitor] source %s: %w", cfg.MonitorSource, err)
 	}
 	return src, nil
+}
+
+// stateDir is where the agent keeps its grants: [DEFAULT] state_dir,
+// else systemd's $STATE_DIRECTORY (its first entry), else none (logged).
+func stateDir(dir string, log zerolog.Logger) string {
+	if dir == "" {
+		dir, _, _ = strings.Cut(os.Getenv("STATE_DIRECTORY"), ":")
+	}
+	if dir == "" {
+		log.Warn().Msg("no state_dir: the grants this agent gives are kept in memory only; restarted mid-plan, it does not wait for the moves it granted")
+	}
+	return dir
 }

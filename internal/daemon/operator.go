@@ -17,13 +17,16 @@ type Operator struct {
 	TLSCA      string
 	SigningKey string
 	Region     string
+	// KeysDir holds the agents' public keys: their status answers are
+	// verified against them.
+	KeysDir string
 }
 
 // operatorUses are the options LoadOperator reads: the section, and the
 // agents' options it falls back to.
 func operatorUses(o *Option) bool {
 	switch o.section + " " + o.name {
-	case "DEFAULT region", "nats url", "nats tls_ca":
+	case "DEFAULT region", "DEFAULT keys_dir", "nats url", "nats tls_ca":
 		return true
 	}
 	return o.section == "operator"
@@ -51,8 +54,11 @@ func LoadOperator(src Source) (Operator, error) {
 	if op.Region == "" && set("DEFAULT", "region") {
 		op.Region = c.Runtime.Region
 	}
+	if op.KeysDir == "" && set("DEFAULT", "keys_dir") {
+		op.KeysDir = c.KeysDir
+	}
 	for _, f := range []struct{ name, path string }{
-		{"creds_file", op.CredsFile}, {"nkey_seed", op.NkeySeed}, {"tls_ca", op.TLSCA}, {"signing_key", op.SigningKey},
+		{"creds_file", op.CredsFile}, {"nkey_seed", op.NkeySeed}, {"tls_ca", op.TLSCA}, {"signing_key", op.SigningKey}, {"keys_dir", op.KeysDir},
 	} {
 		if f.path == "" {
 			continue

@@ -77,6 +77,12 @@ var Options = []Option{
 			"operators whose run-time commands (dvms pause, resume, mode, exclude, include) the agent takes; without it, every such command is refused. " +
 			"Empty: the agent refuses to start unless insecure_unsigned.",
 		field: func(c *Config) any { return &c.KeysDir }},
+	{section: "DEFAULT", name: "state_dir", kind: kindPath,
+		help: "Directory where the agent keeps the grants it gave for moves off its host (grants-HOST.json, written before each grant is answered), " +
+			"so that after a restart it waits until Nova says those moves ended before its host takes part in another plan. " +
+			"Empty: $STATE_DIRECTORY (systemd's StateDirectory=, /var/lib/dvms with the shipped unit); without either, grants are kept in memory only " +
+			"and a restarted agent does not know what it granted (logged at start).",
+		field: func(c *Config) any { return &c.Runtime.StateDir }},
 	{section: "DEFAULT", name: "message_window", kind: kindSeconds, def: "30", bounds: "> 0",
 		help:  "A signed message is accepted within this long of its signing time, either way (clock skew and delivery), and its replay refused.",
 		field: func(c *Config) any { return &c.MessageWindow }},
@@ -466,6 +472,12 @@ var Options = []Option{
 			"commands (pause, resume, mode, exclude, include); its NAME.pub goes in every agent's keys_dir/operators. " +
 			"Keep it readable by the operators only (mode 0600 or 0640).",
 		field: func(c *Config) any { return &c.Operator.SigningKey }},
+	{section: "operator", name: "keys_dir", kind: kindPath,
+		help: "The operator commands that read the agents' answers (dvms status, events, plans): the region's keys directory " +
+			"(the agents' HOST.pub; --keys-dir). An answer is then taken only when it is signed, for that request, by the key of the host " +
+			"it reports on; any other is dropped and named on stderr, so one stolen agent key cannot pose as every agent. " +
+			"Empty: [DEFAULT] keys_dir when set, else the answers are taken unverified.",
+		field: func(c *Config) any { return &c.Operator.KeysDir }},
 	{section: "operator", name: "region", kind: kindName,
 		help:  "The operator commands: the agents' region (--region). Empty: [DEFAULT] region when set, else RegionOne.",
 		field: func(c *Config) any { return &c.Operator.Region }},

@@ -377,6 +377,9 @@ func (a *Agent) Start(ctx context.Context) {
 		a.goRun(func() error { return a.runner.PublishSummaries(ctx, *o.Summary) }, "host summaries")
 	}
 	st := &status.Service{Region: o.Runtime.Region, Bus: o.Bus, Log: a.log, Answer: a.Report}
+	if o.Secure {
+		st.Signed = o.Signed // answers signed with this agent's key
+	}
 	a.goRun(func() error { return st.Run(rest) }, "status service")
 	ctl := &control.Service{Region: o.Runtime.Region, Host: a.host, Bus: o.Bus, Secure: o.Secure, Window: o.Window, MaxAge: o.ControlMaxAge,
 		Ring: o.OperatorKeys, Registers: a.controls, Watch: o.Watcher, Log: a.log,

@@ -33,18 +33,24 @@ type grantAnswer struct {
 
 // granted is one grant this agent gave.
 type granted struct {
-	id string
-	ev scheduler.Event
-	a  scheduler.Action
-	at time.Time // this agent's clock
+	id   string
+	part string // read back from disk only
+	ev   scheduler.Event
+	a    scheduler.Action
+	at   time.Time // this agent's clock
 }
 
 // ledger is what this agent granted, by partition, while the partition
 // lives; closed: partitions that ended here (no grant for them any more).
+// ended: the grants of partitions that ended here, until forget (they
+// may be being adopted). With file set, grants and ended are kept there
+// too (grants_file.go).
 type ledger struct {
-	mu     sync.Mutex
-	grants map[string][]granted
-	closed map[string]time.Time
+	mu         sync.Mutex
+	grants     map[string][]granted
+	ended      map[string][]granted
+	closed     map[string]time.Time
+	host, file string
 }
 
 // grant decides a request under the ledger's lock against the agent's
@@ -63,12 +69,19 @@ func (l *ledger) grant(host string, p *scheduler.Partition, id string, g grantAs
 	}
 	if !slices.ContainsFunc(l.grants[g.Part], func(o granted) bool { return o.id == id }) {
 		l.grants[g.Part] = append(l.grants[g.Part], granted{id: id, ev: g.Event, a: g.Action, at: now})
+		if err := l.saveLocked(); err != nil {
+			// A grant not on disk is not given: after a restart this
+			// agent would not know to wait for its move.
+			l.grants[g.Part] = l.grants[g.Part][:len(l.grants[g.Part])-1]
+			return fmt.Sprintf("%s could not keep the grant: %v", host, err)
+		}
 	}
 	return ""
 }
 
 // closeOut ends partition part here: no grant for it any more; its grants
-// are returned (kept closed for a while, so a late request is refused).
+// are returned (kept closed for a while, so a late request is refused),
+// once, and kept (on disk too) until forget.
 func (l *ledger) closeOut(part string, now time.Time) []granted {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -83,6 +96,12 @@ func (l *ledger) closeOut(part string, now time.Time) []granted {
 	l.closed[part] = now
 	g := l.grants[part]
 	delete(l.grants, part)
+	if len(g) > 0 {
+		if l.ended == nil {
+			l.ended = map[string][]granted{}
+		}
+		l.ended[part] = append(l.ended[part], g...)
+	}
 	return g
 }
 
@@ -161,19 +180,32 @@ func (r *Runner) noteEnd(ctx context.Context, rec scheduler.Record) {
 	switch scheduler.EndClass(rec.Class) {
 	case scheduler.EndTimeout, scheduler.EndMemberLost:
 	default:
-		return // the leader ended it: its plan ended first, and it records its actions
+		// The leader ended it: its plan ended first, and it records its
+		// actions.
+		r.forgetGrants([]string{rec.Partition})
+		return
 	}
-	r.agent.Hold(true)
 	r.log.Warn().Str("partition", rec.Partition).Int("granted", len(gs)).Str("reason", rec.Reason).
 		Msg("gave up on the leader with moves granted: held until Nova says how they ended")
+	r.adoptHeld(ctx, []string{rec.Partition}, gs)
+}
+
+// adoptHeld holds the agent (on its goroutine) while it adopts gs, the
+// grants of parts, then records them (OnAdopt) and forgets them.
+func (r *Runner) adoptHeld(ctx context.Context, parts []string, gs []granted) {
+	r.agent.Hold(true)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		start := r.d.Clock.Now()
 		res, requests := r.adopt(ctx, gs)
+		if ctx.Err() != nil {
+			return // stopped: the grants stay on disk, adopted at the next start
+		}
+		r.forgetGrants(parts)
 		r.post(ctx, func(a *scheduler.Agent) { a.Hold(false) })
 		for _, er := range res {
-			r.log.Info().Str("partition", rec.Partition).Str("event", er.ev.ID).Int("done", er.res.Done).Int("failed", er.res.Failed).
+			r.log.Info().Strs("partitions", parts).Str("event", er.ev.ID).Int("done", er.res.Done).Int("failed", er.res.Failed).
 				Int("not_sent", er.res.Skipped).Int("nova_requests", requests).Dur("held", r.d.Clock.Now().Sub(start)).
 				Msg("adopted the lost leader's moves: recorded as they ended in Nova")
 			if r.d.Hooks.OnAdopt != nil {
@@ -181,6 +213,13 @@ func (r *Runner) noteEnd(ctx context.Context, rec scheduler.Record) {
 			}
 		}
 	}()
+}
+
+// forgetGrants drops the ended grants of parts (on disk too).
+func (r *Runner) forgetGrants(parts []string) {
+	if err := r.fence.forget(parts); err != nil {
+		r.log.Warn().Err(err).Msg("grants kept on disk after they ended: adopted again after a restart")
+	}
 }
 
 // eventResult is what adoption found for one event's granted moves.

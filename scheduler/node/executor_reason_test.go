@@ -49,6 +49,19 @@ func TestExecutorRechecksTheReason(t *testing.T) {
 		{name: "forged underload of a busy host", kind: scheduler.Underload, setup: func(w *execWorld) {
 			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 4, RAMMB: 1024})
 		}, want: []string{"skipped: reason does not hold: h1 is not underloaded", "skipped"}, class: node.ReasonEvent},
+		// A stolen key's forged UNDERLOAD of an honest host: the executor
+		// runs elsewhere, so the host's own agent's answer (signed by its
+		// key, bound to it: receiveAnswer) is the only measurement, judged
+		// on Nova's capacity and servers.
+		{name: "forged underload, the host's own agent measures it busy", kind: scheduler.Underload, local: true, ask: true, setup: func(w *execWorld) {
+			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 4, RAMMB: 1024})
+		}, want: []string{"skipped: reason does not hold: h1 is not underloaded", "skipped"}, class: node.ReasonEvent},
+		{name: "underload the host's agent does not confirm", kind: scheduler.Underload, local: true,
+			want: []string{"skipped: reason not verified: no measurement of h1", "skipped: reason not verified"}, class: node.ReasonEventUnverified},
+		{name: "underload confirmed by the host's own agent", kind: scheduler.Underload, local: true, ask: true, setup: func(w *execWorld) {
+			_ = w.cloud.SetDemand("s1", nova.Demand{CPU: 0.2, RAMMB: 512})
+			_ = w.cloud.SetDemand("s2", nova.Demand{CPU: 0.2, RAMMB: 512})
+		}, want: []string{"done", "done"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newExecWorld(t, 3)
@@ -268,5 +281,34 @@ func TestExecutorOverloadOnNovasCapacity(t *testing.T) {
 				t.Fatalf("Nova reads %q: h1 not read", c.read)
 			}
 		})
+	}
+}
+
+// Destinations need no grant, but a move lands only on a host that is
+// enabled and up in Nova and whose own agent measures it now: onto a
+// host whose agent is dead (it does not answer) nothing is sent, and the
+// same move runs once the agent answers.
+func TestExecutorDestinationAgentMustAnswer(t *testing.T) {
+	for _, alive := range []bool{false, true} {
+		w := newExecWorld(t, 3)
+		w.server("s1", "h1", 2, nil)
+		w.server("s2", "h1", 7, nil) // 9 > 8 cores
+		e := w.executor(fastExec(), w.cloud, node.OnlyHost(w.cloud, "h3"), w.clock)
+		e.Ask = func(ctx context.Context, host string) (map[string]nova.Demand, error) {
+			if host == "h2" && !alive {
+				return nil, errors.New("demand of h2: no answer from its agent")
+			}
+			return w.cloud.Demand(ctx, host)
+		}
+		snap := []scheduler.Host{{Name: "h1", CPUs: 8, RAMMB: 16384}}
+		plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 2)}}, Snapshot: snap}
+		res := e.Execute(context.Background(), scheduler.Event{ID: "ev", Kind: scheduler.Overload, Host: "h1"}, plan)
+		a := res.Actions[0]
+		switch {
+		case !alive && (a.Outcome != node.ActionSkipped || a.Class != node.ReasonReadFailed || w.cloud.Stats().Started != 0):
+			t.Errorf("destination's agent dead: %+v, %d migration(s) sent; want skipped (%s), none sent", a, w.cloud.Stats().Started, node.ReasonReadFailed)
+		case alive && a.Outcome != node.ActionDone:
+			t.Errorf("destination's agent alive: %+v, want done (control)", a)
+		}
 	}
 }

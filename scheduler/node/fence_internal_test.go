@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +48,29 @@ func TestLedgerGrants(t *testing.T) {
 	}
 	if gs := l.closeOut("p1", now); len(gs) != 0 {
 		t.Errorf("grants handed back twice: %+v", gs)
+	}
+}
+
+// A voter's key can make the arbiter commit anything (Raft tolerates
+// crashes, not lies): say, a merge decision that puts h1 in the
+// partition h2 leads, although h1 never joined it. That moves nothing
+// off h1: h2's executor asks h1's agent for a grant over the bus, and h1
+// grants only to the leader of the partition it joined itself. The
+// control: once h1 joined that partition under h2, the grant is given.
+func TestForgedMergeGetsNoGrant(t *testing.T) {
+	run := demandPeers(t)
+	h1 := run("h1", nil)
+	h2 := run("h2", nil)
+	ev := scheduler.Event{ID: "e1", Kind: scheduler.Overload, Host: "h2"}
+	a := scheduler.Action{Kind: scheduler.LiveMigrate, Server: "s1", From: "h1", To: "h2"}
+	f := runnerFence{r: h2, part: "p-merged", leader: "h2"}
+	if g, err := f.Grant(context.Background(), ev, a); !errors.Is(err, ErrNotGranted) || !strings.Contains(err.Error(), "h1 is in no partition") {
+		t.Fatalf("grant %+v, %v: want refused, h1 never joined the partition", g, err)
+	}
+	h1.mu.Lock()
+	h1.state = &scheduler.Partition{ID: "p-merged", Leader: "h2", Nodes: []string{"h1", "h2"}}
+	h1.mu.Unlock()
+	if g, err := f.Grant(context.Background(), ev, a); err != nil || g.ID == "" {
+		t.Fatalf("grant %+v, %v: want given once h1 joined under h2", g, err)
 	}
 }

@@ -60,6 +60,11 @@ type Config struct {
 	// Oscillation: when the agent reports a host or a server going back
 	// and forth (scheduler/oscillation; observed only, nothing decided on it).
 	Oscillation oscillation.Config
+	// StateDir, if set, is where the agent keeps the grants it gave for
+	// moves off its host (GrantsFile), so that after a restart it waits
+	// for those still running in Nova before its host takes part in
+	// another plan (grants_file.go). Empty: kept in memory only.
+	StateDir string
 }
 
 // DefaultConfig returns DESIGN's defaults.
@@ -229,6 +234,10 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 	}
 	r.q.waiting = map[string]chan demandAnswer{}
 	r.bounds = newBounds(cfg.Bounds, ac.ID, log)
+	r.fence.host = ac.ID
+	if cfg.StateDir != "" {
+		r.fence.file = GrantsFile(cfg.StateDir, ac.ID)
+	}
 	r.exec.Ask = r.askDemand
 	r.exec.DrainReason = cfg.DrainReason
 	r.exec.Controls = d.Controls
@@ -266,6 +275,10 @@ func (r *Runner) Dropped() int64 { return r.dropped.Load() }
 // migration list under the event's request id. Run waits for every
 // goroutine it started.
 func (r *Runner) Run(ctx context.Context) error {
+	restored, err := r.restoreGrants()
+	if err != nil {
+		return err
+	}
 	subj := bus.AgentSubject(r.cfg.Region, r.agent.ID())
 	sub, err := bus.SubscribeFrom(r.d.Bus, subj, r.receive)
 	if err != nil {
@@ -295,6 +308,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer r.wg.Wait()
 	defer cancel()
 
+	if len(restored) > 0 {
+		r.adoptHeld(run, restored.parts(), restored)
+	}
 	mon, stopMonitor := context.WithCancel(run)
 	defer stopMonitor()
 	r.wg.Add(1)

@@ -26,6 +26,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/control"
@@ -166,6 +167,11 @@ const MaxReport = 512 << 10
 type Service struct {
 	Region string
 	Bus    bus.Transport // plain: `dvms status` has no key
+	// Signed, if set, publishes the answers sealed with the agent's own
+	// key (bus/auth): `dvms status --keys-dir` takes an answer only when
+	// the key of the host it reports on signed it for that request's
+	// reply subject, so one stolen key cannot pose as every agent.
+	Signed bus.Transport
 	Log    zerolog.Logger
 	// Answer is this agent's report for a request; called from Run's
 	// goroutine.
@@ -196,7 +202,11 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case r := <-reqs:
 			data := Encode(s.Answer(r))
-			if err := s.Bus.Publish(ctx, r.Reply, data); err != nil && ctx.Err() == nil {
+			out := s.Bus
+			if s.Signed != nil {
+				out = s.Signed
+			}
+			if err := out.Publish(ctx, r.Reply, data); err != nil && ctx.Err() == nil {
 				s.Log.Warn().Err(err).Msg("status answer not sent")
 			}
 		}
@@ -261,6 +271,40 @@ type GatherConfig struct {
 	Timeout time.Duration
 	Since   time.Time
 	Max     int
+	// Keys, if set, are the agents' public keys: an answer is taken only
+	// when it is signed for this request by the key of the host it
+	// reports on (an agent of this version with keys_dir); others are
+	// dropped and told to OnDrop. Nil: answers are taken as they come,
+	// signed or not (nothing verified).
+	Keys   *auth.Keyring
+	OnDrop func(host, reason string)
+}
+
+// openAnswer is the report in an answer received on inbox: verified
+// against keys (nil: unverified, an envelope only unwrapped); reason
+// says why it is dropped ("" when taken).
+func openAnswer(keys *auth.Keyring, inbox string, data []byte) (r Report, reason string) {
+	payload := data
+	signer := ""
+	if keys != nil {
+		v, why := keys.Verify(inbox, data)
+		if why != "" {
+			if v.Host == "" {
+				return r, "not signed (an agent without keys_dir, an older agent, or a forger)"
+			}
+			return r, fmt.Sprintf("signature of %s does not hold (%s)", v.Host, why)
+		}
+		payload, signer = v.Payload, v.Host
+	} else if _, p, ok := auth.Unverified(data); ok {
+		payload = p
+	}
+	if json.Unmarshal(payload, &r) != nil || r.V != 1 || r.Host == "" {
+		return Report{}, "malformed"
+	}
+	if keys != nil && r.Host != signer {
+		return Report{}, fmt.Sprintf("report on %s signed by %s", r.Host, signer)
+	}
+	return r, ""
 }
 
 // ErrNoAgent: no agent answered within the timeout.
@@ -268,11 +312,16 @@ var ErrNoAgent = errors.New("no dvms agent answered (is --nats-url the agents' N
 
 // Gather asks every agent of the region for its report.
 func Gather(ctx context.Context, tr bus.Transport, gc GatherConfig) ([]Report, error) {
-	got, err := GatherAnswers(ctx, tr, gc.Timeout, bus.StatusSubject(gc.Region), func(inbox string) []byte {
+	got, err := gatherFrom(ctx, tr, gc.Timeout, bus.StatusSubject(gc.Region), func(inbox string) []byte {
 		req, _ := json.Marshal(Request{V: 1, Reply: inbox, Since: gc.Since, MaxEvents: gc.Max})
 		return req
-	}, func(data []byte) (r Report, host string, members []string, ok bool) {
-		if json.Unmarshal(data, &r) != nil || r.V != 1 || r.Host == "" {
+	}, func(inbox string, data []byte) (r Report, host string, members []string, ok bool) {
+		r, why := openAnswer(gc.Keys, inbox, data)
+		if why != "" {
+			if gc.OnDrop != nil {
+				h, _, _ := auth.Unverified(data)
+				gc.OnDrop(h, why)
+			}
 			return r, "", nil, false
 		}
 		for _, m := range r.Members {
@@ -297,6 +346,13 @@ func Gather(ctx context.Context, tr bus.Transport, gc GatherConfig) ([]Report, e
 // No answer at all is ErrNoAgent.
 func GatherAnswers[T any](ctx context.Context, tr bus.Transport, timeout time.Duration, subject string,
 	req func(inbox string) []byte, decode func([]byte) (T, string, []string, bool)) (map[string]T, error) {
+	return gatherFrom(ctx, tr, timeout, subject, req, func(_ string, data []byte) (T, string, []string, bool) { return decode(data) })
+}
+
+// gatherFrom is GatherAnswers whose decode is told the reply subject
+// (an answer signed for it).
+func gatherFrom[T any](ctx context.Context, tr bus.Transport, timeout time.Duration, subject string,
+	req func(inbox string) []byte, decode func(inbox string, data []byte) (T, string, []string, bool)) (map[string]T, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	inbox := bus.InboxFor(tr) + hex.EncodeToString(b)
@@ -304,8 +360,8 @@ func GatherAnswers[T any](ctx context.Context, tr bus.Transport, timeout time.Du
 	got := map[string]T{}
 	lists := map[string][]string{}
 	changed := make(chan struct{}, 1)
-	sub, err := tr.Subscribe(inbox, func(_ string, data []byte) {
-		v, host, members, ok := decode(data)
+	sub, err := tr.Subscribe(inbox, func(subj string, data []byte) {
+		v, host, members, ok := decode(subj, data)
 		if !ok {
 			return
 		}
