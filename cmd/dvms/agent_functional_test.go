@@ -26,7 +26,8 @@ import (
 // openstack CLI and Nova's own logs what an operator would: what idle
 // agents cost nova-api and placement, a maintenance drain at Nova's own
 // speed, overload, preemption with unshelve, and a compute crash
-// mid-drain. Demand comes from the `file` source the test writes.
+// mid-drain, and an operator's decisions on advised plans with `dvms
+// explain`. Demand comes from the `file` source the test writes.
 //
 // Two fleets run one after the other: the first with the sample's
 // defaults for everything that costs Nova requests (what an operator
@@ -64,6 +65,7 @@ func TestFunctionalAgents(t *testing.T) {
 	t.Run("Overload", func(t *testing.T) { w.t = t; w.overload(rest, "compute-2") })
 	t.Run("OperatorsViewOfTheOverload", func(t *testing.T) { w.t = t; w.operatorsView(rest, bin, "compute-2", "overload") })
 	t.Run("AdviseEnforcePauseResume", func(t *testing.T) { w.t = t; w.operatorControls(rest, bin, "compute-3", "compute-4") })
+	t.Run("ApproveRejectExplain", func(t *testing.T) { w.t = t; w.approveAndExplain(rest, bin, "compute-5", "compute-6") })
 	w.t = t
 	rest.stop(t)
 
