@@ -65,7 +65,10 @@ func TestFunctionalAgents(t *testing.T) {
 	t.Run("Overload", func(t *testing.T) { w.t = t; w.overload(rest, "compute-2") })
 	t.Run("OperatorsViewOfTheOverload", func(t *testing.T) { w.t = t; w.operatorsView(rest, bin, "compute-2", "overload") })
 	t.Run("AdviseEnforcePauseResume", func(t *testing.T) { w.t = t; w.operatorControls(rest, bin, "compute-3", "compute-4") })
-	t.Run("ApproveRejectExplain", func(t *testing.T) { w.t = t; w.approveAndExplain(rest, bin, "compute-5", "compute-6") })
+	t.Run("ApproveRejectExplain", func(t *testing.T) {
+		w.t = t
+		w.approveAndExplain(rest, bin, [3]string{"compute-5", "compute-7", "compute-8"}, "compute-6")
+	})
 	w.t = t
 	rest.stop(t)
 
@@ -490,21 +493,23 @@ func (w *world) overload(f *fleet, host string) {
 	}
 }
 
-// overloadOnly writes a demand of 10 cores on host (8 cores) and of 0.5
-// on every other server of the test, and returns a check of the hosts
-// that demand overloads where Nova has the servers when it runs
+// overloadOnly writes a demand of 10 cores on each of hosts (8 cores)
+// and of 0.5 on every other server of the test, and returns a check of
+// the hosts that demand overloads where Nova has the servers when it runs
 // ("HOST=cores").
-func (w *world) overloadOnly(host string) func() []string {
+func (w *world) overloadOnly(hosts ...string) func() []string {
 	w.t.Helper()
 	pl := w.placement()
-	if len(pl[host]) == 0 {
-		w.t.Fatalf("%s hosts none of the test's servers: nothing to overload it with", host)
+	for _, host := range hosts {
+		if len(pl[host]) == 0 {
+			w.t.Fatalf("%s hosts none of the test's servers: nothing to overload it with", host)
+		}
 	}
 	cpu := map[string]float64{}
 	for h, ss := range pl {
 		for _, s := range ss {
 			cpu[s.ID] = 0.5
-			if h == host {
+			if slices.Contains(hosts, h) {
 				cpu[s.ID] = 10.0 / float64(len(ss)) // 10 cores of demand on 8
 			}
 		}

@@ -16,24 +16,28 @@ import (
 // approveAndExplain checks an operator's decisions on advised plans and
 // `dvms explain` on the real Nova, with the running fleet (TestFunctionalAgents
 // shares its cloud, servers and agents) and the operator key up.sh
-// provisions:
-//  1. advise mode, an overload of hot: an advised plan is listed; one of
-//     its servers is live-migrated by hand (the stock openstack CLI);
-//     `dvms plans approve` of that plan is refused with the server's
-//     reason (server_changed) and Nova lists no new migration; `dvms
-//     explain SERVER` says it was skipped and the plan refused;
-//  2. a fresh plan rejected: dropped, no longer approvable;
-//  3. a fresh plan approved: executed although the region is in advise
+// provisions. In advise mode, hot[0], hot[0..1], then hot[0..2] are
+// overloaded in turn, each host's first event giving a fresh plan (an
+// agent in advise mode plans the same event again only after a backoff
+// that doubles):
+//  1. one of hot[0]'s plan's servers is live-migrated by hand (the stock
+//     openstack CLI); `dvms plans approve` of that plan is refused with
+//     the server's reason (server_changed) and Nova lists no new
+//     migration; `dvms explain SERVER` says it was skipped and the plan
+//     refused;
+//  2. hot[1]'s plan rejected: dropped, no longer approvable;
+//  3. hot[2]'s plan approved: executed although the region is in advise
 //     mode: Nova lists a completed live migration of each of its servers
-//     to the planned destination, `dvms events` records them done with
-//     Nova's request ids, and `dvms explain SERVER` says moved, approved;
+//     to the planned destination and none other, `dvms events` records
+//     them done with Nova's request ids, and `dvms explain SERVER` says
+//     moved, approved;
 //  4. left is excluded (dvms exclude) and overloaded: its agent raises no
 //     event and `dvms explain left` says why (left alone, excluded), in
 //     -f json and in the table.
 //
 // The region is left with no demand, every host included, in enforce
 // mode.
-func (w *world) approveAndExplain(f *fleet, bin, hot, left string) {
+func (w *world) approveAndExplain(f *fleet, bin string, hot [3]string, left string) {
 	t := w.t
 	key := w.operatorKey()
 	// signed sends `dvms WORDS… --key KEY ARGS…` (nwords command words).
@@ -64,13 +68,13 @@ func (w *world) approveAndExplain(f *fleet, bin, hot, left string) {
 		return rows
 	}
 	has := func(rows []explained, f func(explained) bool) bool { return slices.ContainsFunc(rows, f) }
-	// fresh waits for an advised plan for the overload of hot whose
-	// every move's server is, in Nova, on the host it moves from.
-	fresh := func(what string, ok func(advisedPlan) bool) advisedPlan {
+	// advised waits for an advised plan for the overload of host whose
+	// every move holds and moves a server from where Nova has it.
+	advised := func(host string) advisedPlan {
 		t.Helper()
 		var got advisedPlan
-		if !w.eventually(what, 2*time.Minute, func() bool {
-			out, err := w.dvms(bin, "plans", "--host", hot)
+		if !w.eventually("advised plan for the overload of "+host, 2*time.Minute, func() bool {
+			out, err := w.dvms(bin, "plans", "--host", host)
 			var ps []advisedPlan
 			if err != nil || json.Unmarshal(out, &ps) != nil {
 				t.Fatalf("dvms plans: %v\n%s", err, out)
@@ -82,7 +86,7 @@ func (w *world) approveAndExplain(f *fleet, bin, hot, left string) {
 				}
 			}
 			for _, p := range ps {
-				if p.Host == hot && len(p.Moves) > 0 && ok(p) && !slices.ContainsFunc(p.Moves, func(m map[string]string) bool {
+				if p.Host == host && len(p.Moves) > 0 && !slices.ContainsFunc(p.Moves, func(m map[string]string) bool {
 					return on[m["server"]] != m["from"] || m["recheck"] != "holds"
 				}) {
 					got = p
@@ -91,15 +95,16 @@ func (w *world) approveAndExplain(f *fleet, bin, hot, left string) {
 			}
 			return false
 		}) {
-			t.Fatalf("no %s after 2 min; agent logs in %s", what, f.logDir)
+			t.Fatalf("no advised plan for the overload of %s after 2 min; agent logs in %s", host, f.logDir)
 		}
 		return got
 	}
 
 	// 1. Advised, then a server moved by hand: the approval is refused.
 	mustSigned(1, "mode", ctlproto.ModeAdvise)
-	w.overloadOnly(hot)
-	stale := fresh("advised plan for the overload of "+hot, func(advisedPlan) bool { return true })
+	w.overloadOnly(hot[0])
+	stale := advised(hot[0])
+	w.overloadOnly(hot[0], hot[1]) // hot[1]'s plan comes while the operator moves a server
 	moved := stale.Moves[0]["server"]
 	t.Logf("advised plan %s: %v; moving %s by hand", stale.Event, stale.Moves, moved)
 	w.osc("server", "migrate", "--live-migration", moved)
@@ -107,12 +112,10 @@ func (w *world) approveAndExplain(f *fleet, bin, hot, left string) {
 	if !w.eventually(moved+" live-migrated by hand", 2*time.Minute, func() bool {
 		s, err := w.fc.cl.Server(w.ctx, moved)
 		where = s.Host
-		return err == nil && s.Host != hot && s.Status == "ACTIVE" && s.TaskState == ""
+		return err == nil && s.Host != hot[0] && s.Status == "ACTIVE" && s.TaskState == ""
 	}) {
-		t.Fatalf("%s not moved off %s by the operator's live migration (on %q)", moved, hot, where)
+		t.Fatalf("%s not moved off %s by the operator's live migration (on %q)", moved, hot[0], where)
 	}
-	// hot stays overloaded without it, for the fresh plans below.
-	w.overloadOnly(hot)
 	before := w.lastMigration()
 	out, err := signed(2, "plans", "approve", stale.Event)
 	if err == nil || !strings.Contains(string(out), "refused") || !strings.Contains(err.Error(), moved) || !strings.Contains(err.Error(), "server_changed") {
@@ -133,11 +136,8 @@ func (w *world) approveAndExplain(f *fleet, bin, hot, left string) {
 		t.Fatalf("refused approval, yet Nova lists %d new migrations: %+v", len(ms), ms)
 	}
 
-	// 2. A fresh plan, rejected: dropped.
-	isNew := func(seen ...string) func(advisedPlan) bool {
-		return func(p advisedPlan) bool { return !slices.Contains(seen, p.Event) }
-	}
-	rejected := fresh("fresh plan to reject", isNew(stale.Event))
+	// 2. hot[1]'s plan, rejected: dropped.
+	rejected := advised(hot[1])
 	if out, err := signed(2, "plans", "reject", rejected.Event); err != nil || !strings.Contains(string(out), "rejected") {
 		t.Fatalf("dvms plans reject %s: %v\n%s", rejected.Event, err, out)
 	}
@@ -145,20 +145,21 @@ func (w *world) approveAndExplain(f *fleet, bin, hot, left string) {
 		t.Errorf("approval of rejected plan %s: want none holds it, got %v\n%s", rejected.Event, err, out)
 	}
 
-	// 3. A fresh plan, approved: executed on Nova, recorded.
-	good := fresh("fresh plan to approve", isNew(stale.Event, rejected.Event))
+	// 3. hot[2]'s plan, approved: executed on Nova, recorded.
+	w.overloadOnly(hot[:]...)
+	good := advised(hot[2])
 	before = w.lastMigration()
 	approved := time.Now()
 	if out, err := signed(2, "plans", "approve", good.Event); err != nil || !strings.Contains(string(out), "approved") {
 		t.Fatalf("dvms plans approve %s: %v\n%s", good.Event, err, out)
 	}
-	dest := map[string]string{}
+	dest := map[string]string{} // server -> "FROM -> TO"
 	for _, m := range good.Moves {
-		dest[m["server"]] = strings.TrimPrefix(m["to"], "-> ")
+		dest[m["server"]] = m["from"] + " " + m["to"]
 	}
-	ms := w.movesOff(hot, before)
+	ms := w.movesOff(hot[2], before)
 	for _, m := range ms {
-		if d, ok := dest[m.Server]; !ok || m.Dest != d || m.Source != hot {
+		if d, ok := dest[m.Server]; !ok || m.Source+" -> "+m.Dest != d {
 			t.Errorf("Nova's migration %d of %s %s -> %s is not a move of approved plan %s: %v", m.ID, m.Server, m.Source, m.Dest, good.Event, good.Moves)
 		}
 		delete(dest, m.Server)
@@ -174,7 +175,7 @@ func (w *world) approveAndExplain(f *fleet, bin, hot, left string) {
 			Event   string
 			Actions []map[string]string
 		}
-		if out, err := w.dvms(bin, "events", "--host", hot); err != nil || json.Unmarshal(out, &evs) != nil {
+		if out, err := w.dvms(bin, "events", "--host", hot[2]); err != nil || json.Unmarshal(out, &evs) != nil {
 			t.Fatalf("dvms events: %v\n%s", err, out)
 		}
 		done := map[string]bool{}
