@@ -26,7 +26,8 @@ import (
 // openstack CLI and Nova's own logs what an operator would: what idle
 // agents cost nova-api and placement, a maintenance drain at Nova's own
 // speed, overload, preemption with unshelve, and a compute crash
-// mid-drain. Demand comes from the `file` source the test writes.
+// mid-drain, and an operator's decisions on advised plans with `dvms
+// explain`. Demand comes from the `file` source the test writes.
 //
 // Two fleets run one after the other: the first with the sample's
 // defaults for everything that costs Nova requests (what an operator
@@ -53,10 +54,7 @@ func TestFunctionalAgents(t *testing.T) {
 	baseline, _ := w.measure("baseline, no agent", baselineWindow)
 
 	started := w.logs.mark(t)
-	rest := startFleet(t, fc, bin, hosts, "",
-		"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH="+w.demand,
-		"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
-		"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info")
+	rest := startFleet(t, fc, bin, hosts, "", w.fleetEnv()...)
 	w.waitMembers(rest)
 	t.Run("QuietAtRest", func(t *testing.T) { w.t = t; w.quiet(rest, started, baseline) })
 	t.Run("MaintenanceDrainFromOpenstackCLI", func(t *testing.T) { w.t = t; w.drain(rest, drainHost, per[drainHost]) })
@@ -64,15 +62,16 @@ func TestFunctionalAgents(t *testing.T) {
 	t.Run("Overload", func(t *testing.T) { w.t = t; w.overload(rest, "compute-2") })
 	t.Run("OperatorsViewOfTheOverload", func(t *testing.T) { w.t = t; w.operatorsView(rest, bin, "compute-2", "overload") })
 	t.Run("AdviseEnforcePauseResume", func(t *testing.T) { w.t = t; w.operatorControls(rest, bin, "compute-3", "compute-4") })
+	t.Run("ApproveRejectExplain", func(t *testing.T) {
+		w.t = t
+		w.approveAndExplain(rest, bin, [3]string{"compute-5", "compute-7", "compute-8"}, "compute-6")
+	})
 	w.t = t
 	rest.stop(t)
 
-	fleet := startFleet(t, fc, bin, hosts, "preempt",
-		"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH="+w.demand,
-		"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
+	fleet := startFleet(t, fc, bin, hosts, "preempt", w.fleetEnv(
 		"DVMS_SCHEDULER_PREEMPT=true", "DVMS_SCHEDULER_UNSHELVE_INTERVAL=3",
-		"DVMS_SCHEDULER_POLL_INTERVAL=1", "DVMS_SCHEDULER_RETRY_BACKOFF=2", "DVMS_SCHEDULER_MAX_RETRY_BACKOFF=8",
-		"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info")
+		"DVMS_SCHEDULER_POLL_INTERVAL=1", "DVMS_SCHEDULER_RETRY_BACKOFF=2", "DVMS_SCHEDULER_MAX_RETRY_BACKOFF=8")...)
 	w.waitMembers(fleet)
 	t.Run("PreemptionAndUnshelve", func(t *testing.T) { w.t = t; w.preempt(drainHost) })
 	t.Run("ComputeKilledMidDrain", func(t *testing.T) { w.t = t; w.fault(fleet, bin, "compute-3", "compute-8") })
@@ -488,21 +487,23 @@ func (w *world) overload(f *fleet, host string) {
 	}
 }
 
-// overloadOnly writes a demand of 10 cores on host (8 cores) and of 0.5
-// on every other server of the test, and returns a check of the hosts
-// that demand overloads where Nova has the servers when it runs
+// overloadOnly writes a demand of 10 cores on each of hosts (8 cores)
+// and of 0.5 on every other server of the test, and returns a check of
+// the hosts that demand overloads where Nova has the servers when it runs
 // ("HOST=cores").
-func (w *world) overloadOnly(host string) func() []string {
+func (w *world) overloadOnly(hosts ...string) func() []string {
 	w.t.Helper()
 	pl := w.placement()
-	if len(pl[host]) == 0 {
-		w.t.Fatalf("%s hosts none of the test's servers: nothing to overload it with", host)
+	for _, host := range hosts {
+		if len(pl[host]) == 0 {
+			w.t.Fatalf("%s hosts none of the test's servers: nothing to overload it with", host)
+		}
 	}
 	cpu := map[string]float64{}
 	for h, ss := range pl {
 		for _, s := range ss {
 			cpu[s.ID] = 0.5
-			if h == host {
+			if slices.Contains(hosts, h) {
 				cpu[s.ID] = 10.0 / float64(len(ss)) // 10 cores of demand on 8
 			}
 		}
@@ -678,12 +679,33 @@ type fleet struct {
 	refresh func() // brings the files in logs up to date before they are read; nil: the agents write them
 }
 
+// fleetEnv is the environment the functional tier's fleets run with, then
+// extra (which wins): demand from the test's file, Raft on a free port
+// with a fast failure detector, JSON logs the tests read.
+func (w *world) fleetEnv(extra ...string) []string {
+	return append([]string{"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH=" + w.demand,
+		"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
+		"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info"}, extra...)
+}
+
+// newFleet is an empty fleet logging under logDir.
+func newFleet(logDir string) *fleet {
+	return &fleet{logDir: logDir, procs: map[string]*exec.Cmd{}, waits: map[string]chan error{}, logs: map[string]string{}}
+}
+
 // startFleet starts one agent per host with the environment env (on top
 // of the cloud's etc/dvms.conf); each logs to
 // $DVMS_FUNC_DIR/logs/dvms-agent-HOST[-name].log.
 func startFleet(t *testing.T, fc funcCloud, bin string, hosts []string, name string, env ...string) *fleet {
 	t.Helper()
-	f := &fleet{logDir: filepath.Join(fc.dir, "logs"), procs: map[string]*exec.Cmd{}, waits: map[string]chan error{}, logs: map[string]string{}}
+	return startFleetEach(t, fc, bin, hosts, name, nil, env...)
+}
+
+// startFleetEach is startFleet with perHost(host) added to each host's
+// environment (nil: nothing).
+func startFleetEach(t *testing.T, fc funcCloud, bin string, hosts []string, name string, perHost func(string) []string, env ...string) *fleet {
+	t.Helper()
+	f := newFleet(filepath.Join(fc.dir, "logs"))
 	if err := os.MkdirAll(f.logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -700,7 +722,11 @@ func startFleet(t *testing.T, fc funcCloud, bin string, hosts []string, name str
 		cmd := exec.Command(bin, "agent", "--host", h, "--config", filepath.Join(fc.dir, "etc", "dvms.conf"))
 		// Eight agents on one machine: each serves /metrics on a port of
 		// its own (logged; fleet.metricsAddr), not all on 9464.
-		cmd.Env = fc.env(append([]string{"DVMS_METRICS_LISTEN=127.0.0.1:0"}, env...)...)
+		hostEnv := slices.Concat([]string{"DVMS_METRICS_LISTEN=127.0.0.1:0"}, env)
+		if perHost != nil {
+			hostEnv = append(hostEnv, perHost(h)...)
+		}
+		cmd.Env = fc.env(hostEnv...)
 		f.launch(t, h, cmd, lf, logPath)
 	}
 	t.Cleanup(func() { f.stop(t) })

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/internal/daemon"
+	"github.com/dvms-project/dvms/internal/testlog"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/scheduler/status"
@@ -59,7 +60,7 @@ func TestAgentSaysWhenItIsBlind(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Runtime.Region, cfg.NATSURL, cfg.Arbiter, cfg.MetricsListen = opsRegion, ns.ClientURL(), "local", "127.0.0.1:0"
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p, err := daemon.Start(ctx, cfg, false, &daemon.NovaDeps{Client: cloud, Meter: cloud.Meter(), Demand: src}, zerolog.New(&logs).Level(zerolog.InfoLevel), nil)
@@ -89,7 +90,7 @@ func TestAgentSaysWhenItIsBlind(t *testing.T) {
 	if h, ok := p.Runner().LastSample(); ok {
 		t.Errorf("a blind agent sampled its host (%+v): it measures nothing, not zero", h)
 	}
-	var out lockedBuffer
+	var out testlog.Buffer
 	if rc := runContext(ctx, []string{"dvms", "status", "--nats-url", ns.ClientURL(), "--region", opsRegion, "--timeout", "10s"}, &out, &out); rc != 0 ||
 		!strings.Contains(out.String(), "cgroup BLIND 0/5") {
 		t.Errorf("dvms status (exit %d) does not say compute-1 is blind:\n%s", rc, out.String())

@@ -11,6 +11,7 @@ import (
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/journal"
 	"github.com/dvms-project/dvms/scheduler/node"
+	"github.com/dvms-project/dvms/scheduler/oscillation"
 	"github.com/dvms-project/dvms/scheduler/status"
 )
 
@@ -30,10 +31,16 @@ func init() {
 			"overload, underload or drain raised no event, why it was left alone (paused, excluded,\n" +
 			"backing off after an unsolved event, time window closed). For a host, the controls that\n" +
 			"hold it now (paused, excluded, advise mode, closed windows) come last. Each agent keeps\n" +
-			"its last 100 events and 20 held records.",
+			"its last 100 events and 20 held records.\n\n" +
+			"A server that dvms moved from A to B and then back from B to A within --window is\n" +
+			"listed \"moved back\" (server_moved_back), whichever agents led the two moves: the\n" +
+			"journals of every agent are joined (each agent's own oscillation report sees only the\n" +
+			"moves it executed or followed).",
 		Flags: append(natsFlags(),
 			&cli.StringFlag{Name: "since", Usage: "only decisions since `TIME`: a duration ago (10m) or an RFC 3339 time"},
 			&cli.IntFlag{Name: "max", Value: 20, Usage: "at most `N` decisions, the newest (0: all kept)"},
+			&cli.DurationFlag{Name: "window", Value: oscillation.DefaultConfig().Window,
+				Usage: "a server moved back where dvms took it from within this `DURATION` is listed \"moved back\" (as the agents' [scheduler] oscillation_window)"},
 		),
 		Action: runExplain,
 	})
@@ -46,6 +53,9 @@ func runExplain(c *cli.Context) error {
 	if c.Int("max") < 0 {
 		return usageError(errors.New("--max must be >= 0"))
 	}
+	if c.Duration("window") <= 0 {
+		return usageError(errors.New("--window must be > 0"))
+	}
 	now := time.Now()
 	since, err := parseSince(c.String("since"), now)
 	if err != nil {
@@ -56,7 +66,7 @@ func runExplain(c *cli.Context) error {
 		return err
 	}
 	target := c.Args().First()
-	rows := explain(reps, target, now)
+	rows := explain(reps, target, now, c.Duration("window"))
 	if !since.IsZero() {
 		rows = slices.DeleteFunc(rows, func(d explainRow) bool { return d.At.Before(since) })
 	}
@@ -91,8 +101,9 @@ func decisionsTable(ds []explainRow) table {
 }
 
 // explain gathers the decisions that touched target (a host when any
-// agent, event or move names it so, else a server id), oldest first.
-func explain(reps []status.Report, target string, now time.Time) []explainRow {
+// agent, event or move names it so, else a server id), oldest first,
+// with the servers moved back within window.
+func explain(reps []status.Report, target string, now time.Time, window time.Duration) []explainRow {
 	evs := joinEvents(reps)
 	host := isHost(reps, evs, target)
 	var out []explainRow
@@ -122,6 +133,11 @@ func explain(reps []status.Report, target string, now time.Time) []explainRow {
 			continue
 		}
 		out = append(out, eventDecisions(e, acts)...)
+	}
+	for _, b := range movedBack(evs, window) {
+		if b.Server == target || host && (b.From == target || b.To == target) {
+			out = append(out, b)
+		}
 	}
 	slices.SortStableFunc(out, func(a, b explainRow) int { return a.At.Compare(b.At) })
 	if host {
@@ -335,6 +351,42 @@ func holdsNow(reps []status.Report, host string, now time.Time) []explainRow {
 	for _, w := range r.Windows {
 		if !w.Open {
 			add("window_closed", "window of "+w.String()+": no "+w.Kind+" event is raised until then")
+		}
+	}
+	return out
+}
+
+// movedBack lists, region-wide, each live migration dvms did that took a
+// server back where its previous one (done by dvms too) took it from,
+// within window: a rebalancer going back and forth
+// (oscillation.ServerMovedBack, as each agent reports for the moves it
+// saw itself; the joined journals see every agent's).
+func movedBack(evs []journal.Entry, window time.Duration) []explainRow {
+	type done struct {
+		event string
+		a     journal.Action
+	}
+	byServer := map[string][]done{}
+	for _, e := range evs {
+		for _, a := range e.Actions {
+			if a.Outcome == "done" && a.Kind == scheduler.LiveMigrate.String() {
+				byServer[a.Server] = append(byServer[a.Server], done{e.ID, a})
+			}
+		}
+	}
+	var out []explainRow
+	for _, ms := range byServer {
+		slices.SortStableFunc(ms, func(x, y done) int { return x.a.Ended.Compare(y.a.Ended) })
+		for i := 1; i < len(ms); i++ {
+			prev, back := ms[i-1], ms[i]
+			gap := back.a.Ended.Sub(prev.a.Ended)
+			if back.a.From != prev.a.To || back.a.To != prev.a.From || gap > window {
+				continue
+			}
+			out = append(out, explainRow{At: back.a.Ended, Event: back.event, Decision: "moved back", Server: back.a.Server,
+				From: back.a.From, To: back.a.To, Class: string(oscillation.ServerMovedBack),
+				Why:    fmt.Sprintf("moved back where dvms took it from %s earlier (event %s): an oscillation; [scheduler] server_cooldown keeps a moved server in place", gap.Round(time.Second), prev.event),
+				Detail: fmt.Sprintf("%s -> %s by event %s, then %s -> %s by event %s", prev.a.From, prev.a.To, prev.event, back.a.From, back.a.To, back.event)})
 		}
 	}
 	return out

@@ -42,8 +42,8 @@ func TestFunctionalFencedLeaderCut(t *testing.T) {
 	w.bootServers(map[string]int{src: 8})
 
 	target := natsTarget(t, fc.dir)
+	// Each agent reaches NATS through a proxy of its own.
 	proxies := map[string]*cutproxy.Proxy{}
-	f := &fleet{logDir: filepath.Join(fc.dir, "logs"), procs: map[string]*exec.Cmd{}, waits: map[string]chan error{}, logs: map[string]string{}}
 	for _, h := range hosts {
 		p, err := cutproxy.New(target)
 		if err != nil {
@@ -51,19 +51,8 @@ func TestFunctionalFencedLeaderCut(t *testing.T) {
 		}
 		t.Cleanup(p.Close)
 		proxies[h] = p
-		logPath := filepath.Join(f.logDir, "dvms-agent-"+h+"-fence.log")
-		lf, err := os.Create(logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, "agent", "--host", h, "--config", filepath.Join(fc.dir, "etc", "dvms.conf"))
-		cmd.Env = fc.env("DVMS_METRICS_LISTEN=127.0.0.1:0", "DVMS_NATS_URL=nats://"+p.Addr(),
-			"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH="+w.demand,
-			"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
-			"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info")
-		f.launch(t, h, cmd, lf, logPath)
 	}
-	t.Cleanup(func() { f.stop(t) })
+	f := startFleetEach(t, fc, bin, hosts, "fence", func(h string) []string { return []string{"DVMS_NATS_URL=nats://" + proxies[h].Addr()} }, w.fleetEnv()...)
 	w.waitMembers(f)
 
 	ids := slices.Clone(w.ids)

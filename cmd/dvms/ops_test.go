@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/internal/daemon"
 	"github.com/dvms-project/dvms/internal/promcheck"
+	"github.com/dvms-project/dvms/internal/testlog"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler/control"
@@ -187,24 +187,6 @@ func sum(samples map[string]float64, name string, want ...string) float64 {
 	return s
 }
 
-// lockedBuffer is a bytes.Buffer for a writer and a reader goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func hasSeries(samples map[string]float64, name string) bool {
 	for series := range samples {
 		if n, _, _ := strings.Cut(series, "{"); n == name {
@@ -265,7 +247,7 @@ func TestOperatorsViewOfAnOverload(t *testing.T) {
 
 	waitUntil(t, 10*time.Second, "/healthz 200", func() bool { return healthz(t, a1) == 200 && healthz(t, a2) == 200 })
 	// dvms events --follow from the start.
-	var follow lockedBuffer
+	var follow testlog.Buffer
 	followCtx, stopFollow := context.WithCancel(ctx)
 	followed := make(chan int, 1)
 	go func() {

@@ -5,12 +5,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/dvms-project/dvms/bus/auth"
 	ctlproto "github.com/dvms-project/dvms/scheduler/control"
 )
 
@@ -34,11 +32,7 @@ import (
 func (w *world) operatorControls(f *fleet, bin, first, second string) {
 	t := w.t
 	cfg := w.agentConfig()
-	keys, _ := filepath.Glob(filepath.Join(cfg.KeysDir, ctlproto.OperatorsDir, "*"+auth.SeedExt))
-	if len(keys) == 0 {
-		t.Fatalf("no operator key %s: devstack/functional/up.sh provisions one", filepath.Join(cfg.KeysDir, ctlproto.OperatorsDir, "*"+auth.SeedExt))
-	}
-	key := keys[0]
+	key := w.operatorKey()
 	type ack struct {
 		Host, Result, Reason, Mode string
 		Paused, Advise             bool

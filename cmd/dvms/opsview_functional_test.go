@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -159,6 +160,8 @@ func (w *world) agentConfig() daemon.Config {
 }
 
 // dvms runs `dvms CMD --nats-url … --region … --timeout 5s -f json ARGS…`
+// (CMD: the command's words, as cmdWords counts them; dvms plans approve
+// and reject keep their own timeout)
 // as an operator would, against the agents' NATS with the cloud's
 // environment (the observer key, the server's certificate), and returns
 // its standard output; the error says the command and its standard error.
@@ -168,7 +171,11 @@ func (w *world) dvms(bin string, args ...string) ([]byte, error) {
 		cfg := w.agentConfig()
 		ops = &opsEnv{natsURL: cfg.NATSURL, region: cfg.Runtime.Region, env: w.fc.env()}
 	}
-	args = append([]string{args[0], "--nats-url", ops.natsURL, "--region", ops.region, "--timeout", "5s", "-f", "json"}, args[1:]...)
+	n := cmdWords(args) // dvms plans approve: the flags after both words
+	args = slices.Concat(args[:n], []string{"--nats-url", ops.natsURL, "--region", ops.region, "-f", "json"}, args[n:])
+	if n == 1 { // approve and reject wait for the plan's re-check (their own default)
+		args = slices.Insert(args, 1, "--timeout", "5s")
+	}
 	cmd := exec.CommandContext(w.ctx, bin, args...)
 	cmd.Env = ops.env
 	out, err := cmd.Output()

@@ -69,10 +69,7 @@ func TestFunctionalSchedulerAPI(t *testing.T) {
 	w.writeDemand(cpu)
 	t.Logf("busy hosts (7.5 of 8 cores measured, 1 of 8 vCPUs in placement like every host): %v", busy)
 
-	env := []string{"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH=" + w.demand,
-		"DVMS_MONITOR_SUMMARY_INTERVAL=5",
-		"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
-		"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info"}
+	env := w.fleetEnv("DVMS_MONITOR_SUMMARY_INTERVAL=5")
 	f := startFleet(t, fc, bin, hosts, "sched", env...)
 	w.waitMembers(f)
 	api := startSchedulerAPI(t, fc, bin, url, env...)

@@ -252,7 +252,7 @@ func siteOf(host string) int {
 // the test bed's logs/agent-HOST-NAME.log.
 func startSiteFleet(t *testing.T, tb *testbed, bin, name string) *fleet {
 	t.Helper()
-	f := &fleet{logDir: filepath.Join(tb.dir, "logs"), procs: map[string]*exec.Cmd{}, waits: map[string]chan error{}, logs: map[string]string{}}
+	f := newFleet(filepath.Join(tb.dir, "logs"))
 	for _, h := range tb.hosts {
 		logPath := filepath.Join(f.logDir, "agent-"+h+"-"+name+".log")
 		lf, err := os.Create(logPath)

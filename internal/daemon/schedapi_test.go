@@ -13,27 +13,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/internal/testlog"
 	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/extsched/extschedtest"
 )
-
-// syncBuffer is a log sink safe for the service's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // testClock is a clock the test moves.
 type testClock struct {
@@ -63,14 +46,14 @@ func eventually(t *testing.T, d time.Duration, cond func() bool) bool {
 // startSchedAPI starts the scheduler-api service of region t on the NATS
 // server at url, with clock now; it is stopped (and must stop cleanly) at
 // the test's end. The logs are its.
-func startSchedAPI(t *testing.T, url string, now func() time.Time) (*SchedAPI, Config, *syncBuffer) {
+func startSchedAPI(t *testing.T, url string, now func() time.Time) (*SchedAPI, Config, *testlog.Buffer) {
 	t.Helper()
 	cfg, err := load(t, "[scheduler_api]\nlisten = 127.0.0.1:0\n", "OS_CLOUD=c", "DVMS_REGION=t", "DVMS_NATS_URL="+url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	p, err := StartSchedAPI(ctx, cfg, now, zerolog.New(logs))
 	if err != nil {
 		cancel()

@@ -16,6 +16,7 @@ import (
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/internal/cutproxy"
+	"github.com/dvms-project/dvms/internal/testlog"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
@@ -145,24 +146,6 @@ func (l *sentLog) all() []sent {
 	return slices.Clone(l.l)
 }
 
-// lockedBuffer is a log sink safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // stampedRecord is a record with the time the agent made it.
 type stampedRecord struct {
 	host string
@@ -219,7 +202,7 @@ func TestFencedLeaderCutMidDrain(t *testing.T) {
 	rc.Region = "fence"
 	rc.Exec.Poll = 500 * time.Millisecond
 	var (
-		logs    lockedBuffer
+		logs    testlog.Buffer
 		log     sentLog
 		mu      sync.Mutex
 		recs    []stampedRecord
