@@ -6,17 +6,14 @@ import (
 	"time"
 )
 
-// An initiator held by a leader the runtime refuses leaves the partition
-// on its own (nobody else is told: each member judges on its own
-// evidence), its event is not ended: it goes on under its own id in a
-// fresh partition on the next tick, without a backoff, and no request of
-// its goes to the refused key.
-func TestRefuseLeaderRetriesTheHeldEvent(t *testing.T) {
+// heldByH5: h1's overload, joined by h2, then taken over by h5 (one
+// version up, itself leader), which h1 follows; up is h2's update.
+func heldByH5(t *testing.T) (*Agent, Message) {
+	t.Helper()
 	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
 	h2.Observe(t0, hostWith("h2", 1))
 	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
 	up := only(t, h2.Ready(), MsgUpdate).Msg
-	// h5 takes the partition over: one version up, itself leader.
 	taken := *up.Part
 	taken.Version++
 	taken.Leader, taken.Nodes = "h5", append(slices.Clone(taken.Nodes), "h5")
@@ -25,6 +22,16 @@ func TestRefuseLeaderRetriesTheHeldEvent(t *testing.T) {
 	if p := h1.Partition(); p == nil || p.Leader != "h5" {
 		t.Fatalf("h1 did not follow the takeover: %+v", p)
 	}
+	return h1, up
+}
+
+// An initiator held by a leader the runtime refuses leaves the partition
+// on its own (nobody else is told: each member judges on its own
+// evidence), its event is not ended: it goes on under its own id in a
+// fresh partition on the next tick, without a backoff, and no request of
+// its goes to the refused key.
+func TestRefuseLeaderRetriesTheHeldEvent(t *testing.T) {
+	h1, up := heldByH5(t)
 	now := t0.Add(time.Minute)
 	h1.RefuseLeader(now, "h5", "", "leader h5 refused: test")
 	rd := h1.Ready()
@@ -61,15 +68,7 @@ func TestRefuseLeaderRetriesTheHeldEvent(t *testing.T) {
 // The held event whose condition is gone by the next tick ends
 // leader_refused (not left in flight).
 func TestRefuseLeaderEndsAVanishedEvent(t *testing.T) {
-	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
-	h2.Observe(t0, hostWith("h2", 1))
-	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
-	up := only(t, h2.Ready(), MsgUpdate).Msg
-	taken := *up.Part
-	taken.Version++
-	taken.Leader, taken.Nodes = "h5", append(slices.Clone(taken.Nodes), "h5")
-	h1.Step(Message{Type: MsgUpdate, From: "h5", PartID: taken.ID, Version: taken.Version, Part: &taken})
-	h1.Ready()
+	h1, up := heldByH5(t)
 	now := t0.Add(time.Minute)
 	for i := range 10 { // held, h1's overload goes: every sample of its window says so
 		h1.Observe(now.Add(time.Duration(i-10)*time.Second), hostWith("h1", 1))
