@@ -44,6 +44,11 @@ type Agent struct {
 	window  []EventKind        // last N classifications
 	arrived map[string]arrival // server -> when first seen on the host
 	active  *Event             // own event being handled
+	// resume: the own event a refused leader held, going on under its
+	// own id on the next tick (RefuseLeader); resumed counts its fresh
+	// partitions (their ids).
+	resume  *Event
+	resumed int
 	backoff time.Duration
 	retryAt time.Time
 

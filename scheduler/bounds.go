@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -12,9 +13,14 @@ import (
 
 // RefuseLeader makes this agent stay out of partitions led by leader (over
 // its bounds at the runtime's edge, why says which): it leaves the
-// partition it is in if leader leads it (an Aborted end, EndLeaderRefused),
-// and its own event, if the partition carried it, is raised again at
-// once, not after a backoff: the event was held, not found unsolvable.
+// partition it is in if leader leads it (the partition dissolved for it,
+// EndLeaderRefused), and its own event, if the partition carried it and
+// no plan of it ran, goes on under its own id in a fresh partition on the
+// next tick, not after a backoff: the event was held, not found
+// unsolvable, and it is not ended (an event that a refused key held is
+// not an event dvms failed). It ends Aborted/EndLeaderRefused only if
+// its condition no longer holds by then. After a plan ran, the event ends
+// leader_refused and a new one is raised at once.
 // leader leaves this agent's ring, so no request of this agent goes to it,
 // until the runtime calls MemberUp. The agent never refuses itself.
 //
@@ -38,6 +44,15 @@ func (a *Agent) RefuseLeader(now time.Time, leader, taken, why string) {
 		// Only this agent leaves, on its own evidence: each member
 		// judges the leader by its own bounds, not by another member's
 		// word (which a key could forge against a fair leader).
+		if held != nil && !ran && slices.ContainsFunc(p.Events, func(e Event) bool { return e.ID == held.ID }) {
+			// Its own event was held, not tried: it goes on under its
+			// own id in a fresh partition of this agent on the next
+			// tick (resumeOrEnd), not ended and raised again.
+			a.dissolveMine(Aborted, EndLeaderRefused, why)
+			a.resume, a.window, a.retryAt, a.backoff = held, window, a.now, backoff
+			a.MemberDown(leader)
+			return
+		}
 		a.end(Aborted, EndLeaderRefused, why, nil)
 		if held != nil && a.active == nil {
 			a.retryAt, a.backoff = a.now, backoff
@@ -49,4 +64,28 @@ func (a *Agent) RefuseLeader(now time.Time, leader, taken, why string) {
 		}
 	}
 	a.MemberDown(leader) // out of the ring: no request goes to it
+}
+
+// resumeOrEnd (maybeStart, free and not stale): the event a refused
+// leader held (RefuseLeader) goes on under its own id in a fresh
+// partition when its condition (k, not held back: c) still holds, and
+// reports true; else it ends Aborted/EndLeaderRefused and the agent
+// raises what holds now as usual.
+func (a *Agent) resumeOrEnd(k EventKind, c HoldClass) bool {
+	ev := *a.resume
+	a.resume = nil
+	if k != ev.Kind || c != "" {
+		a.active = nil
+		a.record(Record{Kind: RecEventEnded, Event: ev, Outcome: Aborted, Class: EndLeaderRefused,
+			Reason: "its partition's leader was refused and its condition no longer holds", Nodes: []string{a.cfg.ID}, Size: 1})
+		return false
+	}
+	a.resumed++
+	a.active = &ev
+	a.setPart(&Partition{
+		ID: fmt.Sprintf("p-%s-r%d", ev.ID, a.resumed), Version: 1, Initiator: a.cfg.ID, Leader: a.cfg.ID,
+		Nodes: []string{a.cfg.ID}, State: Growing, Events: []Event{ev},
+	})
+	a.forward()
+	return true
 }

@@ -6,17 +6,14 @@ import (
 	"time"
 )
 
-// An initiator held by a leader the runtime refuses leaves the partition
-// on its own (nobody else is told: each member judges on its own
-// evidence), its event ends leader_refused and is raised again on the next
-// tick from the samples that raised it, without a backoff, and no request
-// of its goes to the refused key.
-func TestRefuseLeaderRetriesTheHeldEvent(t *testing.T) {
+// heldByH5: h1's overload, joined by h2, then taken over by h5 (one
+// version up, itself leader), which h1 follows; up is h2's update.
+func heldByH5(t *testing.T) (*Agent, Message) {
+	t.Helper()
 	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
 	h2.Observe(t0, hostWith("h2", 1))
 	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
 	up := only(t, h2.Ready(), MsgUpdate).Msg
-	// h5 takes the partition over: one version up, itself leader.
 	taken := *up.Part
 	taken.Version++
 	taken.Leader, taken.Nodes = "h5", append(slices.Clone(taken.Nodes), "h5")
@@ -25,6 +22,16 @@ func TestRefuseLeaderRetriesTheHeldEvent(t *testing.T) {
 	if p := h1.Partition(); p == nil || p.Leader != "h5" {
 		t.Fatalf("h1 did not follow the takeover: %+v", p)
 	}
+	return h1, up
+}
+
+// An initiator held by a leader the runtime refuses leaves the partition
+// on its own (nobody else is told: each member judges on its own
+// evidence), its event is not ended: it goes on under its own id in a
+// fresh partition on the next tick, without a backoff, and no request of
+// its goes to the refused key.
+func TestRefuseLeaderRetriesTheHeldEvent(t *testing.T) {
+	h1, up := heldByH5(t)
 	now := t0.Add(time.Minute)
 	h1.RefuseLeader(now, "h5", "", "leader h5 refused: test")
 	rd := h1.Ready()
@@ -34,17 +41,19 @@ func TestRefuseLeaderRetriesTheHeldEvent(t *testing.T) {
 	if m := sent(rd, MsgDissolve); len(m) != 0 {
 		t.Errorf("h1 told the others %+v: it must leave on its own", m)
 	}
-	e := records(rd, RecEventEnded)
-	if len(e) != 1 || e[0].Class != EndLeaderRefused || e[0].Outcome != Aborted {
-		t.Fatalf("event end %+v, want aborted/leader_refused", e)
+	if e := records(rd, RecEventEnded); len(e) != 0 {
+		t.Fatalf("event ended %+v: a held event goes on under its own id", e)
+	}
+	if d := records(rd, RecDissolved); len(d) != 1 || d[0].Class != EndLeaderRefused {
+		t.Fatalf("dissolved %+v, want the partition dissolved leader_refused", d)
 	}
 	if slices.Contains(h1.Members(), "h5") {
 		t.Error("the refused key is still in h1's ring")
 	}
 	h1.Tick(now.Add(500 * time.Millisecond))
 	p := h1.Partition()
-	if p == nil || p.Events[0].ID == e[0].Event.ID {
-		t.Fatalf("the held event was not raised again on the next tick: %+v", p)
+	if p == nil || p.Events[0].ID != up.Part.Events[0].ID || p.ID == up.Part.ID || p.Leader != "h1" {
+		t.Fatalf("the held event did not go on under its id in a fresh partition on the next tick: %+v (was %+v)", p, up.Part)
 	}
 	if g := only(t, h1.Ready(), MsgGrow); g.To == "h5" {
 		t.Error("the new request went to the refused key")
@@ -53,5 +62,25 @@ func TestRefuseLeaderRetriesTheHeldEvent(t *testing.T) {
 	h1.RefuseLeader(now, "h3", "", "test")
 	if h1.Partition() == nil {
 		t.Error("h1 left a partition the refused key does not lead")
+	}
+}
+
+// The held event whose condition is gone by the next tick ends
+// leader_refused (not left in flight).
+func TestRefuseLeaderEndsAVanishedEvent(t *testing.T) {
+	h1, up := heldByH5(t)
+	now := t0.Add(time.Minute)
+	for i := range 10 { // held, h1's overload goes: every sample of its window says so
+		h1.Observe(now.Add(time.Duration(i-10)*time.Second), hostWith("h1", 1))
+	}
+	h1.RefuseLeader(now, "h5", "", "leader h5 refused: test")
+	h1.Ready()
+	h1.Tick(now.Add(time.Second))
+	e := records(h1.Ready(), RecEventEnded)
+	if len(e) != 1 || e[0].Event.ID != up.Part.Events[0].ID || e[0].Class != EndLeaderRefused || e[0].Outcome != Aborted {
+		t.Fatalf("event end %+v, want %s aborted/leader_refused", e, up.Part.Events[0].ID)
+	}
+	if p := h1.Partition(); p != nil {
+		t.Fatalf("a partition %+v for a condition that is gone", p)
 	}
 }

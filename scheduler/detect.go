@@ -141,6 +141,9 @@ func (a *Agent) maybeStart() {
 	k := a.holds()
 	c := a.holdOf(k)
 	a.held(k, c)
+	if a.resume != nil && a.resumeOrEnd(k, c) {
+		return
+	}
 	if k == NoEvent || c != "" {
 		return
 	}

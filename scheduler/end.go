@@ -75,13 +75,7 @@ func (a *Agent) dissolve(o Outcome, c EndClass, reason string) {
 // merged partition may solve its initiator's event but not all).
 func (a *Agent) end(o Outcome, c EndClass, reason string, solved []string) {
 	p := a.part
-	a.record(Record{Kind: RecDissolved, Outcome: o, Reason: reason, Class: c})
-	a.ended[p.ID] = ended{at: a.now, version: p.Version}
-	if p.State == Finishing || a.planRan {
-		a.stale = true // the plan may have moved servers of this host
-	}
-	a.setPart(nil) // idle: a leader's leading goes with it
-	a.planRan = false
+	a.dissolveMine(o, c, reason)
 	if a.active == nil {
 		return
 	}
@@ -111,6 +105,18 @@ func (a *Agent) end(o Outcome, c EndClass, reason string, solved []string) {
 	}
 	a.retryAt = a.now.Add(a.backoff)
 	a.backoff = min(2*a.backoff, a.cfg.MaxRetryBackoff)
+}
+
+// dissolveMine dissolves the agent's partition for it (its event aside).
+func (a *Agent) dissolveMine(o Outcome, c EndClass, reason string) {
+	p := a.part
+	a.record(Record{Kind: RecDissolved, Outcome: o, Reason: reason, Class: c})
+	a.ended[p.ID] = ended{at: a.now, version: p.Version}
+	if p.State == Finishing || a.planRan {
+		a.stale = true // the plan may have moved servers of this host
+	}
+	a.setPart(nil) // idle: a leader's leading goes with it
+	a.planRan = false
 }
 
 // Retire prepares the agent to stop (SIGTERM): from now on it raises no

@@ -253,6 +253,8 @@ func actionWords(a journal.Action) string {
 		return "the destination's compute service was disabled or down"
 	case node.ReasonDestinationBusy:
 		return "migrations from elsewhere were arriving on the destination"
+	case node.ReasonDestinationDistrusted:
+		return "the destination's agent had reported a server moved into it at under half the RAM it used on its source: no destination of this agent's plans for an hour"
 	case node.ReasonPlacement:
 		return "the destination no longer fits: not enough placement capacity"
 	case node.ReasonOverload:

@@ -256,6 +256,9 @@ type Executor struct {
 	// ExecConfig.DryRun); an action already in Nova's hands is followed to
 	// its end whatever they say.
 	Controls Controls
+	// liars: destinations caught under-reporting a server they received
+	// (liar.go).
+	liars distrust
 }
 
 // NewExecutor returns an executor.
@@ -300,6 +303,12 @@ type flight struct {
 	// refused: by source host, its agent's refusal (fence.go).
 	fence   Fence
 	refused map[string]skip
+	// carried: by server, its demand on its source as the re-check of its
+	// move judged it (liar.go).
+	carried map[string]nova.Demand
+	// vouched: destinations whose answer after a move into them listed
+	// the server at what it carried.
+	vouched map[string]bool
 }
 
 type load struct {
@@ -389,7 +398,7 @@ func (e *Executor) ExecuteFenced(ctx context.Context, ev scheduler.Event, plan s
 		}
 		if stop.why == "" {
 			for i, t := range tasks {
-				if t.started || !e.eligible(tasks, i, outstanding) {
+				if t.started || !e.eligible(tasks, i, outstanding, f) {
 					continue
 				}
 				t.started = true
@@ -437,10 +446,13 @@ func (e *Executor) ExecuteFenced(ctx context.Context, ev scheduler.Event, plan s
 }
 
 // eligible says whether task i may start now (see Executor).
-func (e *Executor) eligible(tasks []*task, i int, outstanding map[string]int) bool {
+func (e *Executor) eligible(tasks []*task, i int, outstanding map[string]int, f *flight) bool {
 	t := tasks[i]
 	if outstanding[t.a.From] >= 1+e.cfg.QueuePerHost {
 		return false
+	}
+	if f.unproven(tasks, i) {
+		return false // its destination's word is not checked yet (liar.go)
 	}
 	for _, o := range tasks {
 		if o.step >= t.step {
@@ -467,6 +479,11 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 	if sk := e.controlled(a); sk.why != "" {
 		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
 		log.Info().Str("reason", sk.why).Msg("action skipped: operator control")
+		return r
+	}
+	if sk := e.distrusted(a); sk.why != "" {
+		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
+		log.Info().Str("reason", sk.why).Msg("action skipped: destination distrusted")
 		return r
 	}
 	if sk := f.refusedBy(a.From); sk.why != "" {
@@ -548,6 +565,9 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 		r.Class, r.Reason = ReasonForceCompleted, "force_complete by dvms: "+mf.verdict
 	}
 	log.Info().Dur("took", e.clock.Now().Sub(start)).Str("class", string(r.Class)).Msg("action done")
+	if a.Kind == scheduler.LiveMigrate {
+		e.crossCheck(ctx, a, f)
+	}
 	if a.Kind == scheduler.Shelve && e.OnShelved != nil {
 		e.OnShelved(a.Server)
 	}
@@ -692,6 +712,7 @@ func judge(thr scheduler.Thresholds, a scheduler.Action, f *flight, r *reads) (b
 				d = nova.Demand{CPU: float64(sv.VCPUs), RAMMB: float64(sv.RAMMB)}
 			}
 		}
+		d = f.floor(sv.ID, d) // a server this plan moved in: no less than it carried
 		used = used.Plus(fit.Use{CPU: d.CPU, RAM: d.RAMMB})
 	}
 	used = used.Plus(fit.Use{CPU: in.cpu, RAM: in.ram, VCPUs: float64(listedVCPUs + in.vcpus), RAMMB: float64(listedRAM + in.ramMB)})
@@ -710,6 +731,7 @@ func judge(thr scheduler.Thresholds, a scheduler.Action, f *flight, r *reads) (b
 		f.flying[a.To] = map[string]*reservation{}
 	}
 	f.flying[a.To][a.Server] = held
+	f.carry(a.Server, mine)
 	if s.Group != nil {
 		held.group = s.Group.ID
 		if f.groups[a.To] == nil {

@@ -119,7 +119,7 @@ func notReplannable(res ExecResult) ReasonClass {
 		}
 		switch ar.Class {
 		case ReasonOverload, ReasonPlacement, ReasonServerChanged, ReasonServerGroup,
-			ReasonDestinationDisabled, ReasonDestinationBusy, ReasonConflict:
+			ReasonDestinationDisabled, ReasonDestinationBusy, ReasonConflict, ReasonDestinationDistrusted:
 		default:
 			return ar.Class
 		}

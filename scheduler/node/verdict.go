@@ -25,7 +25,7 @@ import (
 // newFlight is the re-check state of a plan about to run.
 func newFlight(plan scheduler.Plan) *flight {
 	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{},
-		read: map[string]nova.Demand{}, reasons: map[string]skip{}}
+		read: map[string]nova.Demand{}, reasons: map[string]skip{}, vouched: map[string]bool{}}
 	for _, h := range plan.Snapshot {
 		for _, s := range h.Servers {
 			f.snap[s.ID] = nova.Demand{CPU: s.CPU, RAMMB: s.RAM}

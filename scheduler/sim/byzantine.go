@@ -64,8 +64,12 @@ type ByzantineReport struct {
 	// longer than one partition timeout (seen every simulated second).
 	EventsHeld int `json:"events_held_over_partition_timeout"`
 	// LeaderRefused: honest events ended because their partition's leader
-	// was refused (raised again at once).
+	// was refused (a plan of it had run, or the event's condition was
+	// gone by the time it could go on); LeftRefused: partitions an honest
+	// agent left for a refused leader (an event that no plan of it ran
+	// went on under its own id in a fresh partition).
 	LeaderRefused int `json:"events_ended_leader_refused"`
+	LeftRefused   int `json:"partitions_left_leader_refused"`
 	// MovedWithoutConsent: servers moved off an honest host by a plan for
 	// a forged event.
 	MovedWithoutConsent int64 `json:"moved_without_consent"`
@@ -77,6 +81,14 @@ type ByzantineReport struct {
 	// honest agent was in, outside a plan (seen every simulated second):
 	// lead_timeout must stay above it.
 	LongestHonestLeadS float64 `json:"longest_honest_lead_s"`
+	// Distrusted: at the end, the adversaries some honest agent's
+	// executor caught under-reporting a server it received (and no
+	// longer takes as a destination), and the blames of adversaries
+	// summed over the honest agents; FalseBlames: honest hosts some
+	// honest agent distrusts.
+	Distrusted  int `json:"adversaries_distrusted"`
+	Blames      int `json:"blames_of_adversaries"`
+	FalseBlames int `json:"honest_hosts_distrusted"`
 }
 
 type adversaries struct {
@@ -326,19 +338,29 @@ func (a *adversaries) executed(ev scheduler.Event, res node.ExecResult) {
 	}
 }
 
-func (a *adversaries) report(rep *Report, runners []*node.Runner, refused int, v []fake.Violation) {
+func (a *adversaries) report(rep *Report, runners []*node.Runner, refused, left int, v []fake.Violation) {
 	b := &ByzantineReport{Hosts: len(a.byz), Forged: a.forgedN.Load(), Maintenance: a.maint.Load(), Takeovers: a.takeovers.Load(),
-		Heartbeats: a.heartbeats.Load(), MovedWithoutConsent: a.moved.Load(), LeaderRefused: refused}
+		Heartbeats: a.heartbeats.Load(), MovedWithoutConsent: a.moved.Load(), LeaderRefused: refused, LeftRefused: left}
 	for _, x := range v {
 		if dest, ok := violationDestination(x); ok && a.byz[dest] {
 			b.OntoAdversary++
 		}
 	}
+	caught, wrong := map[string]bool{}, map[string]bool{}
 	for _, r := range runners {
+		for _, h := range r.Distrusted() {
+			if a.byz[h] {
+				caught[h] = true
+				b.Blames++
+			} else {
+				wrong[h] = true
+			}
+		}
 		d := r.BoundDrops()
 		b.DroppedRate += d[node.BoundRate]
 		b.DroppedRefused += d[node.BoundRefused]
 	}
+	b.Distrusted, b.FalseBlames = len(caught), len(wrong)
 	a.mu.Lock()
 	b.EventsHeld, b.LongestHonestLeadS = len(a.heldFor), round(a.longest.Seconds())
 	a.mu.Unlock()

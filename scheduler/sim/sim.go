@@ -250,7 +250,9 @@ type stats struct {
 	ended      map[scheduler.Outcome]int
 	merges     int
 	refused    int
-	unsolvable []unsolved
+	// leftRefused: partitions an agent left for a refused leader.
+	leftRefused int
+	unsolvable  []unsolved
 	// views: the hosts each partition's leader last solved over (its
 	// knowledge: the members' snapshots); viewsEnded: when partitions
 	// ended (simulated), their views dropped blockedGuard later (the
@@ -472,6 +474,9 @@ func (s *stats) record(host string, r scheduler.Record) {
 		s.blocked[r.Partition] = blockedPart{nodes: r.Nodes, view: s.views[r.Partition], version: r.Version, at: s.simNow()}
 	case scheduler.RecDissolved:
 		s.viewEnded(r.Partition)
+		if r.Class == scheduler.EndLeaderRefused {
+			s.leftRefused++
+		}
 	case scheduler.RecMergeCommitted:
 		s.merges++
 		s.viewEnded(r.Absorbed)
@@ -944,9 +949,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	advWG.Wait()
 	if cfg.Mode == "dvms" {
 		st.mu.Lock()
-		refused := st.abortedBy[string(scheduler.EndLeaderRefused)]
+		refused, left := st.abortedBy[string(scheduler.EndLeaderRefused)], st.leftRefused
 		st.mu.Unlock()
-		adv.report(rep, honest, refused, cloud.Violations())
+		adv.report(rep, honest, refused, left, cloud.Violations())
 	}
 	cloud.Advance()
 	finish(rep, st, cloud, cfg, hosts, wallStart)
