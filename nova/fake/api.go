@@ -247,22 +247,10 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 	m.dirty = s.dirty
 	dur := m.nominal(c.cfg.MigrationOverhead, float64(s.RAMMB))
 	m.dur = dur
-	var why string
-	switch {
-	case src.Service.State == nova.ServiceDown:
-		why = "source compute service " + src.Name + " is down"
-	case dst == nil:
-		if dst = c.pick(s, src.Name); dst == nil {
-			why = "no usable host fits the server"
-		}
-	case dst.Service.Disabled():
-		why = "destination compute service " + dst.Name + " is disabled"
-	case dst.Service.State == nova.ServiceDown:
-		why = "destination compute service " + dst.Name + " is down"
-	case !fits(dst, s.VCPUs, s.RAMMB):
-		why = fmt.Sprintf("placement has no room on %s for %d VCPU / %d MB", dst.Name, s.VCPUs, s.RAMMB)
-	default:
-		why = c.groupRefuses(s, dst)
+	dst, why := c.schedule(s, src, dst)
+	precheck := why == "" && s.noLive != ""
+	if precheck {
+		why = s.noLive // SetNoLiveMigration: the compute pre-check says no
 	}
 	if dst != nil {
 		m.Dest = dst.Name
@@ -274,6 +262,9 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 		// The conductor's scheduling fails fast: the migration ends in
 		// error and nothing moves.
 		m.fail = "No valid host was found: " + why
+		if precheck {
+			m.fail = "Migration pre-check error: " + why
+		}
 		m.end = now.Add(max(c.cfg.MigrationOverhead/2, time.Millisecond))
 		c.obs.stats.Refused++
 	} else {
@@ -311,6 +302,30 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 	c.obs.stats.Started++
 	c.checkHosts(dst)
 	return rc, nil
+}
+
+// schedule is the conductor's verdict on moving s from src to dst (nil:
+// its scheduler picks one): the destination, and why it refuses ("" when
+// it does not) (c.mu held).
+func (c *Cloud) schedule(s *server, src, dst *host) (*host, string) {
+	var why string
+	switch {
+	case src.Service.State == nova.ServiceDown:
+		why = "source compute service " + src.Name + " is down"
+	case dst == nil:
+		if dst = c.pick(s, src.Name); dst == nil {
+			why = "no usable host fits the server"
+		}
+	case dst.Service.Disabled():
+		why = "destination compute service " + dst.Name + " is disabled"
+	case dst.Service.State == nova.ServiceDown:
+		why = "destination compute service " + dst.Name + " is down"
+	case !fits(dst, s.VCPUs, s.RAMMB):
+		why = fmt.Sprintf("placement has no room on %s for %d VCPU / %d MB", dst.Name, s.VCPUs, s.RAMMB)
+	default:
+		why = c.groupRefuses(s, dst)
+	}
+	return dst, why
 }
 
 // Migrations implements nova.Client: the server's migrations, newest
