@@ -33,6 +33,8 @@ const (
 var (
 	_ nova.ColdMigrator = (*Cloud)(nil)
 	_ nova.ActionLister = (*Cloud)(nil)
+	_ nova.ColdMigrator = (*View)(nil)
+	_ nova.ActionLister = (*View)(nil)
 )
 
 // tInstanceActions is GET /servers/{id}/os-instance-actions.
@@ -57,7 +59,16 @@ func (c *Cloud) SetNoLiveMigration(id, why string) error {
 // nova.ErrConflict unless the server is ACTIVE without task;
 // nova.ErrBadRequest for an unknown destination or the source itself.
 func (c *Cloud) Migrate(ctx context.Context, serverID, dest string) (nova.Receipt, error) {
-	return c.action(ctx, c.def, "migrate "+serverID, func() (nova.Receipt, error) { return c.doMigrate(ctx, serverID, dest) })
+	return c.migrate(ctx, c.def, serverID, dest)
+}
+
+// Migrate implements nova.ColdMigrator.
+func (v *View) Migrate(ctx context.Context, serverID, dest string) (nova.Receipt, error) {
+	return v.c.migrate(ctx, v, serverID, dest)
+}
+
+func (c *Cloud) migrate(ctx context.Context, v *View, serverID, dest string) (nova.Receipt, error) {
+	return c.action(ctx, v, "migrate "+serverID, func() (nova.Receipt, error) { return c.doMigrate(ctx, serverID, dest) })
 }
 
 func (c *Cloud) doMigrate(ctx context.Context, serverID, dest string) (nova.Receipt, error) {
@@ -161,7 +172,16 @@ func (c *Cloud) resized(serverID, op string) (*server, *migration, error) {
 // becomes ACTIVE on its destination at once and the source's allocation
 // is freed; nova.ErrConflict in any other state.
 func (c *Cloud) ConfirmResize(ctx context.Context, serverID string) (nova.Receipt, error) {
-	return c.action(ctx, c.def, "confirm resize "+serverID, func() (nova.Receipt, error) {
+	return c.confirmResize(ctx, c.def, serverID)
+}
+
+// ConfirmResize implements nova.ColdMigrator.
+func (v *View) ConfirmResize(ctx context.Context, serverID string) (nova.Receipt, error) {
+	return v.c.confirmResize(ctx, v, serverID)
+}
+
+func (c *Cloud) confirmResize(ctx context.Context, v *View, serverID string) (nova.Receipt, error) {
+	return c.action(ctx, v, "confirm resize "+serverID, func() (nova.Receipt, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.advance()
@@ -182,7 +202,16 @@ func (c *Cloud) ConfirmResize(ctx context.Context, serverID string) (nova.Receip
 // RevertResize implements nova.ColdMigrator: a server in VERIFY_RESIZE
 // goes back ACTIVE on its source at once; nova.ErrConflict otherwise.
 func (c *Cloud) RevertResize(ctx context.Context, serverID string) (nova.Receipt, error) {
-	return c.action(ctx, c.def, "revert resize "+serverID, func() (nova.Receipt, error) {
+	return c.revertResize(ctx, c.def, serverID)
+}
+
+// RevertResize implements nova.ColdMigrator.
+func (v *View) RevertResize(ctx context.Context, serverID string) (nova.Receipt, error) {
+	return v.c.revertResize(ctx, v, serverID)
+}
+
+func (c *Cloud) revertResize(ctx context.Context, v *View, serverID string) (nova.Receipt, error) {
+	return c.action(ctx, v, "revert resize "+serverID, func() (nova.Receipt, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.advance()
@@ -206,7 +235,16 @@ func (c *Cloud) RevertResize(ctx context.Context, serverID string) (nova.Receipt
 // actions, newest first (one GET; nova.ErrNotFound for a server never
 // known).
 func (c *Cloud) ServerActions(ctx context.Context, serverID string) ([]nova.ServerAction, error) {
-	b, err := c.begin(ctx, c.def, callRead, "instance actions of "+serverID, tInstanceActions)
+	return c.serverActions(ctx, c.def, serverID)
+}
+
+// ServerActions implements nova.ActionLister.
+func (v *View) ServerActions(ctx context.Context, serverID string) ([]nova.ServerAction, error) {
+	return v.c.serverActions(ctx, v, serverID)
+}
+
+func (c *Cloud) serverActions(ctx context.Context, v *View, serverID string) ([]nova.ServerAction, error) {
+	b, err := c.begin(ctx, v, callRead, "instance actions of "+serverID, tInstanceActions)
 	if err != nil {
 		return nil, err
 	}

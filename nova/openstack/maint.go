@@ -3,6 +3,7 @@ package openstack
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 
 	"github.com/dvms-project/dvms/nova"
@@ -31,9 +32,15 @@ func (c *Client) Migrate(ctx context.Context, serverID, dest string) (nova.Recei
 	return rc, nil
 }
 
-// ConfirmResize implements nova.ColdMigrator: {"confirmResize": null}.
+// ConfirmResize implements nova.ColdMigrator: {"confirmResize": null}
+// (Nova answers 204, not 202).
 func (c *Client) ConfirmResize(ctx context.Context, serverID string) (nova.Receipt, error) {
-	rc, err := c.action(ctx, serverID, map[string]any{"confirmResize": nil})
+	h, err := c.do(ctx, request{
+		sc: c.compute, method: http.MethodPost,
+		url:  c.compute.ServiceURL("servers", url.PathEscape(serverID), "action"),
+		body: map[string]any{"confirmResize": nil}, ok: []int{http.StatusNoContent, http.StatusAccepted},
+	})
+	rc := receipt(ctx, h)
 	if err != nil {
 		return rc, fmt.Errorf("confirm resize of %s: %w", serverID, err)
 	}
