@@ -253,8 +253,8 @@ func actionWords(a journal.Action) string {
 		return "dvms aborted the live migration (it did not converge): the server stays on its source"
 	case node.ReasonMaintenanceAction:
 		return "done by the server's maintenance action (dvms:maintenance_action), not a live migration"
-	case node.ReasonCannotLiveMigrate:
-		return "done by a later maintenance action: Nova refused or failed the live migration"
+	case node.ReasonFallback:
+		return "done by a later maintenance action: Nova refused or failed an earlier one"
 	case node.ReasonLeftForOwner:
 		return "left on its host for its owner (maintenance action notify)"
 	}

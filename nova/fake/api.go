@@ -285,7 +285,7 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 		}
 		dst.incoming[s.ID] = m
 		c.claim(dst, s)
-		if c.migrationFault() {
+		if s.failMig != "" || c.migrationFault() {
 			// Fails while running, somewhere in the running phase.
 			m.fail = "injected fault: live migration failed"
 			m.stuck = false

@@ -39,7 +39,11 @@ type host struct {
 	servers map[string]*server
 	// incoming holds the migrations that claimed an allocation here and
 	// have not ended, by server ID.
-	incoming      map[string]*migration
+	incoming map[string]*migration
+	// resized holds the servers whose cold migration from here waits in
+	// VERIFY_RESIZE elsewhere: their allocation stays here until
+	// confirmed (coldmigrate.go).
+	resized       map[string]*server
 	usedV, usedR  int  // placement allocations, moves in and out included
 	overcommitted bool // reported already; report again only after it cleared
 	// laneFree is when the host's live-migration lane frees: Nova's
@@ -50,11 +54,12 @@ type host struct {
 
 type server struct {
 	nova.Server
-	demand nova.Demand
-	dirty  float64    // MB/s of memory the guest dirties (SetDirtyRate)
-	grp    *group     // its server group, nil when none
-	mig    *migration // the migration in flight, nil when none
-	noLive string     // why it cannot live-migrate (SetNoLiveMigration)
+	demand  nova.Demand
+	dirty   float64    // MB/s of memory the guest dirties (SetDirtyRate)
+	grp     *group     // its server group, nil when none
+	mig     *migration // the migration in flight, nil when none
+	noLive  string     // why it cannot live-migrate (SetNoLiveMigration)
+	failMig string     // why its migrations fail while running (SetMigrationFailure)
 	// created is when it was added (Nova's "created"): the group index
 	// of nova/openstack is listed again when a newer server is listed.
 	created time.Time

@@ -55,6 +55,21 @@ func (c *Cloud) SetNoLiveMigration(id, why string) error {
 	return nil
 }
 
+// SetMigrationFailure makes every later migration of a server, live or
+// cold, that passes scheduling fail while running (the server stays
+// ACTIVE on its source); "" lifts it. nova.ErrNotFound for an unknown
+// server.
+func (c *Cloud) SetMigrationFailure(id, why string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.servers[id]
+	if !ok {
+		return fmt.Errorf("migration failure of server %s: %w", id, nova.ErrNotFound)
+	}
+	s.failMig = why
+	return nil
+}
+
 // Migrate implements nova.ColdMigrator (one POST /servers/{id}/action).
 // nova.ErrConflict unless the server is ACTIVE without task;
 // nova.ErrBadRequest for an unknown destination or the source itself.
@@ -118,7 +133,7 @@ func (c *Cloud) doMigrate(ctx context.Context, serverID, dest string) (nova.Rece
 		}
 		dst.incoming[s.ID] = m
 		c.claim(dst, s)
-		if c.migrationFault() {
+		if s.failMig != "" || c.migrationFault() {
 			m.fail = "injected fault: cold migration failed"
 			m.end = now.Add(time.Duration((0.2 + 0.7*c.faultRand.Float64()) * float64(m.dur)))
 		}
@@ -147,6 +162,10 @@ func (c *Cloud) finishCold(m *migration) {
 	s := m.srv
 	src, dst := c.hosts[m.Source], c.hosts[m.Dest]
 	m.Status = nova.MigrationFinished
+	if src.resized == nil {
+		src.resized = map[string]*server{}
+	}
+	src.resized[s.ID] = s
 	c.unplace(src, s)
 	c.place(dst, s)
 	s.Host, s.Zone = dst.Name, dst.Zone
@@ -190,6 +209,7 @@ func (c *Cloud) confirmResize(ctx context.Context, v *View, serverID string) (no
 			return nova.Receipt{}, err
 		}
 		rc := c.receipt(ctx, serverID, actionConfirmResize)
+		delete(c.hosts[m.Source].resized, s.ID)
 		c.release(c.hosts[m.Source], s)
 		s.Status = nova.StatusActive
 		m.Status, m.UpdatedAt = nova.MigrationConfirmed, c.clock.Now()
@@ -221,6 +241,7 @@ func (c *Cloud) revertResize(ctx context.Context, v *View, serverID string) (nov
 		}
 		rc := c.receipt(ctx, serverID, actionRevertResize)
 		src, dst := c.hosts[m.Source], c.hosts[m.Dest]
+		delete(src.resized, s.ID)
 		c.unplace(dst, s)
 		c.release(dst, s)
 		c.place(src, s)

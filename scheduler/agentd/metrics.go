@@ -236,7 +236,7 @@ var (
 	actionKinds = []scheduler.ActionKind{scheduler.LiveMigrate, scheduler.Shelve, scheduler.ColdMigrate, scheduler.Notify}
 	// The reason classes an action of each outcome ends with.
 	actionReasons = map[node.ActionOutcome][]node.ReasonClass{
-		node.ActionDone: {node.ReasonNone, node.ReasonForceCompleted, node.ReasonMaintenanceAction, node.ReasonCannotLiveMigrate},
+		node.ActionDone: {node.ReasonNone, node.ReasonForceCompleted, node.ReasonMaintenanceAction, node.ReasonFallback},
 		node.ActionSkipped: {node.ReasonAdvise, node.ReasonPaused, node.ReasonExcluded, node.ReasonStopping, node.ReasonCancelled,
 			node.ReasonReadFailed, node.ReasonEvent, node.ReasonEventUnverified, node.ReasonServerChanged, node.ReasonServerGroup,
 			node.ReasonDestinationDisabled, node.ReasonDestinationBusy, node.ReasonPlacement, node.ReasonOverload, node.ReasonConflict, node.ReasonLeftForOwner},

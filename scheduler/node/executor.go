@@ -177,12 +177,13 @@ const (
 	// A drain's maintenance actions (maint.go). ReasonMaintenanceAction:
 	// done by the action the server's maintenance action chose (cold
 	// migration, shelve-offload) instead of a live migration;
-	// ReasonCannotLiveMigrate: done by a later action after Nova refused
-	// or failed the live migration (the server stayed on its source);
+	// ReasonFallback: done by a later action after Nova refused or failed
+	// an earlier one (the later one's re-check found the server ACTIVE on
+	// its source again);
 	// ReasonLeftForOwner: skipped, the server left on its host for its
 	// owner (notify); nothing was sent to Nova.
 	ReasonMaintenanceAction ReasonClass = "maintenance_action"
-	ReasonCannotLiveMigrate ReasonClass = "cannot_live_migrate"
+	ReasonFallback ReasonClass = "fallback"
 	ReasonLeftForOwner      ReasonClass = "left_for_owner"
 )
 

@@ -99,17 +99,15 @@ func (e *Executor) drainServer(ctx context.Context, ev scheduler.Event, a schedu
 
 // cannotRun says why res's action cannot be done and a later action may
 // ("" when it was done, skipped, or failed in a way that needs a look:
-// a timeout, an unknown outcome, a migration dvms aborted). A live
-// migration Nova refused at its API (400) or that ended in error (the
-// next action's re-check re-reads the server: it runs only when the
-// server is ACTIVE on its source again), or a cold migration this
-// client cannot send.
+// a timeout, an unknown outcome, a migration dvms aborted): a live or
+// cold migration Nova refused at its API (400), that ended in error, or
+// that this client cannot send. The next action's re-check re-reads the
+// server: it runs only when the server is ACTIVE on its source again.
 func cannotRun(res ActionResult) string {
 	switch {
 	case res.Outcome != ActionFailed || res.Class != ReasonFailed:
 		return ""
-	case res.Action.Kind == scheduler.LiveMigrate,
-		res.Action.Kind == scheduler.ColdMigrate && strings.Contains(res.Reason, errCannotCold.Error()):
+	case moves(res.Action.Kind):
 		return res.Reason
 	}
 	return ""
@@ -126,7 +124,7 @@ func annotate(res ActionResult, source string, tried []string) ActionResult {
 	}
 	switch {
 	case res.Outcome == ActionDone && res.Class == ReasonNone && len(tried) > 0:
-		res.Class = ReasonCannotLiveMigrate
+		res.Class = ReasonFallback
 	case res.Outcome == ActionDone && res.Class == ReasonNone && res.Action.Kind != scheduler.LiveMigrate:
 		res.Class = ReasonMaintenanceAction
 	}
