@@ -183,7 +183,7 @@ const (
 	// ReasonLeftForOwner: skipped, the server left on its host for its
 	// owner (notify); nothing was sent to Nova.
 	ReasonMaintenanceAction ReasonClass = "maintenance_action"
-	ReasonFallback ReasonClass = "fallback"
+	ReasonFallback          ReasonClass = "fallback"
 	ReasonLeftForOwner      ReasonClass = "left_for_owner"
 )
 
