@@ -56,6 +56,7 @@ func TestFunctionalAgents(t *testing.T) {
 	rest := startFleet(t, fc, bin, hosts, "",
 		"DVMS_MONITOR_SOURCE=file", "DVMS_MONITOR_FILE_PATH="+w.demand,
 		"DVMS_CONSENSUS_BIND=127.0.0.1:0", "DVMS_CONSENSUS_HEARTBEAT_INTERVAL=0.5", "DVMS_CONSENSUS_DEAD_AFTER=3",
+		"DVMS_NOVA_SERVER_METADATA_CONTROLS=true", // the admin-set dvms:maintenance_action of MaintenanceActions
 		"DVMS_LOG_FORMAT=json", "DVMS_LOG_LEVEL=info")
 	w.waitMembers(rest)
 	t.Run("QuietAtRest", func(t *testing.T) { w.t = t; w.quiet(rest, started, baseline) })
@@ -64,6 +65,7 @@ func TestFunctionalAgents(t *testing.T) {
 	t.Run("Overload", func(t *testing.T) { w.t = t; w.overload(rest, "compute-2") })
 	t.Run("OperatorsViewOfTheOverload", func(t *testing.T) { w.t = t; w.operatorsView(rest, bin, "compute-2", "overload") })
 	t.Run("AdviseEnforcePauseResume", func(t *testing.T) { w.t = t; w.operatorControls(rest, bin, "compute-3", "compute-4") })
+	t.Run("MaintenanceActions", func(t *testing.T) { w.t = t; w.maintenanceActions(rest, bin, "compute-6") })
 	w.t = t
 	rest.stop(t)
 

@@ -517,7 +517,7 @@ func (e *Executor) runOne(ctx context.Context, ev scheduler.Event, a scheduler.A
 			held, a.To = nil, ""
 		}
 		r.Action = a
-		log = log.With().Str("action", a.Kind.String()).Logger()
+		log = e.log.With().Str("event", ev.ID).Str("server", a.Server).Str("from", a.From).Str("action", a.Kind.String()).Str("dest", a.To).Logger()
 		if a.Kind == scheduler.Notify {
 			r.Outcome, r.Class, r.Reason = ActionSkipped, ReasonLeftForOwner, "left on "+a.From+" for its owner (maintenance action notify)"
 			log.Warn().Msg("drain: server left on its host for its owner (maintenance action notify)")
