@@ -38,6 +38,9 @@ func TestColdMigrateConfirmRevert(t *testing.T) {
 		if s.Status != nova.StatusVerifyResize || s.Host != "compute-2" || s.TaskState != "" {
 			t.Fatalf("after the copy: %s on %s (%q), want VERIFY_RESIZE on compute-2", s.Status, s.Host, s.TaskState)
 		}
+		if a := c.Audit(); len(a) > 0 {
+			t.Fatalf("audit in VERIFY_RESIZE: %v", a)
+		}
 		if h, _ := c.Host(ctx, "compute-1"); h.VCPUsUsed != 2 {
 			t.Fatalf("source allocation in VERIFY_RESIZE: %d VCPU, want 2 (held until confirmed)", h.VCPUsUsed)
 		}
@@ -51,8 +54,17 @@ func TestColdMigrateConfirmRevert(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-		} else if _, err := c.ConfirmResize(ctx, "s1"); err != nil {
-			t.Fatal(err)
+		} else {
+			if _, err := c.ConfirmResize(ctx, "s1"); err != nil {
+				t.Fatal(err)
+			}
+			if s, _ := c.Server(ctx, "s1"); s.Status != nova.StatusVerifyResize {
+				t.Fatalf("confirming: %s, want VERIFY_RESIZE until the compute confirmed", s.Status)
+			}
+			if _, err := c.ConfirmResize(ctx, "s1"); !errors.Is(err, nova.ErrConflict) {
+				t.Fatalf("second confirm: %v, want conflict", err)
+			}
+			clock.Advance(time.Minute)
 		}
 		s, _ = c.Server(ctx, "s1")
 		if s.Status != nova.StatusActive || s.Host != host {

@@ -36,6 +36,7 @@ func TestAdoptConfirmsColdMigration(t *testing.T) {
 		if res.Outcome != ActionDone || want != "" && (n != 2 || !strings.Contains(res.Reason, want)) {
 			t.Fatalf("adopted cold migration: %s [%s] %q after %d requests, want done, %q", res.Outcome, res.Class, res.Reason, n, want)
 		}
+		clock.Advance(time.Minute) // the compute confirms it
 		s, _ := c.Server(ctx, "s1")
 		if s.Status != nova.StatusActive || s.Host != "h2" {
 			t.Fatalf("s1 %s on %s, want ACTIVE on h2", s.Status, s.Host)

@@ -117,21 +117,31 @@ func TestDrainMaintenanceActions(t *testing.T) {
 }
 
 // A drain whose server is left for its owner ends left_for_owners
-// (aborted, no re-plan): not drained, not failed, not a retry storm.
+// (aborted, no re-plan): not drained, not failed, not a retry storm. The
+// server left, and the one shelved instead, hold no room on their
+// planned destination: the next move into it (h2 has room for one more)
+// runs.
 func TestDrainNotifyEnds(t *testing.T) {
 	w := newExecWorld(t, 3)
 	w.server("s1", "h1", 1, nil)
 	w.server("s2", "h1", 1, nil)
+	w.server("s3", "h1", 1, nil)
+	for _, id := range []string{"f1", "f2", "f3"} {
+		w.server(id, "h2", 0.1, nil) // 6 of h2's 8 VCPU
+	}
 	ctx := context.Background()
 	if err := w.cloud.SetServerMetadata(ctx, "s2", nova.MetaMaintenanceAction, "notify"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cloud.SetServerMetadata(ctx, "s3", nova.MetaMaintenanceAction, "shelve_offload"); err != nil {
 		t.Fatal(err)
 	}
 	_ = w.cloud.SetServiceStatus(ctx, "h1", true, "dvms:maintenance")
 	e := w.executor(fastExec(), w.cloud, w.cloud, w.clock)
 	res := e.Execute(ctx, scheduler.Event{ID: "ev-1", Kind: scheduler.Maintenance, Host: "h1"},
-		scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 1), move("s2", "h1", "h3", 1)}}})
+		scheduler.Plan{Steps: [][]scheduler.Action{{move("s2", "h1", "h2", 1), move("s3", "h1", "h2", 1)}, {move("s1", "h1", "h2", 1)}}})
 	o, c, reason, replan := node.PlanOutcome(res, false, true, func() bool { return false })
-	if o != scheduler.Aborted || c != scheduler.EndLeftForOwners || replan || res.Done != 1 {
+	if o != scheduler.Aborted || c != scheduler.EndLeftForOwners || replan || res.Done != 2 {
 		t.Fatalf("outcome %s %s %q replan %v (done %d), want aborted left_for_owners, no re-plan", o, c, reason, replan, res.Done)
 	}
 	if c.Outcome() != scheduler.Aborted {
