@@ -68,7 +68,8 @@ type ExecConfig struct {
 	GrantValidity time.Duration
 	// MaintenanceActions: what a drain does with a server whose flavor
 	// (or trusted metadata) sets no nova.MetaMaintenanceAction, an
-	// ordered comma-separated list (maint.go); "" means live_migrate.
+	// ordered comma-separated list (maint.go); "" means live_migrate,
+	// the default.
 	MaintenanceActions string
 }
 
@@ -76,7 +77,7 @@ type ExecConfig struct {
 func DefaultExecConfig() ExecConfig {
 	return ExecConfig{MigrationTimeout: 10 * time.Minute, Poll: time.Second, Retries: 3, Backoff: time.Second,
 		QueuePerHost: 1, RecheckTimeout: 20 * time.Second, Unresponsive: time.Minute, Completion: DefaultCompletionConfig(),
-		GrantValidity: 5 * time.Second}
+		GrantValidity: 5 * time.Second, MaintenanceActions: string(nova.MaintLiveMigrate)}
 }
 
 // Validate lists every problem.
