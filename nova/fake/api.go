@@ -222,14 +222,9 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 		return nova.Receipt{}, fmt.Errorf("live-migrate %s: server is %s with task state %q: %w", serverID, s.Status, s.TaskState, nova.ErrConflict)
 	}
 	src := c.hosts[s.Host]
-	var dst *host
-	if dest != "" {
-		if dst, ok = c.hosts[dest]; !ok {
-			return nova.Receipt{}, fmt.Errorf("live-migrate %s: compute host %s not found: %w", serverID, dest, nova.ErrBadRequest)
-		}
-		if dst == src {
-			return nova.Receipt{}, fmt.Errorf("live-migrate %s: destination %s is the source: %w", serverID, dest, nova.ErrBadRequest)
-		}
+	dst, err := c.destination("live-migrate", serverID, src, dest)
+	if err != nil {
+		return nova.Receipt{}, err
 	}
 	now := c.clock.Now()
 	rc := c.receipt(ctx, s.ID, actionLiveMigration)
@@ -302,6 +297,23 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 	c.obs.stats.Started++
 	c.checkHosts(dst)
 	return rc, nil
+}
+
+// destination is the host a migration request names (nil for "":
+// Nova's scheduler picks); nova.ErrBadRequest for an unknown host or the
+// source itself, as the API answers (c.mu held).
+func (c *Cloud) destination(op, serverID string, src *host, dest string) (*host, error) {
+	if dest == "" {
+		return nil, nil
+	}
+	dst, ok := c.hosts[dest]
+	if !ok {
+		return nil, fmt.Errorf("%s %s: compute host %s not found: %w", op, serverID, dest, nova.ErrBadRequest)
+	}
+	if dst == src {
+		return nil, fmt.Errorf("%s %s: destination %s is the source: %w", op, serverID, dest, nova.ErrBadRequest)
+	}
+	return dst, nil
 }
 
 // schedule is the conductor's verdict on moving s from src to dst (nil:

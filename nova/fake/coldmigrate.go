@@ -95,15 +95,9 @@ func (c *Cloud) doMigrate(ctx context.Context, serverID, dest string) (nova.Rece
 		return nova.Receipt{}, err
 	}
 	src := c.hosts[s.Host]
-	var dst *host
-	if dest != "" {
-		var ok bool
-		if dst, ok = c.hosts[dest]; !ok {
-			return nova.Receipt{}, fmt.Errorf("cold-migrate %s: compute host %s not found: %w", serverID, dest, nova.ErrBadRequest)
-		}
-		if dst == src {
-			return nova.Receipt{}, fmt.Errorf("cold-migrate %s: destination %s is the source: %w", serverID, dest, nova.ErrBadRequest)
-		}
+	dst, err := c.destination("cold-migrate", serverID, src, dest)
+	if err != nil {
+		return nova.Receipt{}, err
 	}
 	now := c.clock.Now()
 	rc := c.receipt(ctx, s.ID, actionMigrate)
