@@ -27,6 +27,7 @@ const (
 	statusResize        = "RESIZE"
 	taskResizeMigrating = "resize_migrating"
 	migrationMigrating  = "migrating"
+	migrationConfirming = "confirming"
 	migrationTypeCold   = "migration"
 )
 
@@ -143,7 +144,7 @@ func (c *Cloud) doMigrate(ctx context.Context, serverID, dest string) (nova.Rece
 
 // coldStatus is a cold migration's status at now while it runs.
 func coldStatus(m *migration, now time.Time) string {
-	if m.Status == nova.MigrationFinished || now.Before(m.start.Add(m.dur/10)) {
+	if m.Status == nova.MigrationFinished || m.Status == migrationConfirming || now.Before(m.start.Add(m.dur/10)) {
 		return m.Status
 	}
 	return migrationMigrating
@@ -151,10 +152,19 @@ func coldStatus(m *migration, now time.Time) string {
 
 // finishCold ends a cold migration's copy: the server waits in
 // VERIFY_RESIZE on the destination, listed there, the source's
-// allocation still held (c.mu held).
+// allocation still held; or its confirmation: ACTIVE there, the source's
+// allocation freed (c.mu held).
 func (c *Cloud) finishCold(m *migration) {
 	s := m.srv
 	src, dst := c.hosts[m.Source], c.hosts[m.Dest]
+	if m.Status == migrationConfirming {
+		delete(src.resized, s.ID)
+		c.release(src, s)
+		m.Status = nova.MigrationConfirmed
+		c.obs.stats.Completed++
+		c.checkHosts(src, dst)
+		return
+	}
 	m.Status = nova.MigrationFinished
 	if src.resized == nil {
 		src.resized = map[string]*server{}
@@ -182,8 +192,10 @@ func (c *Cloud) resized(serverID, op string) (*server, *migration, error) {
 }
 
 // ConfirmResize implements nova.ColdMigrator: a server in VERIFY_RESIZE
-// becomes ACTIVE on its destination at once and the source's allocation
-// is freed; nova.ErrConflict in any other state.
+// becomes ACTIVE on its destination and the source's allocation is freed
+// a moment later (the migration "confirming" meanwhile, the server still
+// VERIFY_RESIZE), as Nova's compute does it; nova.ErrConflict in any
+// other state.
 func (c *Cloud) ConfirmResize(ctx context.Context, serverID string) (nova.Receipt, error) {
 	return c.confirmResize(ctx, c.def, serverID)
 }
@@ -198,17 +210,16 @@ func (c *Cloud) confirmResize(ctx context.Context, v *View, serverID string) (no
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.advance()
-		s, m, err := c.resized(serverID, actionConfirmResize)
+		_, m, err := c.resized(serverID, actionConfirmResize)
 		if err != nil {
 			return nova.Receipt{}, err
 		}
 		rc := c.receipt(ctx, serverID, actionConfirmResize)
-		delete(c.hosts[m.Source].resized, s.ID)
-		c.release(c.hosts[m.Source], s)
-		s.Status = nova.StatusActive
-		m.Status, m.UpdatedAt = nova.MigrationConfirmed, c.clock.Now()
-		c.obs.stats.Completed++
-		c.checkHosts(c.hosts[m.Source], c.hosts[m.Dest])
+		// The compute confirms it a moment later (Nova casts it).
+		now := c.clock.Now()
+		m.Status, m.UpdatedAt = migrationConfirming, now
+		m.end = now.Add(max(c.cfg.MigrationOverhead/10, time.Millisecond))
+		heap.Push(&c.inflight, m)
 		return rc, nil
 	})
 }
