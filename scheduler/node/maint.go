@@ -74,15 +74,25 @@ func (e *Executor) drainServer(ctx context.Context, ev scheduler.Event, a schedu
 	var chain []nova.MaintenanceAction
 	var source string
 	var tried []string
+	var failed ActionResult // the last action that failed and fell back
 	for i := 0; ; i++ {
+		chose := false
 		res := e.runOne(ctx, ev, a, f, acceptedOnce, func(s nova.Server) scheduler.ActionKind {
 			if chain == nil {
 				chain, source = e.maintenanceActions(s, log)
 			}
+			chose = true
 			return kindOf(chain[min(i, len(chain)-1)])
 		})
-		if chain == nil {
+		switch {
+		case !chose && i == 0:
 			return res // skipped before the choice
+		case !chose:
+			// The fallback's re-check skipped it (the server is not ACTIVE
+			// on its source, the destination no longer fits): the failure
+			// stands, with why nothing more ran.
+			failed.Reason += fmt.Sprintf("; next action %s not run: %s [%s]", chain[i], res.Reason, res.Class)
+			return annotate(failed, source, tried[:len(tried)-1])
 		}
 		why := cannotRun(res)
 		if why == "" || i+1 >= len(chain) {
@@ -92,6 +102,7 @@ func (e *Executor) drainServer(ctx context.Context, ev scheduler.Event, a schedu
 			return annotate(res, source, tried)
 		}
 		tried = append(tried, fmt.Sprintf("%s: %s", res.Action.Kind, why))
+		failed = res
 		log.Warn().Str("tried", res.Action.Kind.String()).Str("reason", why).Str("next", string(chain[i+1])).
 			Msg("drain: action not possible, falling back to the server's next maintenance action")
 	}

@@ -152,3 +152,45 @@ func TestDrainNotifyEnds(t *testing.T) {
 		t.Fatalf("h1 holds %+v (%v), want s2 only, left for its owner", left, err)
 	}
 }
+
+// lockAfterLive locks the server once Nova accepted its live migration.
+type lockAfterLive struct{ *fake.Cloud }
+
+func (c lockAfterLive) LiveMigrate(ctx context.Context, id, dest string) (nova.Receipt, error) {
+	rc, err := c.Cloud.LiveMigrate(ctx, id, dest)
+	if err == nil {
+		err = c.SetLocked(id, true)
+	}
+	return rc, err
+}
+
+// A fallback the re-check does not let run (the server got locked while
+// its live migration failed) leaves the failure recorded, with why
+// nothing more ran; nothing else is sent.
+func TestDrainFallbackSkippedKeepsTheFailure(t *testing.T) {
+	w := newExecWorld(t, 3)
+	w.server("s1", "h1", 2, nil)
+	ctx := context.Background()
+	if err := w.cloud.SetServerMetadata(ctx, "s1", nova.MetaMaintenanceAction, "live_migrate,cold_migrate"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cloud.SetNoLiveMigration("s1", "PCI passthrough device"); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.cloud.SetServiceStatus(ctx, "h1", true, "dvms:maintenance")
+	e := w.executor(fastExec(), lockAfterLive{w.cloud}, w.cloud, w.clock)
+	res := e.Execute(ctx, scheduler.Event{ID: "ev-1", Kind: scheduler.Maintenance, Host: "h1"},
+		scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 2)}}})
+	ar := res.Actions[0]
+	if ar.Outcome != node.ActionFailed || ar.Action.Kind != scheduler.LiveMigrate || ar.Class != node.ReasonFailed ||
+		!strings.Contains(ar.Reason, "next action cold_migrate not run: server is locked [server_changed]") {
+		t.Fatalf("result %s %s [%s]: %q, want the live migration's failure and the skipped fallback", ar.Outcome, ar.Action.Kind, ar.Class, ar.Reason)
+	}
+	var names []string
+	for _, a := range w.cloud.Actions("s1") {
+		names = append(names, a.Name)
+	}
+	if !slices.Equal(names, []string{"live-migration"}) {
+		t.Fatalf("instance actions %v, want the live migration only", names)
+	}
+}
