@@ -46,13 +46,19 @@ var tInstanceActions = get(nova.ServiceCompute, "/servers/{id}/os-instance-actio
 // passthrough, or a local disk without block migration. Cold migration,
 // shelving are unaffected. nova.ErrNotFound for an unknown server.
 func (c *Cloud) SetNoLiveMigration(id, why string) error {
+	return c.setServer(id, "no live migration", func(s *server) { s.noLive = why })
+}
+
+// setServer applies set to server id (nova.ErrNotFound, with what, for
+// an unknown one).
+func (c *Cloud) setServer(id, what string, set func(*server)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.servers[id]
 	if !ok {
-		return fmt.Errorf("no live migration of server %s: %w", id, nova.ErrNotFound)
+		return fmt.Errorf("%s of server %s: %w", what, id, nova.ErrNotFound)
 	}
-	s.noLive = why
+	set(s)
 	return nil
 }
 
@@ -61,14 +67,7 @@ func (c *Cloud) SetNoLiveMigration(id, why string) error {
 // ACTIVE on its source); "" lifts it. nova.ErrNotFound for an unknown
 // server.
 func (c *Cloud) SetMigrationFailure(id, why string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.servers[id]
-	if !ok {
-		return fmt.Errorf("migration failure of server %s: %w", id, nova.ErrNotFound)
-	}
-	s.failMig = why
-	return nil
+	return c.setServer(id, "migration failure", func(s *server) { s.failMig = why })
 }
 
 // Migrate implements nova.ColdMigrator (one POST /servers/{id}/action).
