@@ -14,7 +14,9 @@ import (
 // WaitDrained lists the servers of host at every tick and prints
 // progress to out, until the host is empty (nil, nil) or its servers,
 // statuses and task states have not changed for stall (the servers that
-// remain, nil): `dvms drain --wait`. Listing failures are logged and retried at the next tick
+// remain, nil), or every server left is one the drain leaves for its
+// owner (maintenance action notify; those servers, nil): `dvms drain
+// --wait`. Listing failures are logged and retried at the next tick
 // (they count as no change). When ctx ends it returns the servers last
 // seen and ctx's error.
 func WaitDrained(ctx context.Context, cl Client, host string, stall time.Duration,
@@ -52,16 +54,15 @@ func WaitDrained(ctx context.Context, cl Client, host string, stall time.Duratio
 				fmt.Fprintf(out, "%s: empty after %s\n", host, now().Sub(start).Round(time.Second))
 				return nil, nil
 			}
+			if LeftForOwners(ss) {
+				fmt.Fprintf(out, "%s: not drained: %d server(s) left for their owners (%s=notify):\n", host, len(ss), MetaMaintenanceAction)
+				printServers(out, ss)
+				return ss, nil
+			}
 		}
 		if now().Sub(changed) >= stall {
 			fmt.Fprintf(out, "%s: nothing changed for %s; %d server(s) remain:\n", host, stall, len(last))
-			for _, s := range last {
-				task := s.TaskState
-				if task == "" {
-					task = "-"
-				}
-				fmt.Fprintf(out, "  %s  %-24s %-18s %s\n", s.ID, s.Name, s.Status, task)
-			}
+			printServers(out, last)
 			return last, nil
 		}
 		select {
@@ -69,6 +70,29 @@ func WaitDrained(ctx context.Context, cl Client, host string, stall time.Duratio
 			return last, ctx.Err()
 		case <-tick:
 		}
+	}
+}
+
+// LeftForOwners reports whether every server of ss is idle and its maintenance action
+// (as the client resolved it) is notify: the drain leaves them for their
+// owners, nothing more will move.
+func LeftForOwners(ss []Server) bool {
+	for _, s := range ss {
+		as, err := ParseMaintenanceActions(s.Metadata[MetaMaintenanceAction])
+		if err != nil || as[0] != MaintNotify || s.TaskState != "" || s.Status == StatusMigrating {
+			return false
+		}
+	}
+	return true
+}
+
+func printServers(out io.Writer, ss []Server) {
+	for _, s := range ss {
+		task := s.TaskState
+		if task == "" {
+			task = "-"
+		}
+		fmt.Fprintf(out, "  %s  %-24s %-18s %s\n", s.ID, s.Name, s.Status, task)
 	}
 }
 

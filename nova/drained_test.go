@@ -52,6 +52,7 @@ func TestWaitDrained(t *testing.T) {
 	a := nova.Server{ID: "a", Name: "web-1", Status: nova.StatusActive}
 	aMoving := nova.Server{ID: "a", Name: "web-1", Status: nova.StatusMigrating, TaskState: "migrating"}
 	b := nova.Server{ID: "b", Name: "db-1", Status: nova.StatusActive}
+	n := nova.Server{ID: "n", Name: "gpu-1", Status: nova.StatusActive, Metadata: map[string]string{nova.MetaMaintenanceAction: "notify"}}
 	for _, tc := range []struct {
 		name     string
 		steps    [][]nova.Server
@@ -64,6 +65,8 @@ func TestWaitDrained(t *testing.T) {
 		{"stalls", [][]nova.Server{{a, b}, {b}}, 1,
 			[]string{"nothing changed for 1m0s; 1 server(s) remain", "b  db-1"}},
 		{"listing errors are retried", [][]nova.Server{{a}, nil, nil, {}}, 0, []string{"empty"}},
+		{"left for their owners at once", [][]nova.Server{{a, n}, {aMoving, n}, {n}}, 1,
+			[]string{"2 server(s) left, 1 moving", "not drained: 1 server(s) left for their owners (dvms:maintenance_action=notify)", "n  gpu-1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &fakeClock{t: time.Date(2026, 11, 22, 13, 0, 0, 0, time.UTC)}

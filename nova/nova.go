@@ -182,10 +182,11 @@ type Migration struct {
 	UpdatedAt time.Time
 }
 
-// Terminal reports whether the migration ended.
+// Terminal reports whether the migration ended (a cold migration
+// "finished" waits for its confirmation: not ended).
 func (m Migration) Terminal() bool {
 	switch m.Status {
-	case MigrationCompleted, MigrationError, MigrationFailed, MigrationCancelled:
+	case MigrationCompleted, MigrationError, MigrationFailed, MigrationCancelled, MigrationConfirmed, MigrationReverted:
 		return true
 	}
 	return false

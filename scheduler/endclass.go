@@ -84,6 +84,10 @@ const (
 	// this agent's edge (it led too long or too many partitions), which
 	// left; its event is raised again at once (RefuseLeader).
 	EndLeaderRefused EndClass = "leader_refused"
+	// EndLeftForOwners: a drain left servers on its host for their owners
+	// (their maintenance action is notify): the host is not drained; the
+	// event is raised again after its backoff while the servers stay.
+	EndLeftForOwners EndClass = "left_for_owners"
 )
 
 // endClasses maps each class to its outcome; EndUnknown has none.
@@ -94,7 +98,7 @@ var endClasses = map[EndClass]Outcome{
 	EndVanished: Aborted, EndSkipped: Aborted, EndUnverified: Aborted, EndAdvise: Aborted,
 	EndPaused: Aborted, EndExcluded: Aborted, EndStopping: Aborted, EndSolvedOthers: Aborted,
 	EndMemberLost: Aborted, EndTimeout: Aborted, EndRequestLost: Aborted, EndFork: Aborted,
-	EndAbsorbedLost: Aborted, EndLeaderRefused: Aborted,
+	EndAbsorbedLost: Aborted, EndLeaderRefused: Aborted, EndLeftForOwners: Aborted,
 }
 
 // Outcome is the outcome the class belongs to (0 for EndUnknown and

@@ -172,6 +172,12 @@ type ActionKind uint8
 const (
 	LiveMigrate ActionKind = iota + 1
 	Shelve                 // shelve and offload
+	// ColdMigrate and Notify are never planned: a drain's executor turns
+	// a server's live migration into them when the server's maintenance
+	// action says so (nova.MetaMaintenanceAction) or Nova refuses to
+	// live-migrate it, and records the action it used.
+	ColdMigrate // migrate with the guest stopped, then confirm the resize
+	Notify      // leave the server on its host for its owner
 	// Unshelving is not a plan action: an agent with room unshelves the
 	// servers its partition shelved (scheduler/node's Reviver).
 )
@@ -182,6 +188,10 @@ func (k ActionKind) String() string {
 		return "live-migrate"
 	case Shelve:
 		return "shelve-offload"
+	case ColdMigrate:
+		return "cold-migrate"
+	case Notify:
+		return "notify"
 	}
 	return "unknown"
 }

@@ -54,7 +54,8 @@ func TestFunctionalAgents(t *testing.T) {
 	baseline, _ := w.measure("baseline, no agent", baselineWindow)
 
 	started := w.logs.mark(t)
-	rest := startFleet(t, fc, bin, hosts, "", w.fleetEnv()...)
+	rest := startFleet(t, fc, bin, hosts, "",
+		w.fleetEnv("DVMS_NOVA_SERVER_METADATA_CONTROLS=true")...) // the admin-set dvms:maintenance_action of MaintenanceActions
 	w.waitMembers(rest)
 	t.Run("QuietAtRest", func(t *testing.T) { w.t = t; w.quiet(rest, started, baseline) })
 	t.Run("MaintenanceDrainFromOpenstackCLI", func(t *testing.T) { w.t = t; w.drain(rest, drainHost, per[drainHost]) })
@@ -66,6 +67,7 @@ func TestFunctionalAgents(t *testing.T) {
 		w.t = t
 		w.approveAndExplain(rest, bin, [3]string{"compute-5", "compute-7", "compute-8"}, "compute-6")
 	})
+	t.Run("MaintenanceActions", func(t *testing.T) { w.t = t; w.maintenanceActions(rest, bin, "compute-6") })
 	w.t = t
 	rest.stop(t)
 

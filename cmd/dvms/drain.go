@@ -160,6 +160,9 @@ func runDrain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(left) > 0 && nova.LeftForOwners(left) {
+		return fmt.Errorf("drain %s: not drained: %d server(s) left for their owners (%s=notify): %s", host, len(left), nova.MetaMaintenanceAction, serverIDs(left))
+	}
 	if len(left) > 0 {
 		return fmt.Errorf("drain %s: %d server(s) remain: %s", host, len(left), serverIDs(left))
 	}

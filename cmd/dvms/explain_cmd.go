@@ -269,6 +269,12 @@ func actionWords(a journal.Action) string {
 		return "done after dvms forced the live migration to complete (it did not converge)"
 	case node.ReasonMigrationAborted:
 		return "dvms aborted the live migration (it did not converge): the server stays on its source"
+	case node.ReasonMaintenanceAction:
+		return "done by the server's maintenance action (dvms:maintenance_action), not a live migration"
+	case node.ReasonFallback:
+		return "done by a later maintenance action: Nova refused or failed an earlier one"
+	case node.ReasonLeftForOwner:
+		return "left on its host for its owner (maintenance action notify)"
 	}
 	return a.Outcome
 }
@@ -296,6 +302,7 @@ func endWords(c string) string {
 		scheduler.EndRequestLost:      "ended: the partition's request made no progress",
 		scheduler.EndFork:             "ended: this copy of the partition was a fork",
 		scheduler.EndAbsorbedLost:     "ended: absorbed by a merge whose message was lost",
+		scheduler.EndLeftForOwners:    "not drained: servers left on the host for their owners (maintenance action notify)",
 	}[scheduler.EndClass(c)]
 	if !ok {
 		return "ended (" + c + ")"

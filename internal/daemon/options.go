@@ -105,7 +105,7 @@ var Options = []Option{
 		help:  "clouds.yaml to read; empty = the openstack CLI's search path ($OS_CLIENT_CONFIG_FILE, ./clouds.yaml, ~/.config/openstack, /etc/openstack).",
 		field: func(c *Config) any { return &c.CloudsYAML }},
 	{section: "nova", name: "server_metadata_controls", kind: kindBool, def: "false",
-		help: "Also honour dvms:pin and dvms:priority set in a server's metadata, which its owner (a tenant) can write. " +
+		help: "Also honour dvms:pin, dvms:priority and dvms:maintenance_action set in a server's metadata, which its owner (a tenant) can write. " +
 			"Without it only the flavor's extra specs count (openstack flavor set --property dvms:pin=true), which only operators set.",
 		field: func(c *Config) any { return &c.ServerMetadataControls }},
 	{section: "nova", name: "request_timeout", kind: kindSeconds, def: "30", bounds: "> 0",
@@ -239,6 +239,12 @@ var Options = []Option{
 		help: "Live migrations per source host handed to Nova beyond the one running (Nova queues them), " +
 			"so a host's next migration starts the moment the previous one ends; 0 = one at a time.",
 		field: func(c *Config) any { return &c.Runtime.Exec.QueuePerHost }},
+	{section: "scheduler", name: "maintenance_actions", kind: kindString, def: "live_migrate",
+		help: "What a drain does with a server whose flavor sets no dvms:maintenance_action (nor its metadata, with [nova] server_metadata_controls): " +
+			"actions tried in turn, comma separated, from live_migrate, cold_migrate (openstack server migrate to the plan's destination, then confirm the resize), " +
+			"shelve_offload and notify (leave the server on the host for its owner; the drain ends left_for_owners). " +
+			"A later action is tried when Nova refuses or fails the one before. Overload and underload events only ever live-migrate.",
+		field: func(c *Config) any { return &c.Runtime.Exec.MaintenanceActions }},
 	{section: "scheduler", name: "migration_timeout", kind: kindSeconds, def: "600", bounds: "> 0",
 		help:  "Give up following one action (live migration, shelve, unshelve) after this time.",
 		field: func(c *Config) any { return &c.Runtime.Exec.MigrationTimeout }},

@@ -48,6 +48,10 @@ GRANTED = (
     "os_compute_api:os-services:list",
     # The plans' actions, and following them.
     "os_compute_api:os-migrate-server:migrate_live",
+    # A drain's maintenance action cold_migrate: the migration to the
+    # plan's destination and its confirmation.
+    "os_compute_api:os-migrate-server:migrate",
+    "os_compute_api:servers:confirm_resize",
     "os_compute_api:os-shelve:shelve",
     "os_compute_api:os-shelve:shelve_offload",
     "os_compute_api:os-shelve:unshelve",

@@ -222,14 +222,9 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 		return nova.Receipt{}, fmt.Errorf("live-migrate %s: server is %s with task state %q: %w", serverID, s.Status, s.TaskState, nova.ErrConflict)
 	}
 	src := c.hosts[s.Host]
-	var dst *host
-	if dest != "" {
-		if dst, ok = c.hosts[dest]; !ok {
-			return nova.Receipt{}, fmt.Errorf("live-migrate %s: compute host %s not found: %w", serverID, dest, nova.ErrBadRequest)
-		}
-		if dst == src {
-			return nova.Receipt{}, fmt.Errorf("live-migrate %s: destination %s is the source: %w", serverID, dest, nova.ErrBadRequest)
-		}
+	dst, err := c.destination("live-migrate", serverID, src, dest)
+	if err != nil {
+		return nova.Receipt{}, err
 	}
 	now := c.clock.Now()
 	rc := c.receipt(ctx, s.ID, actionLiveMigration)
@@ -247,22 +242,10 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 	m.dirty = s.dirty
 	dur := m.nominal(c.cfg.MigrationOverhead, float64(s.RAMMB))
 	m.dur = dur
-	var why string
-	switch {
-	case src.Service.State == nova.ServiceDown:
-		why = "source compute service " + src.Name + " is down"
-	case dst == nil:
-		if dst = c.pick(s, src.Name); dst == nil {
-			why = "no usable host fits the server"
-		}
-	case dst.Service.Disabled():
-		why = "destination compute service " + dst.Name + " is disabled"
-	case dst.Service.State == nova.ServiceDown:
-		why = "destination compute service " + dst.Name + " is down"
-	case !fits(dst, s.VCPUs, s.RAMMB):
-		why = fmt.Sprintf("placement has no room on %s for %d VCPU / %d MB", dst.Name, s.VCPUs, s.RAMMB)
-	default:
-		why = c.groupRefuses(s, dst)
+	dst, why := c.schedule(s, src, dst)
+	precheck := why == "" && s.noLive != ""
+	if precheck {
+		why = s.noLive // SetNoLiveMigration: the compute pre-check says no
 	}
 	if dst != nil {
 		m.Dest = dst.Name
@@ -274,6 +257,9 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 		// The conductor's scheduling fails fast: the migration ends in
 		// error and nothing moves.
 		m.fail = "No valid host was found: " + why
+		if precheck {
+			m.fail = "Migration pre-check error: " + why
+		}
 		m.end = now.Add(max(c.cfg.MigrationOverhead/2, time.Millisecond))
 		c.obs.stats.Refused++
 	} else {
@@ -294,7 +280,7 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 		}
 		dst.incoming[s.ID] = m
 		c.claim(dst, s)
-		if c.migrationFault() {
+		if s.failMig != "" || c.migrationFault() {
 			// Fails while running, somewhere in the running phase.
 			m.fail = "injected fault: live migration failed"
 			m.stuck = false
@@ -311,6 +297,47 @@ func (c *Cloud) doLiveMigrate(ctx context.Context, serverID, dest string) (nova.
 	c.obs.stats.Started++
 	c.checkHosts(dst)
 	return rc, nil
+}
+
+// destination is the host a migration request names (nil for "":
+// Nova's scheduler picks); nova.ErrBadRequest for an unknown host or the
+// source itself, as the API answers (c.mu held).
+func (c *Cloud) destination(op, serverID string, src *host, dest string) (*host, error) {
+	if dest == "" {
+		return nil, nil
+	}
+	dst, ok := c.hosts[dest]
+	if !ok {
+		return nil, fmt.Errorf("%s %s: compute host %s not found: %w", op, serverID, dest, nova.ErrBadRequest)
+	}
+	if dst == src {
+		return nil, fmt.Errorf("%s %s: destination %s is the source: %w", op, serverID, dest, nova.ErrBadRequest)
+	}
+	return dst, nil
+}
+
+// schedule is the conductor's verdict on moving s from src to dst (nil:
+// its scheduler picks one): the destination, and why it refuses ("" when
+// it does not) (c.mu held).
+func (c *Cloud) schedule(s *server, src, dst *host) (*host, string) {
+	var why string
+	switch {
+	case src.Service.State == nova.ServiceDown:
+		why = "source compute service " + src.Name + " is down"
+	case dst == nil:
+		if dst = c.pick(s, src.Name); dst == nil {
+			why = "no usable host fits the server"
+		}
+	case dst.Service.Disabled():
+		why = "destination compute service " + dst.Name + " is disabled"
+	case dst.Service.State == nova.ServiceDown:
+		why = "destination compute service " + dst.Name + " is down"
+	case !fits(dst, s.VCPUs, s.RAMMB):
+		why = fmt.Sprintf("placement has no room on %s for %d VCPU / %d MB", dst.Name, s.VCPUs, s.RAMMB)
+	default:
+		why = c.groupRefuses(s, dst)
+	}
+	return dst, why
 }
 
 // Migrations implements nova.Client: the server's migrations, newest

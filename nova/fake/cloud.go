@@ -39,7 +39,11 @@ type host struct {
 	servers map[string]*server
 	// incoming holds the migrations that claimed an allocation here and
 	// have not ended, by server ID.
-	incoming      map[string]*migration
+	incoming map[string]*migration
+	// resized holds the servers whose cold migration from here waits in
+	// VERIFY_RESIZE elsewhere: their allocation stays here until
+	// confirmed (coldmigrate.go).
+	resized       map[string]*server
 	usedV, usedR  int  // placement allocations, moves in and out included
 	overcommitted bool // reported already; report again only after it cleared
 	// laneFree is when the host's live-migration lane frees: Nova's
@@ -50,10 +54,12 @@ type host struct {
 
 type server struct {
 	nova.Server
-	demand nova.Demand
-	dirty  float64    // MB/s of memory the guest dirties (SetDirtyRate)
-	grp    *group     // its server group, nil when none
-	mig    *migration // the migration in flight, nil when none
+	demand  nova.Demand
+	dirty   float64    // MB/s of memory the guest dirties (SetDirtyRate)
+	grp     *group     // its server group, nil when none
+	mig     *migration // the migration in flight, nil when none
+	noLive  string     // why it cannot live-migrate (SetNoLiveMigration)
+	failMig string     // why its migrations fail while running (SetMigrationFailure)
 	// created is when it was added (Nova's "created"): the group index
 	// of nova/openstack is listed again when a newer server is listed.
 	created time.Time
@@ -90,12 +96,16 @@ type migration struct {
 	forcedRemain float64 // MB left when forced
 	forcedDone   float64 // MB processed when forced
 	cancel       bool    // aborted: ends cancelled
-	claimed      bool    // passed scheduling: holds an allocation on Dest
-	fail         string  // why it ends in error, "" if it completes
-	srv          *server
-	seq          uint64
-	action       int // index of its instance action
-	index        int // in the heap
+	// cold: a cold migration (ColdMigrate): it ends "finished" with the
+	// server in VERIFY_RESIZE on Dest, the source's allocation held until
+	// ConfirmResize ("confirmed") or RevertResize ("reverted").
+	cold    bool
+	claimed bool   // passed scheduling: holds an allocation on Dest
+	fail    string // why it ends in error, "" if it completes
+	srv     *server
+	seq     uint64
+	action  int // index of its instance action
+	index   int // in the heap
 }
 
 // view returns the record as os-migrations would show it at now.
@@ -105,6 +115,10 @@ func (m *migration) view(now time.Time) nova.Migration {
 		return v
 	}
 	if !m.claimed { // waiting for the scheduler, which will say no
+		return v
+	}
+	if m.cold {
+		v.Status = coldStatus(m, now)
 		return v
 	}
 	if now.Before(m.start) { // behind the source's running migration
@@ -572,6 +586,10 @@ func (c *Cloud) finish(m *migration) {
 		}
 		c.note(s.ID, m.action, m.fail)
 		c.checkHosts(src, dst)
+		return
+	}
+	if m.cold {
+		c.finishCold(m)
 		return
 	}
 	m.Status = nova.MigrationCompleted

@@ -361,6 +361,10 @@ func (c *Cloud) Audit() []Violation {
 			v += m.srv.VCPUs
 			r += m.srv.RAMMB
 		}
+		for _, s := range h.resized {
+			v += s.VCPUs
+			r += s.RAMMB
+		}
 		if v != h.usedV || r != h.usedR {
 			c.violate(KindOvercommit, "host %s placement accounting: %d VCPU / %d MB allocated, servers account for %d / %d", h.Name, h.usedV, h.usedR, v, r)
 		}

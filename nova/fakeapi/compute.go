@@ -425,7 +425,8 @@ func (s *Server) showServer(w http.ResponseWriter, r *http.Request) error {
 // ---- actions ----
 
 // serverAction answers POST /servers/{id}/action for os-migrateLive,
-// shelve, shelveOffload and unshelve: 202 with the fake's local request
+// migrate, confirmResize (204), revertResize, shelve, shelveOffload and
+// unshelve: 202 with the fake's local request
 // id, or the fake's refusal.
 func (s *Server) serverAction(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
@@ -474,6 +475,33 @@ func (s *Server) serverAction(w http.ResponseWriter, r *http.Request) error {
 				rc, err = s.api.Shelve(ctx, id)
 			} else {
 				rc, err = s.api.ShelveOffload(ctx, id)
+			}
+		case "migrate":
+			dest := ""
+			if t := bytes.TrimSpace(raw); !bytes.Equal(t, []byte("null")) {
+				var a struct {
+					Host *string `json:"host"`
+				}
+				if err := decodeRaw(raw, &a); err != nil {
+					return err
+				}
+				if a.Host != nil {
+					dest = *a.Host
+				}
+			}
+			rc, err = s.api.Migrate(ctx, id, dest)
+		case "confirmResize", "revertResize":
+			if err := nullOrEmpty(name, raw); err != nil {
+				return err
+			}
+			if name == "revertResize" {
+				rc, err = s.api.RevertResize(ctx, id)
+				break
+			}
+			if rc, err = s.api.ConfirmResize(ctx, id); err == nil {
+				setRequestID(w, rc.LocalRequestID)
+				w.WriteHeader(http.StatusNoContent) // as Nova answers a confirmation
+				return nil
 			}
 		case "unshelve":
 			host := ""

@@ -41,7 +41,7 @@ type serverJSON struct {
 }
 
 // server converts s. The operators' controls (nova.MetaPin,
-// nova.MetaPriority) come from the flavor's extra specs, which only an
+// nova.MetaPriority, nova.MetaMaintenanceAction) come from the flavor's extra specs, which only an
 // operator can set; from the server's metadata, which its owner can
 // write, only when trustMetadata, and the flavor's still win.
 func (s serverJSON) server(trustMetadata bool) nova.Server {
@@ -50,7 +50,7 @@ func (s serverJSON) server(trustMetadata bool) nova.Server {
 		Flavor: s.Flavor.OriginalName, VCPUs: s.Flavor.VCPUs, RAMMB: s.Flavor.RAM,
 		Metadata: s.Metadata,
 	}
-	for _, k := range []string{nova.MetaPin, nova.MetaPriority} {
+	for _, k := range []string{nova.MetaPin, nova.MetaPriority, nova.MetaMaintenanceAction} {
 		v, fromFlavor := s.Flavor.ExtraSpecs[k]
 		_, inMeta := out.Metadata[k]
 		if !fromFlavor && (trustMetadata || !inMeta) {

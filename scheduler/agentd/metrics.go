@@ -231,16 +231,16 @@ var (
 		scheduler.EndRelieved, scheduler.EndNoSolution, scheduler.EndActionFailed, scheduler.EndMigrationAborted,
 		scheduler.EndVanished, scheduler.EndSkipped, scheduler.EndUnverified, scheduler.EndAdvise, scheduler.EndPaused,
 		scheduler.EndExcluded, scheduler.EndStopping, scheduler.EndSolvedOthers, scheduler.EndMemberLost, scheduler.EndTimeout,
-		scheduler.EndRequestLost, scheduler.EndFork, scheduler.EndAbsorbedLost, scheduler.EndLeaderRefused}
+		scheduler.EndRequestLost, scheduler.EndFork, scheduler.EndAbsorbedLost, scheduler.EndLeaderRefused, scheduler.EndLeftForOwners}
 	msgTypes    = []scheduler.MsgType{scheduler.MsgGrow, scheduler.MsgUpdate, scheduler.MsgHeartbeat, scheduler.MsgSnapshot, scheduler.MsgDissolve, scheduler.MsgMergeOffer, scheduler.MsgAbsorbed, scheduler.MsgNack}
-	actionKinds = []scheduler.ActionKind{scheduler.LiveMigrate, scheduler.Shelve}
+	actionKinds = []scheduler.ActionKind{scheduler.LiveMigrate, scheduler.Shelve, scheduler.ColdMigrate, scheduler.Notify}
 	// The reason classes an action of each outcome ends with.
 	actionReasons = map[node.ActionOutcome][]node.ReasonClass{
-		node.ActionDone: {node.ReasonNone, node.ReasonForceCompleted},
+		node.ActionDone: {node.ReasonNone, node.ReasonForceCompleted, node.ReasonMaintenanceAction, node.ReasonFallback},
 		node.ActionSkipped: {node.ReasonAdvise, node.ReasonPaused, node.ReasonExcluded, node.ReasonStopping, node.ReasonCancelled,
 			node.ReasonReadFailed, node.ReasonEvent, node.ReasonEventUnverified, node.ReasonServerChanged, node.ReasonServerGroup,
 			node.ReasonDestinationDisabled, node.ReasonDestinationBusy, node.ReasonPlacement, node.ReasonOverload, node.ReasonConflict,
-			node.ReasonDestinationDistrusted},
+			node.ReasonDestinationDistrusted, node.ReasonLeftForOwner},
 		node.ActionFailed: {node.ReasonTimeout, node.ReasonFailed, node.ReasonMigrationAborted},
 	}
 	completionResults = []string{node.CompletionAccepted, node.CompletionEnded, node.CompletionRefused, node.CompletionFailed}

@@ -344,8 +344,15 @@ func (r *Runner) outcome(ctx context.Context, g granted, listed map[string]nova.
 		res.Outcome, res.Class, res.Reason = ActionFailed, ReasonFailed, who+": the server no longer exists"
 	case err != nil:
 		res.Outcome, res.Class, res.Reason = ActionFailed, ReasonTimeout, who+": left its source, re-read failed: "+err.Error()
-	case a.Kind == scheduler.Shelve && s.Status == nova.StatusShelvedOffloaded, a.Kind == scheduler.LiveMigrate && s.Host == a.To:
+	case a.Kind == scheduler.Shelve && s.Status == nova.StatusShelvedOffloaded, moves(a.Kind) && s.Host == a.To && s.Status != nova.StatusVerifyResize:
 		res.Outcome, res.Class, res.Reason = ActionDone, ReasonNone, who
+	case a.Kind == scheduler.ColdMigrate && s.Host == a.To:
+		// The lost leader's cold migration waits in VERIFY_RESIZE: confirm it.
+		requests++
+		res.Outcome, res.Class, res.Reason = ActionDone, ReasonNone, who+": resize confirmed by its source's agent"
+		if err := confirmResize(ctx, r.d.Nova, a.Server); err != nil {
+			res.Outcome, res.Class, res.Reason = ActionFailed, ReasonFailed, who+": in VERIFY_RESIZE on its destination, confirm failed (openstack server resize confirm): "+err.Error()
+		}
 	default:
 		res.Outcome, res.Class, res.Reason = ActionFailed, ReasonFailed, fmt.Sprintf("%s: server %s on %q, not on %s", who, s.Status, s.Host, a.To)
 	}

@@ -66,13 +66,18 @@ type ExecConfig struct {
 	// earlier than 2 × GrantValidity after its last grant, and re-reads
 	// its host once per GrantValidity while they run (fence.go).
 	GrantValidity time.Duration
+	// MaintenanceActions: what a drain does with a server whose flavor
+	// (or trusted metadata) sets no nova.MetaMaintenanceAction, an
+	// ordered comma-separated list (maint.go); "" means live_migrate,
+	// the default.
+	MaintenanceActions string
 }
 
 // DefaultExecConfig returns 10 min per action, 2 s polls, 3 retries.
 func DefaultExecConfig() ExecConfig {
 	return ExecConfig{MigrationTimeout: 10 * time.Minute, Poll: time.Second, Retries: 3, Backoff: time.Second,
 		QueuePerHost: 1, RecheckTimeout: 20 * time.Second, Unresponsive: time.Minute, Completion: DefaultCompletionConfig(),
-		GrantValidity: 5 * time.Second}
+		GrantValidity: 5 * time.Second, MaintenanceActions: string(nova.MaintLiveMigrate)}
 }
 
 // Validate lists every problem.
@@ -92,6 +97,11 @@ func (c ExecConfig) Validate() error {
 	}
 	if c.GrantValidity <= 0 {
 		errs = append(errs, errors.New("action_grant_validity must be > 0"))
+	}
+	if c.MaintenanceActions != "" {
+		if _, err := nova.ParseMaintenanceActions(c.MaintenanceActions); err != nil {
+			errs = append(errs, fmt.Errorf("maintenance_actions: %w", err))
+		}
 	}
 	if err := c.Completion.Validate(); err != nil {
 		errs = append(errs, err)
@@ -165,6 +175,17 @@ const (
 	// the bus), or the grant expired before the action could be sent
 	// (fence.go). Nothing was sent.
 	ReasonFenced ReasonClass = "fenced"
+	// A drain's maintenance actions (maint.go). ReasonMaintenanceAction:
+	// done by the action the server's maintenance action chose (cold
+	// migration, shelve-offload) instead of a live migration;
+	// ReasonFallback: done by a later action after Nova refused or failed
+	// an earlier one (the later one's re-check found the server ACTIVE on
+	// its source again);
+	// ReasonLeftForOwner: skipped, the server left on its host for its
+	// owner (notify); nothing was sent to Nova.
+	ReasonMaintenanceAction ReasonClass = "maintenance_action"
+	ReasonFallback          ReasonClass = "fallback"
+	ReasonLeftForOwner      ReasonClass = "left_for_owner"
 )
 
 // ActionResult is what happened to one action.
@@ -474,6 +495,16 @@ func (e *Executor) runTask(ctx context.Context, ev scheduler.Event, i int, a sch
 }
 
 func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight, accepted func()) ActionResult {
+	if ev.Kind == scheduler.Maintenance && a.Kind == scheduler.LiveMigrate {
+		return e.drainServer(ctx, ev, a, f, accepted) // maint.go
+	}
+	return e.runOne(ctx, ev, a, f, accepted, nil)
+}
+
+// runOne runs one action: re-check, grant, request, follow. choose, if
+// set, picks the action's kind from the server the re-check read (a
+// drain's maintenance actions, maint.go).
+func (e *Executor) runOne(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight, accepted func(), choose func(nova.Server) scheduler.ActionKind) ActionResult {
 	r := ActionResult{Action: a}
 	log := e.log.With().Str("event", ev.ID).Str("server", a.Server).Str("from", a.From).Str("action", a.Kind.String()).Str("dest", a.To).Logger()
 	if sk := e.controlled(a); sk.why != "" {
@@ -491,13 +522,26 @@ func (e *Executor) run(ctx context.Context, ev scheduler.Event, a scheduler.Acti
 		log.Info().Str("reason", sk.why).Msg("action skipped: its source host's agent refused this plan a grant")
 		return r
 	}
-	baseline, held, sk := e.recheck(ctx, ev, a, f)
+	baseline, held, sk, srv := e.recheck(ctx, ev, a, f)
 	if sk.why != "" {
 		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
 		log.Info().Str("reason", sk.why).Str("class", string(sk.class)).Msg("action skipped after re-check")
 		return r
 	}
 	defer func() { f.settle(held, r) }()
+	if choose != nil {
+		if a.Kind = choose(srv); a.Kind != scheduler.LiveMigrate && a.Kind != scheduler.ColdMigrate {
+			f.settle(held, ActionResult{Outcome: ActionSkipped}) // nothing arrives on the destination
+			held, a.To = nil, ""
+		}
+		r.Action = a
+		log = e.log.With().Str("event", ev.ID).Str("server", a.Server).Str("from", a.From).Str("action", a.Kind.String()).Str("dest", a.To).Logger()
+		if a.Kind == scheduler.Notify {
+			r.Outcome, r.Class, r.Reason = ActionSkipped, ReasonLeftForOwner, "left on "+a.From+" for its owner (maintenance action notify)"
+			log.Warn().Msg("drain: server left on its host for its owner (maintenance action notify)")
+			return r
+		}
+	}
 	if e.adviseIn(ctx, a) {
 		r.Outcome, r.Class, r.Reason = ActionSkipped, ReasonAdvise, "advise mode: not executed"
 		log.Info().Msg("advise: would run action")
@@ -603,12 +647,14 @@ func (e *Executor) advise(a scheduler.Action) bool {
 // action's load is reserved on its destination (release gives it back)
 // and baseline holds the server's migrations known before the action, so
 // following it never depends on the agent's clock against Nova's.
-func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) (baseline map[string]bool, held *reservation, sk skip) {
+func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.Action, f *flight) (baseline map[string]bool, held *reservation, sk skip, s nova.Server) {
 	ctx, cancel := context.WithTimeout(ctx, e.wall(e.stretched(e.cfg.RecheckTimeout)))
 	defer cancel()
 	// Every read at once: on a busy nova-api the re-check costs one
 	// round trip, not seven (it is on the path of a drain's first move).
-	return judge(e.thr, a, f, e.readAll(ctx, ev, a, f))
+	r := e.readAll(ctx, ev, a, f)
+	baseline, held, sk = judge(e.thr, a, f, r)
+	return baseline, held, sk, r.server
 }
 
 // judge is a re-check's verdict on what it read (r): a step function,
@@ -634,7 +680,7 @@ func judge(thr scheduler.Thresholds, a scheduler.Action, f *flight, r *reads) (b
 	if r.consent.why != "" {
 		return nil, nil, r.consent // the source host did not consent (consent.go)
 	}
-	if a.Kind != scheduler.LiveMigrate {
+	if !moves(a.Kind) {
 		return nil, nil, skip{}
 	}
 	if s.Group != nil && s.Group.Policy == nova.PolicyAffinity {
@@ -792,7 +838,7 @@ func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.
 	if !known {
 		do(func() { r.reason = e.reasonHolds(ctx, ev, d, f) })
 	}
-	if a.Kind == scheduler.LiveMigrate {
+	if moves(a.Kind) {
 		do(func() {
 			r.migrations, r.migrationsErr = retry(ctx, e, func() ([]nova.Migration, error) { return e.nova.Migrations(ctx, a.Server) })
 		})
@@ -802,7 +848,7 @@ func (e *Executor) readAll(ctx context.Context, ev scheduler.Event, a scheduler.
 		})
 		do(func() { r.destDemand, r.destDemandErr = e.measureIn(ctx, f, a.To) })
 	}
-	if a.Kind == scheduler.LiveMigrate || !consKnown {
+	if moves(a.Kind) || !consKnown {
 		do(func() { r.srcDemand, r.srcDemandErr = e.measureIn(ctx, f, a.From) })
 	}
 	if !consKnown {
@@ -966,6 +1012,8 @@ func (e *Executor) call(ctx context.Context, a scheduler.Action) (nova.Receipt, 
 		return e.nova.LiveMigrate(ctx, a.Server, a.To)
 	case scheduler.Shelve:
 		return e.nova.Shelve(ctx, a.Server)
+	case scheduler.ColdMigrate:
+		return e.coldMigrate(ctx, a)
 	}
 	return nova.Receipt{}, fmt.Errorf("unsupported action %s", a.Kind)
 }
@@ -1006,7 +1054,8 @@ func (e *Executor) follow(ctx context.Context, a scheduler.Action, baseline map[
 
 // poll reads the state of a followed action once, within readTimeout;
 // done reports that the action ended (err says how), ok that the read
-// succeeded.
+// succeeded. offloaded notes the follow-up request was sent (a shelve's
+// offload, a cold migration's confirmation).
 func (e *Executor) poll(ctx context.Context, a scheduler.Action, baseline map[string]bool, readTimeout time.Duration, offloaded *bool, mf *migFollow, log zerolog.Logger) (done, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, e.wall(readTimeout))
 	defer cancel()
@@ -1062,6 +1111,8 @@ func (e *Executor) poll(ctx context.Context, a scheduler.Action, baseline map[st
 			return true, true, fmt.Errorf("shelve %s: server in ERROR", a.Server)
 		}
 		return false, true, nil
+	case scheduler.ColdMigrate:
+		return e.pollCold(ctx, a, baseline, offloaded, log)
 	}
 	return true, true, fmt.Errorf("unsupported action %s", a.Kind)
 }

@@ -67,6 +67,8 @@ func skippedEnd(rc ReasonClass) scheduler.EndClass {
 		return scheduler.EndStopping
 	case ReasonReadFailed, ReasonEventUnverified:
 		return scheduler.EndUnverified
+	case ReasonLeftForOwner:
+		return scheduler.EndLeftForOwners
 	}
 	return scheduler.EndSkipped
 }

@@ -266,6 +266,15 @@ func TestActionBodiesAndReceipts(t *testing.T) {
 		{"unshelve to host", func(ctx context.Context, c *openstack.Client) (nova.Receipt, error) {
 			return c.Unshelve(ctx, server1, "compute-2")
 		}, `{"unshelve": {"host": "compute-2"}}`},
+		{"cold-migrate to host", func(ctx context.Context, c *openstack.Client) (nova.Receipt, error) {
+			return c.Migrate(ctx, server1, "compute-3")
+		}, `{"migrate": {"host": "compute-3"}}`},
+		{"cold-migrate anywhere", func(ctx context.Context, c *openstack.Client) (nova.Receipt, error) {
+			return c.Migrate(ctx, server1, "")
+		}, `{"migrate": null}`},
+		{"revert resize", func(ctx context.Context, c *openstack.Client) (nova.Receipt, error) {
+			return c.RevertResize(ctx, server1)
+		}, `{"revertResize": null}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCloud(t)
@@ -285,6 +294,30 @@ func TestActionBodiesAndReceipts(t *testing.T) {
 				t.Errorf("headers %v", r.Header)
 			}
 		})
+	}
+}
+
+// Nova answers a resize confirmation 204, not 202.
+func TestConfirmResize(t *testing.T) {
+	action := "POST " + computePrefix + "/servers/" + server1 + "/action"
+	c := newCloud(t)
+	c.handle(action, 204, "")
+	rc, err := c.client().ConfirmResize(nova.WithRequestID(context.Background(), globalID), server1)
+	if err != nil || rc.LocalRequestID != localID {
+		t.Fatalf("confirm: %+v %v", rc, err)
+	}
+	jsonEqual(t, c.body(action), `{"confirmResize": null}`)
+}
+
+func TestServerActions(t *testing.T) {
+	c := newCloud(t)
+	c.handle("GET "+computePrefix+"/servers/"+server1+"/os-instance-actions", 200, `{"instanceActions": [
+		{"action": "confirmResize", "request_id": "req-2", "message": null, "start_time": "2026-01-01T00:01:00.000000"},
+		{"action": "migrate", "request_id": "req-1", "message": "boom", "start_time": "2026-01-01T00:00:00.000000"}]}`)
+	as, err := c.client().ServerActions(context.Background(), server1)
+	if err != nil || len(as) != 2 || as[0].Action != "confirmResize" || as[1].Message != "boom" || as[1].RequestID != "req-1" ||
+		as[0].Start.Minute() != 1 {
+		t.Fatalf("actions %+v %v", as, err)
 	}
 }
 
@@ -589,13 +622,13 @@ func TestShelvedServersAsksBothStates(t *testing.T) {
 func TestOperatorControlsFromFlavor(t *testing.T) {
 	body := `{"server": {"id": "s1", "status": "ACTIVE", "OS-EXT-SRV-ATTR:host": "compute-1", "OS-EXT-STS:task_state": null,
 		"flavor": {"original_name": "gold", "vcpus": 1, "ram": 512, "extra_specs": {"dvms:priority": "7", "hw:cpu_policy": "shared"}},
-		"metadata": {"dvms:pin": "true", "dvms:priority": "99", "owner": "x"}}}`
+		"metadata": {"dvms:pin": "true", "dvms:priority": "99", "owner": "x", "dvms:maintenance_action": "notify"}}}`
 	for _, tc := range []struct {
-		trust             bool
-		pin, prio, hasPin string
+		trust                    bool
+		pin, prio, hasPin, maint string
 	}{
-		{false, "", "7", "no"},
-		{true, "true", "7", "yes"},
+		{false, "", "7", "no", ""},
+		{true, "true", "7", "yes", "notify"},
 	} {
 		c := newCloud(t)
 		c.handle("GET "+computePrefix+"/servers/s1", 200, body)
@@ -604,7 +637,8 @@ func TestOperatorControlsFromFlavor(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, has := s.Metadata[nova.MetaPin]
-		if s.Metadata[nova.MetaPin] != tc.pin || s.Metadata[nova.MetaPriority] != tc.prio || has != (tc.hasPin == "yes") || s.Metadata["owner"] != "x" {
+		if s.Metadata[nova.MetaPin] != tc.pin || s.Metadata[nova.MetaPriority] != tc.prio || has != (tc.hasPin == "yes") || s.Metadata["owner"] != "x" ||
+			s.Metadata[nova.MetaMaintenanceAction] != tc.maint {
 			t.Errorf("trust metadata %v: metadata %v, want pin %q priority %q", tc.trust, s.Metadata, tc.pin, tc.prio)
 		}
 	}
