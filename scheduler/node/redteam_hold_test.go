@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,6 +143,15 @@ func runHold(t *testing.T, attack bool, tune func(*node.Config), limit time.Dura
 		return !rt.cloud.Overloaded("compute-1")
 	})
 	out.took = rt.clock.Now().Sub(start)
+	if !out.solved {
+		for _, h := range rt.hosts {
+			if p := rt.runners[h].Partition(); p != nil {
+				t.Logf("%s at the end: partition %s led by %s, %v, %s", h, p.ID, p.Leader, p.Nodes, p.State)
+			}
+		}
+		l := strings.Split(rt.logs.String(), "\n")
+		t.Logf("unsolved: the agents' last log lines:\n%s", strings.Join(l[max(0, len(l)-200):], "\n"))
+	}
 	if !heldFrom.IsZero() {
 		out.held += rt.clock.Now().Sub(heldFrom)
 	}

@@ -51,6 +51,7 @@ type redTeam struct {
 	natsErrs []string // asynchronous NATS errors (permission violations), by connection
 	runners  map[string]*node.Runner
 	wg       sync.WaitGroup
+	logs     lockedBuffer // the agents' logs, for a failure's story
 }
 
 // startRedTeam starts four signed agents. With perms, the NATS server
@@ -158,7 +159,7 @@ func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune fu
 			demand = node.OnlyHost(rt.cloud, h)
 		}
 		r, err := node.New(rc, ac, rt.hosts, node.Deps{
-			Bus: w, Nova: rt.cloud, Demand: demand, Arbiter: arb, Clock: clock, Log: zerolog.Nop(),
+			Bus: w, Nova: rt.cloud, Demand: demand, Arbiter: arb, Clock: clock, Log: zerolog.New(&rt.logs).Level(zerolog.InfoLevel).With().Str("agent", h).Logger(),
 			Hooks: node.Hooks{
 				OnSend: func(_ string, m scheduler.Message) {
 					rt.sent[h].Add(1)
