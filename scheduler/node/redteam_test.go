@@ -60,14 +60,15 @@ type redTeam struct {
 // every connection's asynchronous errors go to rt.natsErrs.
 func startRedTeam(t *testing.T, ctx context.Context, perms ...bool) *redTeam {
 	t.Helper()
-	return startRedTeamWith(t, ctx, len(perms) > 0 && perms[0], nil)
+	return startRedTeamWith(t, ctx, len(perms) > 0 && perms[0], nil, 10)
 }
 
 // startRedTeamWith is startRedTeam with the runtime's configuration
-// tuned by tune (nil: the defaults).
-func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune func(*node.Config)) *redTeam {
+// tuned by tune (nil: the defaults), the agents' clock at scale x the
+// wall's.
+func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune func(*node.Config), scale float64) *redTeam {
 	t.Helper()
-	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 10)
+	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), scale)
 	rt := &redTeam{t: t, clock: clock, cloud: fake.New(fake.DefaultConfig(), clock), keys: t.TempDir(),
 		members: map[string]*node.Membership{}, runners: map[string]*node.Runner{}, wraps: map[string]*auth.Transport{}, sent: map[string]*atomic.Int64{}}
 	for i := 1; i <= 4; i++ {
