@@ -27,7 +27,6 @@ func TestOperatorControls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three agents for several seconds")
 	}
-	t.Parallel() // its own NATS, cloud and agents; waits on the agents' wall-clock ticks, little CPU
 	keys, obsKey, ns := signedRegion(t, "compute-1", "compute-2", "compute-3")
 	elsewhere := t.TempDir()
 	if _, err := auth.GenerateKey(elsewhere, "mallory"); err != nil {

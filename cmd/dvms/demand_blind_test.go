@@ -36,7 +36,6 @@ func (c *countedSource) Demand(ctx context.Context, host string) (map[string]nov
 // and `dvms status`; it measures nothing rather than zero. Once the
 // guests' cgroups are there it measures them and says so.
 func TestAgentSaysWhenItIsBlind(t *testing.T) {
-	t.Parallel() // its own NATS, cloud and agents; waits on the agents' wall-clock ticks, little CPU
 	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,6 @@ func TestPlanApprovalAndExplain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two agents for several seconds")
 	}
-	t.Parallel() // its own NATS, cloud and agents; waits on the agents' wall-clock ticks, little CPU
 	keys, obsKey, ns := signedRegion(t, "compute-1", "compute-2")
 	alice := filepath.Join(keys, control.OperatorsDir, "alice.key")
 	cloud := opsCloud(t, 2)
