@@ -306,8 +306,9 @@ type flight struct {
 	flying map[string]map[string]*reservation
 	// groups: server-group members moving into each host (anti-affinity).
 	groups map[string]map[string]int
-	// snapshot demand of every server the plan's partition saw.
-	snap map[string]nova.Demand
+	// snap: the snapshot demand of every server the plan's partition
+	// saw, and the host it saw it on.
+	snap map[string]snapped
 	// read: the plan's latest reading of each server's demand, from any
 	// of its re-checks, noted as each answer arrives (note). A re-check
 	// judges every server at it: two moves into one host re-checked
@@ -346,6 +347,30 @@ func (f *flight) note(d map[string]nova.Demand) {
 		f.read = map[string]nova.Demand{}
 	}
 	maps.Copy(f.read, d)
+}
+
+// snapped is a server as the plan's snapshot saw it.
+type snapped struct {
+	host string
+	d    nova.Demand
+}
+
+// unread is the demand a re-check counts for sv, listed on host, that
+// the plan has no reading of (f.mu held): the snapshot's when the
+// snapshot saw it there (no agent to ask), the plan's reservation when
+// the plan itself moved it there, else its flavor, the most it can use.
+// A server another plan just brought is not judged at this plan's
+// snapshot of it on its old host: its demand may have grown since, and
+// the move would start into a destination that is full (the safety
+// observer judges such a server at its demand now).
+func (f *flight) unread(host string, sv nova.Server) nova.Demand {
+	if s, ok := f.snap[sv.ID]; ok && s.host == host {
+		return s.d
+	}
+	if r, ok := f.flying[host][sv.ID]; ok {
+		return nova.Demand{CPU: r.l.cpu, RAMMB: r.l.ram}
+	}
+	return nova.Demand{CPU: float64(sv.VCPUs), RAMMB: float64(sv.RAMMB)}
 }
 
 // arriving sums the plan's moves into host that its listing (listed, by
@@ -747,16 +772,14 @@ func judge(thr scheduler.Thresholds, a scheduler.Action, f *flight, r *reads) (b
 		return nil, nil, skipf(ReasonDestinationBusy, "destination has %d VCPU of migrations in progress from elsewhere", foreign)
 	}
 	// What the destination carries now: its listed servers (their demand
-	// as its own agent measures it; a server it has no reading of yet —
-	// one that just arrived — at its flavor, the most it can use) and the
-	// moves of this plan on their way in.
+	// as the plan last read it; a server it has no reading of yet — one
+	// that just arrived — at what the plan knows of it, see unread) and
+	// the moves of this plan on their way in.
 	var used fit.Use
 	for _, sv := range servers {
 		d, ok := f.read[sv.ID]
 		if !ok {
-			if d, ok = f.snap[sv.ID]; !ok {
-				d = nova.Demand{CPU: float64(sv.VCPUs), RAMMB: float64(sv.RAMMB)}
-			}
+			d = f.unread(a.To, sv)
 		}
 		d = f.floor(sv.ID, d) // a server this plan moved in: no less than it carried
 		used = used.Plus(fit.Use{CPU: d.CPU, RAM: d.RAMMB})

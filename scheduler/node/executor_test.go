@@ -26,9 +26,16 @@ type execWorld struct {
 	cloud *fake.Cloud
 }
 
+// execScale: the executor tests' clock runs execScale x the wall's,
+// whether or not the executor keeps up with it: at 200 x, 4 ms of a
+// starved goroutine was 0.75 s of it, and under two unit tiers side by
+// side the executor started a queued move after its predecessor ended,
+// a re-check's reads outlasted their timeout, an abort came 13 s late.
+const execScale = 50
+
 func newExecWorld(t *testing.T, hosts int) *execWorld {
 	t.Helper()
-	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 200)
+	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), execScale)
 	w := &execWorld{t: t, clock: clock, cloud: fake.New(fake.DefaultConfig(), clock)}
 	for i := 1; i <= hosts; i++ {
 		w.cloud.AddHost(nova.Host{Name: fmt.Sprintf("h%d", i), VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 1, RAMAllocRatio: 1})
@@ -310,7 +317,7 @@ func TestExecutorControls(t *testing.T) {
 // measured that latency, and gives up at recheck_timeout when it has not.
 func TestExecutorRecheckWaitsForAQueuedAPI(t *testing.T) {
 	for _, measured := range []bool{false, true} {
-		clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 200)
+		clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), execScale)
 		fc := fake.DefaultConfig()
 		fc.APILatency = 8 * time.Second
 		w := &execWorld{t: t, clock: clock, cloud: fake.New(fc, clock)}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/internal/testlog"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
@@ -21,6 +22,7 @@ type cluster struct {
 	cloud *fake.Cloud
 	ns    *bus.Embedded
 	hosts []string
+	logs  testlog.Buffer // the agents' logs, for a failure's story
 	mu    sync.Mutex
 	recs  []scheduler.Record
 	wg    sync.WaitGroup
@@ -66,7 +68,7 @@ func startCluster(t *testing.T, ctx context.Context, n int, scale float64) *clus
 		ac := scheduler.DefaultConfig(h)
 		ac.Incarnation = "it"
 		r, err := node.New(rc, ac, c.hosts, node.Deps{
-			Bus: tr, Nova: c.cloud, Demand: c.cloud, Arbiter: arb, Clock: clock, Log: zerolog.Nop(),
+			Bus: tr, Nova: c.cloud, Demand: c.cloud, Arbiter: arb, Clock: clock, Log: zerolog.New(&c.logs).Level(zerolog.InfoLevel).With().Str("agent", h).Logger(),
 			Hooks: node.Hooks{OnRecord: func(_ string, r scheduler.Record) {
 				c.mu.Lock()
 				c.recs = append(c.recs, r)
@@ -149,6 +151,12 @@ func TestNATSRestartDuringRun(t *testing.T) {
 		return !c.cloud.Overloaded("compute-1") && c.count(scheduler.RecEventEnded, scheduler.Solved) >= 1
 	})
 	if !ok {
+		c.mu.Lock()
+		for _, r := range c.recs {
+			t.Logf("record %+v", r)
+		}
+		c.mu.Unlock()
+		t.Logf("agents' logs:\n%s", c.logs.String())
 		t.Fatalf("not solved after a NATS restart: raised %d, ended %d", c.count(scheduler.RecEventRaised, 0), c.count(scheduler.RecEventEnded, 0))
 	}
 	if v := c.cloud.Violations(); len(v) > 0 || c.cloud.ServersLost() != 0 {

@@ -39,7 +39,7 @@ func TestRecheckJudgesAtThePlansLatestRead(t *testing.T) {
 		}
 	}
 	e := NewExecutor(DefaultExecConfig(), cloud, cloud, scheduler.DefaultThresholds(), Wall{}, zerolog.Nop())
-	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{},
+	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]snapped{},
 		read: map[string]nova.Demand{}, reasons: map[string]skip{}}
 	ev := scheduler.Event{}
 	a := scheduler.Action{Kind: scheduler.LiveMigrate, Server: "s1", From: "h1", To: "h2", VCPUs: 1, RAMMB: 1024, CPU: 1.5, RAM: 512}

@@ -17,6 +17,7 @@ import (
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/internal/testlog"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
@@ -51,6 +52,7 @@ type redTeam struct {
 	natsErrs []string // asynchronous NATS errors (permission violations), by connection
 	runners  map[string]*node.Runner
 	wg       sync.WaitGroup
+	logs     testlog.Buffer // the agents' logs, for a failure's story
 }
 
 // startRedTeam starts four signed agents. With perms, the NATS server
@@ -59,14 +61,15 @@ type redTeam struct {
 // every connection's asynchronous errors go to rt.natsErrs.
 func startRedTeam(t *testing.T, ctx context.Context, perms ...bool) *redTeam {
 	t.Helper()
-	return startRedTeamWith(t, ctx, len(perms) > 0 && perms[0], nil)
+	return startRedTeamWith(t, ctx, len(perms) > 0 && perms[0], nil, 10)
 }
 
 // startRedTeamWith is startRedTeam with the runtime's configuration
-// tuned by tune (nil: the defaults).
-func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune func(*node.Config)) *redTeam {
+// tuned by tune (nil: the defaults), the agents' clock at scale x the
+// wall's.
+func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune func(*node.Config), scale float64) *redTeam {
 	t.Helper()
-	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 10)
+	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), scale)
 	rt := &redTeam{t: t, clock: clock, cloud: fake.New(fake.DefaultConfig(), clock), keys: t.TempDir(),
 		members: map[string]*node.Membership{}, runners: map[string]*node.Runner{}, wraps: map[string]*auth.Transport{}, sent: map[string]*atomic.Int64{}}
 	for i := 1; i <= 4; i++ {
@@ -158,7 +161,7 @@ func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune fu
 			demand = node.OnlyHost(rt.cloud, h)
 		}
 		r, err := node.New(rc, ac, rt.hosts, node.Deps{
-			Bus: w, Nova: rt.cloud, Demand: demand, Arbiter: arb, Clock: clock, Log: zerolog.Nop(),
+			Bus: w, Nova: rt.cloud, Demand: demand, Arbiter: arb, Clock: clock, Log: zerolog.New(&rt.logs).Level(zerolog.InfoLevel).With().Str("agent", h).Logger(),
 			Hooks: node.Hooks{
 				OnSend: func(_ string, m scheduler.Message) {
 					rt.sent[h].Add(1)

@@ -39,8 +39,8 @@ type SwimNet struct {
 }
 
 // NewSwimNet returns an empty network losing the fraction drop of its
-// datagrams. Its pumps stop when ctx ends: end it only after every agent
-// on it has stopped.
+// datagrams. When ctx ends, dials fail at once and datagrams delayed
+// (SetDelay) are lost: end it only after every agent on it has stopped.
 func NewSwimNet(ctx context.Context, drop float64) (*SwimNet, error) {
 	if drop < 0 || drop >= 1 {
 		return nil, fmt.Errorf("swim net: drop %.3f must be in [0, 1)", drop)
@@ -62,7 +62,6 @@ func (n *SwimNet) Transport(host string) memberlist.NodeAwareTransport {
 	ip, port, _ := inner.FinalAdvertiseAddr("", 0)
 	t.addr = net.JoinHostPort(ip.String(), fmt.Sprint(port))
 	n.byAddr[t.addr] = t
-	go t.pump(n.ctx)
 	return t
 }
 
@@ -75,11 +74,10 @@ func (n *SwimNet) Addr(t memberlist.NodeAwareTransport) string {
 // or is sent arrives any more.
 func (n *SwimNet) Kill(t memberlist.NodeAwareTransport) { t.(*swimTransport).dead.Store(true) }
 
-// swimTransport wraps a MockTransport. Datagrams go straight into the
-// receiver's buffer (overflow is a lost datagram, as a full socket
-// buffer). MockTransport hands streams over an unbuffered channel, so a
-// dialer blocks until the receiver reads: a pump drains them into a
-// buffer, and a dead host's pump closes them.
+// swimTransport wraps a MockTransport (its addresses). Datagrams go
+// straight into the receiver's buffer (overflow is a lost datagram, as a
+// full socket buffer); streams into the receiver's stream buffer, within
+// the dial's timeout (DialAddressTimeout).
 type swimTransport struct {
 	*memberlist.MockTransport
 	net     *SwimNet
@@ -91,26 +89,6 @@ type swimTransport struct {
 }
 
 var errHostDown = errors.New("host down")
-
-func (t *swimTransport) pump(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case c := <-t.MockTransport.StreamCh():
-			if t.dead.Load() {
-				_ = c.Close()
-				continue
-			}
-			select {
-			case t.streams <- c:
-			case <-ctx.Done():
-				_ = c.Close()
-				return
-			}
-		}
-	}
-}
 
 func (t *swimTransport) PacketCh() <-chan *memberlist.Packet { return t.packets }
 func (t *swimTransport) StreamCh() <-chan net.Conn           { return t.streams }
@@ -187,13 +165,41 @@ func (t *swimTransport) DialTimeout(addr string, timeout time.Duration) (net.Con
 	return t.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
 }
 
+// DialAddressTimeout hands the receiver one end of a pipe within
+// timeout (0: until the network stops), as a TCP connect does.
+// MockTransport's own dial ignores its timeout and blocks until the
+// receiver takes the stream: a receiver whose memberlist stopped reading
+// (an agent shutting down, or one too starved to keep up) held its
+// dialers for good, and with them the agents that dialled (seen: a
+// `dvms simulate --membership swim` run under load whose revived agent's
+// Join never returned, so neither did the run).
 func (t *swimTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
 	t.net.Streams.Add(1)
 	if t.dead.Load() || t.peerDead(a) {
 		return nil, fmt.Errorf("dial %s: %w", a.Addr, errHostDown)
 	}
-	return t.MockTransport.DialAddressTimeout(a, timeout)
+	p, ok := t.net.byAddr[a.Addr]
+	if !ok {
+		return nil, fmt.Errorf("dial %s: no host there", a.Addr)
+	}
+	var expired <-chan time.Time
+	if timeout > 0 {
+		tm := time.NewTimer(timeout)
+		defer tm.Stop()
+		expired = tm.C
+	}
+	theirs, ours := net.Pipe()
+	select {
+	case p.streams <- theirs:
+		return ours, nil
+	case <-expired:
+	case <-t.net.ctx.Done():
+	}
+	_, _ = theirs.Close(), ours.Close()
+	return nil, fmt.Errorf("dial %s: %w", a.Addr, errDialTimeout)
 }
+
+var errDialTimeout = errors.New("i/o timeout: the receiver does not accept streams")
 
 func (t *swimTransport) peerDead(a memberlist.Address) bool {
 	p, ok := t.net.byAddr[a.Addr]

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -54,5 +56,51 @@ func TestSwimNetDeliversAndDrops(t *testing.T) {
 	}
 	if got := sn.Overflow.Load(); got != 5000-int64(cap(c.PacketCh())) || got == 0 {
 		t.Errorf("overflow %d, want %d", got, 5000-cap(c.PacketCh()))
+	}
+}
+
+// A stream dialled to a host whose memberlist no longer reads its
+// streams (stopped, or starved) fails at the dial's timeout, as a TCP
+// connect does, instead of holding the dialer, and with it its agent's
+// shutdown, for good.
+func TestSwimNetDialTimesOut(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sn, err := node.NewSwimNet(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := sn.Transport("a"), sn.Transport("b")
+	to := memberlist.Address{Addr: sn.Addr(b), Name: "b"}
+	done := make(chan error, 1)
+	go func() {
+		// Nobody reads b's streams: its buffer fills, then a dial waits
+		// out its timeout.
+		for {
+			c, err := a.DialAddressTimeout(to, 20*time.Millisecond)
+			if err != nil {
+				done <- err
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	select {
+	case err := <-done:
+		t.Logf("dial: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("a dial to a host that reads no stream still blocks after 30 s")
+	}
+	// A host that reads takes the stream.
+	c, err := b.DialAddressTimeout(memberlist.Address{Addr: sn.Addr(a), Name: "a"}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case s := <-a.StreamCh():
+		_ = s.Close()
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream never reached a")
 	}
 }

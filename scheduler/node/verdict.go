@@ -24,11 +24,11 @@ import (
 
 // newFlight is the re-check state of a plan about to run.
 func newFlight(plan scheduler.Plan) *flight {
-	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]nova.Demand{},
+	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]snapped{},
 		read: map[string]nova.Demand{}, reasons: map[string]skip{}, vouched: map[string]bool{}}
 	for _, h := range plan.Snapshot {
 		for _, s := range h.Servers {
-			f.snap[s.ID] = nova.Demand{CPU: s.CPU, RAMMB: s.RAM}
+			f.snap[s.ID] = snapped{host: h.Name, d: nova.Demand{CPU: s.CPU, RAMMB: s.RAM}}
 		}
 	}
 	return f
