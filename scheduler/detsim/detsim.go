@@ -23,6 +23,7 @@ import (
 
 	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/fit"
 	"github.com/dvms-project/dvms/scheduler/node"
@@ -84,6 +85,11 @@ type Options struct {
 	// (the monitor's refresh, the region's watch, the executor's poll);
 	// zero: node.DefaultConfig().
 	Node node.Config
+	// NovaRate is the region's API capacity in requests a second (0:
+	// unlimited) and NovaLatency every request's own latency, as
+	// nova/fake models them (fake.API; nova.go).
+	NovaRate    float64
+	NovaLatency time.Duration
 }
 
 // Rec is a record an agent emitted, with its host and time.
@@ -209,7 +215,7 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 		opt.Node = node.DefaultConfig()
 		c.opt.Node = opt.Node
 	}
-	c.Nova.init(opt.Seed)
+	c.Nova.init(opt.Seed, &fake.API{Rate: opt.NovaRate, Latency: opt.NovaLatency}, func() time.Time { return c.Now })
 	c.Arbiter = consensus.NewLocal(func() time.Time { return c.Now })
 	c.arb = &faultyArbiter{Arbiter: c.Arbiter, rate: opt.ArbiterFaults, rng: rand.New(rand.NewSource(opt.Seed + 1))}
 	for i := range hosts {
@@ -568,24 +574,32 @@ func (c *Cluster) progress() {
 			}
 			continue
 		}
-		d := time.Duration(0)
+		// The step ends with its longest action: its re-check's reads,
+		// its request, the migration, and the poll that sees it end
+		// (each request as long as Nova's API takes, nova.go).
+		d, other := time.Duration(0), time.Duration(0)
 		for _, a := range e.req.Plan.Steps[e.step] {
-			switch c.begin(e, a) {
+			how, took := c.begin(e, a)
+			switch how {
 			case skipped:
+				other = max(other, took)
 				continue
 			case shelved:
+				other = max(other, took)
 				e.results = append(e.results, node.ActionResult{Action: a, Outcome: node.ActionDone, Class: node.ReasonNone})
 				continue
 			}
 			e.moves = append(e.moves, a)
 			c.incoming[a.To] = append(c.incoming[a.To], a)
 			c.moving[a.Server] = true
-			c.Nova.migrate(c.migrationTime(a), c.opt.Node.Exec.Poll)
-			d = max(d, c.migrationTime(a))
+			mt := c.migrationTime(a)
+			start, seen := c.Nova.migrate(mt, c.opt.Node.Exec.Poll)
+			d = max(d, took+start+mt+seen)
 		}
 		if d == 0 {
 			d = c.opt.MigrationTime
 		}
+		d = max(d, other)
 		e.until = c.Now.Add(d)
 		keep = append(keep, e)
 	}
@@ -677,30 +691,31 @@ const (
 // re-check decides on what the ground truth shows (node.PlanCheck), and
 // a skipped action is recorded in e.results. Then, or without Recheck,
 // the observer checks the destination (counting servers in flight to
-// it) and records a violation when the move overloads it.
-func (c *Cluster) begin(e *exec, a scheduler.Action) started {
+// it) and records a violation when the move overloads it. took is how
+// long its requests took to answer (the re-check's reads; a shelve's
+// requests too).
+func (c *Cluster) begin(e *exec, a scheduler.Action) (how started, took time.Duration) {
 	ev := e.req.Event
 	i := c.find(a.From, a.Server)
 	if c.opt.Recheck {
 		v := e.check.Judge(a, c.observe(e, a, i))
-		c.Nova.reads(c.caller(e), v.Reads)
+		took = c.Nova.reads(c.caller(e), v.Reads)
 		if v.Class != "" {
 			e.results = append(e.results, node.ActionResult{Action: a, Outcome: node.ActionSkipped, Class: v.Class, Reason: v.Reason})
-			return skipped
+			return skipped, took
 		}
 	}
 	if i < 0 {
 		c.Violations = append(c.Violations, fmt.Sprintf("%s: server %s not on %s", ev.ID, a.Server, a.From))
 		e.results = append(e.results, node.ActionResult{Action: a, Outcome: node.ActionSkipped, Class: node.ReasonServerChanged, Reason: "server not on its source"})
-		return skipped
+		return skipped, took
 	}
 	src := c.Hosts[a.From]
 	if a.Kind != scheduler.LiveMigrate {
 		src.Servers = slices.Delete(src.Servers, i, i+1) // shelved: leaves the host
 		c.servers--
 		c.Shelved++
-		c.Nova.shelve()
-		return shelved
+		return shelved, took + c.Nova.shelve()
 	}
 	// The snapshot counts the allocation of servers moving in; their
 	// demand is counted here, on top of the servers on the host.
@@ -715,7 +730,7 @@ func (c *Cluster) begin(e *exec, a scheduler.Action) started {
 		c.Violations = append(c.Violations, fmt.Sprintf("%s: moving %s to %s overloads it", ev.ID, a.Server, a.To))
 	}
 	c.Started++
-	return migrating
+	return migrating, took
 }
 
 // observe is what the executor's re-check of a would read (i: the
