@@ -90,6 +90,36 @@ type Options struct {
 	// nova/fake models them (fake.API; nova.go).
 	NovaRate    float64
 	NovaLatency time.Duration
+	// Assemble, if set, builds each agent's decision part from its
+	// configuration on the cluster's member list (the simulator:
+	// agentd.NewDecision, as every agent of the fleet is built); nil:
+	// scheduler.NewAgentOnRing with the runtime's default step functions.
+	Assemble func(cfg scheduler.Config, ring *scheduler.Ring) (Decider, error)
+}
+
+// Decider is one agent's decision part as the cluster runs it: the
+// protocol's state machine, the executor's re-check verdict and the
+// plan's outcome (agentd.Decision).
+type Decider interface {
+	Agent() *scheduler.Agent
+	PlanCheck(ev scheduler.Event, plan scheduler.Plan) *node.PlanCheck
+	PlanOutcome(res node.ExecResult, earlier, live bool, relieved func() bool) (scheduler.Outcome, scheduler.EndClass, string, bool)
+}
+
+// plain is Decider without Options.Assemble: the state machine alone,
+// the runtime's step functions with the cluster's thresholds and the
+// default drain reason (also the planner outside's, Execute).
+type plain struct {
+	a   *scheduler.Agent
+	thr scheduler.Thresholds
+}
+
+func (p plain) Agent() *scheduler.Agent { return p.a }
+func (p plain) PlanCheck(ev scheduler.Event, plan scheduler.Plan) *node.PlanCheck {
+	return node.NewPlanCheck(ev, plan, p.thr, nil)
+}
+func (p plain) PlanOutcome(res node.ExecResult, earlier, live bool, relieved func() bool) (scheduler.Outcome, scheduler.EndClass, string, bool) {
+	return node.PlanOutcome(res, earlier, live, relieved)
 }
 
 // Rec is a record an agent emitted, with its host and time.
@@ -147,6 +177,7 @@ type Cluster struct {
 	rng     *rand.Rand
 	Now     time.Time
 	Agents  map[string]*scheduler.Agent
+	decide  map[string]Decider // by host: its agent's decision part
 	names   []string
 	ring    scheduler.Ring             // shared by the agents
 	Hosts   map[string]*scheduler.Host // ground truth
@@ -208,7 +239,7 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 	}
 	c := &Cluster{
 		opt: opt, rng: rand.New(rand.NewSource(opt.Seed)), Now: time.Unix(1_700_000_000, 0).UTC(),
-		Agents: map[string]*scheduler.Agent{}, Hosts: map[string]*scheduler.Host{}, Crashed: map[string]bool{},
+		Agents: map[string]*scheduler.Agent{}, decide: map[string]Decider{}, Hosts: map[string]*scheduler.Host{}, Crashed: map[string]bool{},
 		incoming: map[string][]scheduler.Action{}, moving: map[string]bool{},
 	}
 	if opt.Node.Refresh == 0 {
@@ -261,11 +292,21 @@ func (c *Cluster) start(n string) {
 	}
 	cfg.ID = n
 	cfg.Incarnation = fmt.Sprint(c.rng.Intn(1 << 30))
-	a, err := scheduler.NewAgentOnRing(cfg, c.ring)
-	if err != nil {
-		panic(err) // options are the test's own
+	var d Decider
+	if c.opt.Assemble != nil {
+		var err error
+		if d, err = c.opt.Assemble(cfg, &c.ring); err != nil {
+			panic(err) // options are the caller's own, validated
+		}
+	} else {
+		a, err := scheduler.NewAgentOnRing(cfg, c.ring)
+		if err != nil {
+			panic(err) // options are the test's own
+		}
+		d = plain{a: a, thr: c.thresholds()}
 	}
-	c.Agents[n] = a
+	a := d.Agent()
+	c.Agents[n], c.decide[n] = a, d
 	if i, ok := c.index[n]; ok {
 		c.agents[i] = a
 	}
@@ -533,7 +574,15 @@ func (c *Cluster) checkMergeApplied(n string, req scheduler.ArbiterRequest, res 
 }
 
 func (c *Cluster) newExec(host string, req scheduler.ExecRequest, then func(scheduler.Outcome, scheduler.EndClass, string)) *exec {
-	return &exec{host: host, req: req, step: -1, then: then, check: node.NewPlanCheck(req.Event, req.Plan, c.thresholds(), nil)}
+	return &exec{host: host, req: req, step: -1, then: then, check: c.decider(host).PlanCheck(req.Event, req.Plan)}
+}
+
+// decider is host's agent's decision part ("": the planner outside's).
+func (c *Cluster) decider(host string) Decider {
+	if d, ok := c.decide[host]; ok {
+		return d
+	}
+	return plain{thr: c.thresholds()}
 }
 
 // progress moves plans forward: a step's moves start together (counted
@@ -628,7 +677,7 @@ func (c *Cluster) outcome(e *exec) (scheduler.Outcome, scheduler.EndClass, strin
 		}
 	}
 	ev := e.req.Event
-	return node.PlanOutcome(res, e.req.Moved > 0, true, func() bool {
+	return c.decider(e.host).PlanOutcome(res, e.req.Moved > 0, true, func() bool {
 		return node.RelievedBy(c.thresholds(), ev, e.req.Plan, c.demand(ev.Host))
 	})
 }

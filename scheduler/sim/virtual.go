@@ -12,6 +12,7 @@ import (
 
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/agentd"
 	"github.com/dvms-project/dvms/scheduler/detsim"
 )
 
@@ -140,6 +141,16 @@ func runVirtual(cfg Config) (*Report, error) {
 		Agent:          agent,
 		NoAgents:       cfg.Mode == "oracle",
 		NovaRate:       cfg.NovaAPIRate, NovaLatency: cfg.NovaLatency,
+		// Every agent's decision part is built as the fleet's agents are
+		// (agentd.NewDecision, in agentd.New), from the runtime's config.
+		Node: cfg.Runtime,
+		Assemble: func(ac scheduler.Config, ring *scheduler.Ring) (detsim.Decider, error) {
+			d, err := agentd.NewDecision(agentd.Options{Runtime: cfg.Runtime, Agent: ac, Ring: ring})
+			if err != nil {
+				return nil, err
+			}
+			return d, nil
+		},
 	}, hosts)
 	var orc *virtualOracle
 	if cfg.Mode == "oracle" {
