@@ -7,9 +7,13 @@
 // ground truth shows — the executor's re-check (node.PlanCheck), the
 // plan's outcome (node.PlanOutcome), the monitor's refresh schedule
 // (node.Refresh) and the maintenance watch (node.WatchStep) — and counts
-// the Nova calls they make (nova.go). It is for tests and for exploring
-// the protocol at scale (`dvms simulate --clock virtual`); `--clock wall`
-// runs the runtime's goroutines over NATS and nova/fake.
+// the Nova calls they make, each passed through nova/fake's model of the
+// region's API (latency, queue; nova.go). Each agent's decision part can
+// come from the caller's assembly (Options.Assemble: the simulator builds
+// it with agentd.NewDecision, as the fleet's agents are built). It is for
+// tests and for exploring the protocol at scale (`dvms simulate --clock
+// virtual`); `--clock wall` runs the runtime's goroutines over NATS and
+// nova/fake.
 package detsim
 
 import (
