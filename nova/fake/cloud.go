@@ -195,7 +195,7 @@ type Cloud struct {
 
 	meter *nova.Meter // every API request, by caller
 	def   *View       // the cloud's own methods: caller ""
-	api   api         // the API's queue (Config.APIRate)
+	api   *API        // the API's queue (Config.APIRate, APILatency)
 }
 
 // New returns an empty cloud reading time from clock. Fields of cfg that
@@ -210,7 +210,7 @@ func New(cfg Config, clock Clock) *Cloud {
 		hosts:     map[string]*host{}, servers: map[string]*server{}, groups: map[string]*group{},
 		migs: map[string][]*migration{}, actions: map[string][]Action{},
 		obs:   observer{moved: map[[2]string]bool{}, seen: map[string]map[string]demandRead{}},
-		meter: nova.NewMeter(),
+		meter: nova.NewMeter(), api: &API{Rate: cfg.APIRate, Latency: cfg.APILatency},
 	}
 	c.def = c.Client("")
 	return c

@@ -85,8 +85,16 @@ func groupPages(n int) int { return (n+pageSize-1)/pageSize + 1 }
 
 // ---- the API's capacity ----
 
-// api is the region's API as one FIFO queue served at Config.APIRate.
-type api struct {
+// API is the region's API as one FIFO queue: Rate requests a second
+// (0: unlimited), each waiting for its turn, taking 1/Rate of service,
+// and Latency on top (network and the API's own work). The fake cloud
+// charges every request on its own (Config.APIRate, APILatency); the
+// virtual clock (scheduler/detsim) on one of its own, so both clocks
+// model Nova's latency and queue the same way. Safe for concurrent use.
+type API struct {
+	Rate    float64
+	Latency time.Duration
+
 	mu       sync.Mutex
 	nextFree time.Time // when the server is free for the next request
 	queued   int64     // requests that waited for their turn
@@ -99,37 +107,43 @@ type APIStats struct {
 	QueueMax time.Duration // the longest such wait (cloud time)
 }
 
-// APIStats returns the queue's figures.
-func (c *Cloud) APIStats() APIStats {
-	c.api.mu.Lock()
-	defer c.api.mu.Unlock()
-	return APIStats{Queued: c.api.queued, QueueMax: c.api.queueMax}
+// Stats returns the queue's figures.
+func (a *API) Stats() APIStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return APIStats{Queued: a.queued, QueueMax: a.queueMax}
 }
+
+// Slot reserves the next place in the queue for a request arriving at
+// now and returns its latency: the wait for its turn, 1/Rate of service,
+// and Latency.
+func (a *API) Slot(now time.Time) time.Duration {
+	lat := a.Latency
+	if a.Rate <= 0 {
+		return lat
+	}
+	svc := time.Duration(float64(time.Second) / a.Rate)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	start := now
+	if a.nextFree.After(now) {
+		start = a.nextFree
+		a.queued++
+		a.queueMax = max(a.queueMax, start.Sub(now))
+	}
+	a.nextFree = start.Add(svc)
+	return start.Sub(now) + svc + lat
+}
+
+// APIStats returns the queue's figures.
+func (c *Cloud) APIStats() APIStats { return c.api.Stats() }
 
 // Meter returns the meter the cloud charges every API request on.
 func (c *Cloud) Meter() *nova.Meter { return c.meter }
 
 // slot reserves the next place in the API's queue for a request arriving
-// at the clock's Now and returns its latency: the wait for its turn,
-// 1/APIRate of service, and APILatency.
-func (c *Cloud) slot() time.Duration {
-	lat := c.cfg.APILatency
-	if c.cfg.APIRate <= 0 {
-		return lat
-	}
-	svc := time.Duration(float64(time.Second) / c.cfg.APIRate)
-	now := c.clock.Now()
-	c.api.mu.Lock()
-	defer c.api.mu.Unlock()
-	start := now
-	if c.api.nextFree.After(now) {
-		start = c.api.nextFree
-		c.api.queued++
-		c.api.queueMax = max(c.api.queueMax, start.Sub(now))
-	}
-	c.api.nextFree = start.Add(svc)
-	return start.Sub(now) + svc + lat
-}
+// at the clock's Now and returns its latency (API.Slot).
+func (c *Cloud) slot() time.Duration { return c.api.Slot(c.clock.Now()) }
 
 // sleep waits d of the cloud's clock, if the clock can wait (see
 // Waiter); a done ctx ends it with ctx's error.

@@ -178,9 +178,12 @@ func New(o Options) (*Agent, error) {
 	if o.Signed == nil {
 		o.Signed = o.Bus
 	}
-	if o.Agent.Incarnation == "" {
-		o.Agent.Incarnation = newIncarnation()
+	// The decision part first: the state machine and its configuration.
+	dec, err := NewDecision(o)
+	if err != nil {
+		return nil, err
 	}
+	o.Agent = dec.Config()
 	host := o.Agent.ID
 	a := &Agent{opt: o, host: host, log: o.Log, runDone: make(chan error, 1), started: o.Clock.Now()}
 	watcher := o.Watcher
@@ -200,7 +203,7 @@ func New(o Options) (*Agent, error) {
 			_ = o.Bus.Publish(context.Background(), bus.EventsSubject(o.Runtime.Region), data)
 		}
 	}
-	a.controls = control.NewRegisters(o.Runtime.Exec.DryRun)
+	a.controls = dec.Controls()
 	a.metrics = newAgentMetrics(metricsSources{
 		host: host, region: o.Runtime.Region, version: o.Version, meter: o.Meter,
 		advise:    func() bool { return a.controls.Advise(host) },
@@ -214,7 +217,6 @@ func New(o Options) (*Agent, error) {
 		arbiter:   func() *status.ArbiterInfo { return arbiterStatus(o.Arbiter) },
 		coverage:  a.coverage,
 	})
-	var err error
 	if o.Coords != nil {
 		if a.viv, err = node.NewVivaldi(o.Coords.Config, o.Runtime.Region, host, o.Signed, o.Clock, o.Coords.Table, o.Seed, o.Log); err != nil {
 			return nil, err
@@ -238,14 +240,10 @@ func New(o Options) (*Agent, error) {
 	} else {
 		hooks.OnPlanExec = func(_ string, req scheduler.ExecRequest, res node.ExecResult) { keep(req, res) }
 	}
-	var members []string
-	if o.Ring == nil {
-		members = []string{host}
-	}
-	a.runner, err = node.New(o.Runtime, o.Agent, members, node.Deps{
-		Bus: o.Signed, Nova: o.Nova, Demand: o.Demand, Arbiter: o.Arbiter, Clock: o.Clock, Log: o.Log, Ring: o.Ring,
+	a.runner, err = node.New(o.Runtime, o.Agent, nil, node.Deps{
+		Bus: o.Signed, Nova: o.Nova, Demand: o.Demand, Arbiter: o.Arbiter, Clock: o.Clock, Log: o.Log,
 		Seed: o.Seed, Watcher: watcher, Hooks: hooks,
-		Controls: a.controls,
+		Controls: a.controls, Agent: dec.Agent(),
 	})
 	if err != nil {
 		return nil, err

@@ -7,9 +7,13 @@
 // ground truth shows — the executor's re-check (node.PlanCheck), the
 // plan's outcome (node.PlanOutcome), the monitor's refresh schedule
 // (node.Refresh) and the maintenance watch (node.WatchStep) — and counts
-// the Nova calls they make (nova.go). It is for tests and for exploring
-// the protocol at scale (`dvms simulate --clock virtual`); `--clock wall`
-// runs the runtime's goroutines over NATS and nova/fake.
+// the Nova calls they make, each passed through nova/fake's model of the
+// region's API (latency, queue; nova.go). Each agent's decision part can
+// come from the caller's assembly (Options.Assemble: the simulator builds
+// it with agentd.NewDecision, as the fleet's agents are built). It is for
+// tests and for exploring the protocol at scale (`dvms simulate --clock
+// virtual`); `--clock wall` runs the runtime's goroutines over NATS and
+// nova/fake.
 package detsim
 
 import (
@@ -23,6 +27,7 @@ import (
 
 	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/fit"
 	"github.com/dvms-project/dvms/scheduler/node"
@@ -84,6 +89,41 @@ type Options struct {
 	// (the monitor's refresh, the region's watch, the executor's poll);
 	// zero: node.DefaultConfig().
 	Node node.Config
+	// NovaRate is the region's API capacity in requests a second (0:
+	// unlimited) and NovaLatency every request's own latency, as
+	// nova/fake models them (fake.API; nova.go).
+	NovaRate    float64
+	NovaLatency time.Duration
+	// Assemble, if set, builds each agent's decision part from its
+	// configuration on the cluster's member list (the simulator:
+	// agentd.NewDecision, as every agent of the fleet is built); nil:
+	// scheduler.NewAgentOnRing with the runtime's default step functions.
+	Assemble func(cfg scheduler.Config, ring *scheduler.Ring) (Decider, error)
+}
+
+// Decider is one agent's decision part as the cluster runs it: the
+// protocol's state machine, the executor's re-check verdict and the
+// plan's outcome (agentd.Decision).
+type Decider interface {
+	Agent() *scheduler.Agent
+	PlanCheck(ev scheduler.Event, plan scheduler.Plan) *node.PlanCheck
+	PlanOutcome(res node.ExecResult, earlier, live bool, relieved func() bool) (scheduler.Outcome, scheduler.EndClass, string, bool)
+}
+
+// plain is Decider without Options.Assemble: the state machine alone,
+// the runtime's step functions with the cluster's thresholds and the
+// default drain reason (also the planner outside's, Execute).
+type plain struct {
+	a   *scheduler.Agent
+	thr scheduler.Thresholds
+}
+
+func (p plain) Agent() *scheduler.Agent { return p.a }
+func (p plain) PlanCheck(ev scheduler.Event, plan scheduler.Plan) *node.PlanCheck {
+	return node.NewPlanCheck(ev, plan, p.thr, nil)
+}
+func (p plain) PlanOutcome(res node.ExecResult, earlier, live bool, relieved func() bool) (scheduler.Outcome, scheduler.EndClass, string, bool) {
+	return node.PlanOutcome(res, earlier, live, relieved)
 }
 
 // Rec is a record an agent emitted, with its host and time.
@@ -141,6 +181,7 @@ type Cluster struct {
 	rng     *rand.Rand
 	Now     time.Time
 	Agents  map[string]*scheduler.Agent
+	decide  map[string]Decider // by host: its agent's decision part
 	names   []string
 	ring    scheduler.Ring             // shared by the agents
 	Hosts   map[string]*scheduler.Host // ground truth
@@ -202,14 +243,14 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 	}
 	c := &Cluster{
 		opt: opt, rng: rand.New(rand.NewSource(opt.Seed)), Now: time.Unix(1_700_000_000, 0).UTC(),
-		Agents: map[string]*scheduler.Agent{}, Hosts: map[string]*scheduler.Host{}, Crashed: map[string]bool{},
+		Agents: map[string]*scheduler.Agent{}, decide: map[string]Decider{}, Hosts: map[string]*scheduler.Host{}, Crashed: map[string]bool{},
 		incoming: map[string][]scheduler.Action{}, moving: map[string]bool{},
 	}
 	if opt.Node.Refresh == 0 {
 		opt.Node = node.DefaultConfig()
 		c.opt.Node = opt.Node
 	}
-	c.Nova.init(opt.Seed)
+	c.Nova.init(opt.Seed, &fake.API{Rate: opt.NovaRate, Latency: opt.NovaLatency}, func() time.Time { return c.Now })
 	c.Arbiter = consensus.NewLocal(func() time.Time { return c.Now })
 	c.arb = &faultyArbiter{Arbiter: c.Arbiter, rate: opt.ArbiterFaults, rng: rand.New(rand.NewSource(opt.Seed + 1))}
 	for i := range hosts {
@@ -255,11 +296,21 @@ func (c *Cluster) start(n string) {
 	}
 	cfg.ID = n
 	cfg.Incarnation = fmt.Sprint(c.rng.Intn(1 << 30))
-	a, err := scheduler.NewAgentOnRing(cfg, c.ring)
-	if err != nil {
-		panic(err) // options are the test's own
+	var d Decider
+	if c.opt.Assemble != nil {
+		var err error
+		if d, err = c.opt.Assemble(cfg, &c.ring); err != nil {
+			panic(err) // options are the caller's own, validated
+		}
+	} else {
+		a, err := scheduler.NewAgentOnRing(cfg, c.ring)
+		if err != nil {
+			panic(err) // options are the test's own
+		}
+		d = plain{a: a, thr: c.thresholds()}
 	}
-	c.Agents[n] = a
+	a := d.Agent()
+	c.Agents[n], c.decide[n] = a, d
 	if i, ok := c.index[n]; ok {
 		c.agents[i] = a
 	}
@@ -527,7 +578,15 @@ func (c *Cluster) checkMergeApplied(n string, req scheduler.ArbiterRequest, res 
 }
 
 func (c *Cluster) newExec(host string, req scheduler.ExecRequest, then func(scheduler.Outcome, scheduler.EndClass, string)) *exec {
-	return &exec{host: host, req: req, step: -1, then: then, check: node.NewPlanCheck(req.Event, req.Plan, c.thresholds(), nil)}
+	return &exec{host: host, req: req, step: -1, then: then, check: c.decider(host).PlanCheck(req.Event, req.Plan)}
+}
+
+// decider is host's agent's decision part ("": the planner outside's).
+func (c *Cluster) decider(host string) Decider {
+	if d, ok := c.decide[host]; ok {
+		return d
+	}
+	return plain{thr: c.thresholds()}
 }
 
 // progress moves plans forward: a step's moves start together (counted
@@ -568,24 +627,32 @@ func (c *Cluster) progress() {
 			}
 			continue
 		}
-		d := time.Duration(0)
+		// The step ends with its longest action: its re-check's reads,
+		// its request, the migration, and the poll that sees it end
+		// (each request as long as Nova's API takes, nova.go).
+		d, other := time.Duration(0), time.Duration(0)
 		for _, a := range e.req.Plan.Steps[e.step] {
-			switch c.begin(e, a) {
+			how, took := c.begin(e, a)
+			switch how {
 			case skipped:
+				other = max(other, took)
 				continue
 			case shelved:
+				other = max(other, took)
 				e.results = append(e.results, node.ActionResult{Action: a, Outcome: node.ActionDone, Class: node.ReasonNone})
 				continue
 			}
 			e.moves = append(e.moves, a)
 			c.incoming[a.To] = append(c.incoming[a.To], a)
 			c.moving[a.Server] = true
-			c.Nova.migrate(c.migrationTime(a), c.opt.Node.Exec.Poll)
-			d = max(d, c.migrationTime(a))
+			mt := c.migrationTime(a)
+			start, seen := c.Nova.migrate(mt, c.opt.Node.Exec.Poll)
+			d = max(d, took+start+mt+seen)
 		}
 		if d == 0 {
 			d = c.opt.MigrationTime
 		}
+		d = max(d, other)
 		e.until = c.Now.Add(d)
 		keep = append(keep, e)
 	}
@@ -614,7 +681,7 @@ func (c *Cluster) outcome(e *exec) (scheduler.Outcome, scheduler.EndClass, strin
 		}
 	}
 	ev := e.req.Event
-	return node.PlanOutcome(res, e.req.Moved > 0, true, func() bool {
+	return c.decider(e.host).PlanOutcome(res, e.req.Moved > 0, true, func() bool {
 		return node.RelievedBy(c.thresholds(), ev, e.req.Plan, c.demand(ev.Host))
 	})
 }
@@ -677,30 +744,31 @@ const (
 // re-check decides on what the ground truth shows (node.PlanCheck), and
 // a skipped action is recorded in e.results. Then, or without Recheck,
 // the observer checks the destination (counting servers in flight to
-// it) and records a violation when the move overloads it.
-func (c *Cluster) begin(e *exec, a scheduler.Action) started {
+// it) and records a violation when the move overloads it. took is how
+// long its requests took to answer (the re-check's reads; a shelve's
+// requests too).
+func (c *Cluster) begin(e *exec, a scheduler.Action) (how started, took time.Duration) {
 	ev := e.req.Event
 	i := c.find(a.From, a.Server)
 	if c.opt.Recheck {
 		v := e.check.Judge(a, c.observe(e, a, i))
-		c.Nova.reads(c.caller(e), v.Reads)
+		took = c.Nova.reads(c.caller(e), v.Reads)
 		if v.Class != "" {
 			e.results = append(e.results, node.ActionResult{Action: a, Outcome: node.ActionSkipped, Class: v.Class, Reason: v.Reason})
-			return skipped
+			return skipped, took
 		}
 	}
 	if i < 0 {
 		c.Violations = append(c.Violations, fmt.Sprintf("%s: server %s not on %s", ev.ID, a.Server, a.From))
 		e.results = append(e.results, node.ActionResult{Action: a, Outcome: node.ActionSkipped, Class: node.ReasonServerChanged, Reason: "server not on its source"})
-		return skipped
+		return skipped, took
 	}
 	src := c.Hosts[a.From]
 	if a.Kind != scheduler.LiveMigrate {
 		src.Servers = slices.Delete(src.Servers, i, i+1) // shelved: leaves the host
 		c.servers--
 		c.Shelved++
-		c.Nova.shelve()
-		return shelved
+		return shelved, took + c.Nova.shelve()
 	}
 	// The snapshot counts the allocation of servers moving in; their
 	// demand is counted here, on top of the servers on the host.
@@ -715,7 +783,7 @@ func (c *Cluster) begin(e *exec, a scheduler.Action) started {
 		c.Violations = append(c.Violations, fmt.Sprintf("%s: moving %s to %s overloads it", ev.ID, a.Server, a.To))
 	}
 	c.Started++
-	return migrating
+	return migrating, took
 }
 
 // observe is what the executor's re-check of a would read (i: the

@@ -1,10 +1,12 @@
 package detsim
 
 import (
+	"fmt"
 	"math/rand"
 	"time"
 
 	"github.com/dvms-project/dvms/nova"
+	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -29,8 +31,18 @@ import (
 // A caller's first read of a host is HostFirst (it finds the host's
 // resource provider and reads its inventories). The prices
 // (nova/fake.WarmRequests) assume warm caches otherwise and one page per
-// listing; latency, the API's queue and faults are not modelled here
-// (--clock wall runs nova/fake with them).
+// listing. Every request passes the region's API as nova/fake models it
+// (fake.API: a FIFO queue at Options.NovaRate requests a second, plus
+// Options.NovaLatency) when it is made, and its latency is recorded on
+// Nova.Meter. The runtime waits for what it waits for on the wall clock:
+// an action starts once its re-check's reads and its request have
+// answered, and its end is seen once the last poll and the migration
+// listing have answered (progress). A chain of requests made one after
+// the other is charged when it starts, each request waiting the queue
+// as it stands then. The monitors' and the watch's reads load the queue;
+// their answers are not waited for (the agents sample the ground truth
+// of the second). Faults are not modelled here (--clock wall runs
+// nova/fake with them).
 
 // novaCalls counts calls by nova.Client method name.
 type novaCalls struct {
@@ -43,9 +55,22 @@ type novaCalls struct {
 	inPart         map[string]bool
 	watched        map[string]nova.Service // the watch's known services
 	jitter         *rand.Rand
+
+	// api is the region's API; Meter every request's template and
+	// latency, Rest those after the monitors' first reads.
+	api         *fake.API
+	Meter, Rest *nova.Meter
+	prices      map[string][]nova.Template
+	now         func() time.Time
 }
 
-func (n *novaCalls) init(seed int64) {
+// APIStats is how the region's API queue held (Options.NovaRate).
+func (n *novaCalls) APIStats() fake.APIStats { return n.api.Stats() }
+
+func (n *novaCalls) init(seed int64, api *fake.API, now func() time.Time) {
+	n.api, n.now = api, now
+	n.Meter, n.Rest = nova.NewMeter(), nova.NewMeter()
+	n.prices = map[string][]nova.Template{}
 	n.Calls, n.Startup = map[string]int64{}, map[string]int64{}
 	n.known, n.sched = map[[2]string]bool{}, map[string]*node.Refresh{}
 	n.force, n.left, n.inPart = map[string]bool{}, map[string]bool{}, map[string]bool{}
@@ -53,9 +78,10 @@ func (n *novaCalls) init(seed int64) {
 	n.jitter = rand.New(rand.NewSource(seed + 3))
 }
 
-// read counts one call of caller; a host's read is HostFirst when the
-// caller never read it.
-func (n *novaCalls) read(caller string, r node.Read, m map[string]int64) {
+// read counts one call of caller (startup: a monitor's first reads) and
+// returns its latency; a host's read is HostFirst when the caller never
+// read it.
+func (n *novaCalls) read(caller string, r node.Read, startup bool) time.Duration {
 	if r.Method == "Host" {
 		k := [2]string{caller, r.Host}
 		if !n.known[k] {
@@ -63,28 +89,70 @@ func (n *novaCalls) read(caller string, r node.Read, m map[string]int64) {
 			r.Method = "HostFirst"
 		}
 	}
-	m[r.Method]++
+	return n.call(r.Method, startup)
 }
 
-func (n *novaCalls) reads(caller string, rs []node.Read) {
-	for _, r := range rs {
-		n.read(caller, r, n.Calls)
+// call counts one call of method and passes its requests through the
+// API now; it returns the call's latency (its requests one after the
+// other).
+func (n *novaCalls) call(method string, startup bool) time.Duration {
+	m := n.Calls
+	if startup {
+		m = n.Startup
 	}
+	m[method]++
+	ts, ok := n.prices[method]
+	if !ok {
+		if ts, ok = fake.WarmRequests(method); !ok {
+			panic(fmt.Sprintf("detsim: nova/fake has no price for %s", method)) // a call detsim itself names
+		}
+		n.prices[method] = ts
+	}
+	now := n.now()
+	var d time.Duration
+	for _, t := range ts {
+		lat := n.api.Slot(now)
+		r := nova.Request{Template: t, Latency: lat, Class: nova.ClassOK}
+		n.Meter.Record(r)
+		if !startup {
+			n.Rest.Record(r)
+		}
+		d += lat
+	}
+	return d
 }
 
-// migrate counts a live migration of d followed every poll.
-func (n *novaCalls) migrate(d, poll time.Duration) {
-	n.Calls["LiveMigrate"]++
-	n.Calls["MigrationsInProgress"] += int64(d/poll) + 1
-	n.Calls["Migrations"]++
+// reads counts a re-check's reads, made one after the other, and
+// returns how long they took.
+func (n *novaCalls) reads(caller string, rs []node.Read) time.Duration {
+	var d time.Duration
+	for _, r := range rs {
+		d += n.read(caller, r, false)
+	}
+	return d
 }
 
-// shelve counts a shelve followed to its offload.
-func (n *novaCalls) shelve() {
-	n.Calls["SetServerMetadata"]++
-	n.Calls["Shelve"]++
-	n.Calls["Server"] += 2
-	n.Calls["ShelveOffload"]++
+// migrate counts a live migration of d followed every poll; start is
+// how long its request took to answer, seen how long the last poll and
+// the migration listing took (its end is seen that much after it).
+func (n *novaCalls) migrate(d, poll time.Duration) (start, seen time.Duration) {
+	start = n.call("LiveMigrate", false)
+	polls := int64(d/poll) + 1
+	for k := int64(0); k < polls; k++ {
+		seen = n.call("MigrationsInProgress", false)
+	}
+	seen += n.call("Migrations", false)
+	return start, seen
+}
+
+// shelve counts a shelve followed to its offload and returns how long
+// its requests took.
+func (n *novaCalls) shelve() time.Duration {
+	d := n.call("SetServerMetadata", false)
+	d += n.call("Shelve", false)
+	d += n.call("Server", false)
+	d += n.call("Server", false)
+	return d + n.call("ShelveOffload", false)
 }
 
 // caller is who runs e's plan: its agent, or the planner outside.
@@ -102,18 +170,15 @@ func (c *Cluster) refresh(n string) {
 		s = &node.Refresh{}
 		c.Nova.sched[n] = s
 	}
-	m := c.Nova.Calls
-	if s.PlacementAt.IsZero() {
-		m = c.Nova.Startup
-	}
+	startup := s.PlacementAt.IsZero()
 	placement, servers := s.Due(c.Now, c.Nova.force[n], c.Nova.left[n])
 	delete(c.Nova.force, n)
 	delete(c.Nova.left, n)
 	if placement {
-		c.Nova.read(n, node.Read{Method: "Host", Host: n}, m)
+		c.Nova.read(n, node.Read{Method: "Host", Host: n}, startup)
 	}
 	if servers {
-		c.Nova.read(n, node.Read{Method: "Servers", Host: n}, m)
+		c.Nova.read(n, node.Read{Method: "Servers", Host: n}, startup)
 	}
 	s.Read(c.Now, placement, servers, c.opt.Node, c.Nova.jitter)
 }
@@ -136,7 +201,7 @@ func (c *Cluster) notePartition(n string) {
 // truth (node.WatchStep): one listing of the services; an agent whose
 // host's service changed re-reads its host at its next sample.
 func (c *Cluster) watch() {
-	c.Nova.Calls["Services"]++
+	c.Nova.call("Services", false)
 	svcs := make([]nova.Service, 0, len(c.names))
 	for _, name := range c.names {
 		h := c.Hosts[name]

@@ -159,6 +159,10 @@ type Deps struct {
 	// runners of the process (dvms simulate: one list, not one per
 	// agent); New's members must then be nil.
 	Ring *scheduler.Ring
+	// Agent, if set, is the agent's state machine, built by the caller
+	// from ac (agentd.NewDecision); New's members and Ring are then not
+	// used. Nil: New builds it.
+	Agent *scheduler.Agent
 }
 
 // Runner owns one agent and its goroutines.
@@ -209,16 +213,21 @@ func New(cfg Config, ac scheduler.Config, members []string, d Deps) (*Runner, er
 	if d.Bus == nil || d.Nova == nil || d.Arbiter == nil || d.Clock == nil {
 		return nil, errors.New("node: bus, nova, arbiter and clock are required")
 	}
-	ring := scheduler.NewRing(members)
-	if d.Ring != nil {
-		if members != nil {
-			return nil, errors.New("node: members and a shared ring given")
+	a := d.Agent
+	if a == nil {
+		ring := scheduler.NewRing(members)
+		if d.Ring != nil {
+			if members != nil {
+				return nil, errors.New("node: members and a shared ring given")
+			}
+			ring = *d.Ring
 		}
-		ring = *d.Ring
-	}
-	a, err := scheduler.NewAgentOnRing(ac, ring)
-	if err != nil {
-		return nil, err
+		var err error
+		if a, err = scheduler.NewAgentOnRing(ac, ring); err != nil {
+			return nil, err
+		}
+	} else if a.ID() != ac.ID {
+		return nil, fmt.Errorf("node: agent %s given for host %s", a.ID(), ac.ID)
 	}
 	log := d.Log.With().Str("host", ac.ID).Logger()
 	r := &Runner{

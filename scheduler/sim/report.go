@@ -273,10 +273,10 @@ type NovaCost struct {
 	Queued     int64   `json:"queued,omitempty"`
 	QueueMaxMS float64 `json:"queue_max_ms,omitempty"`
 	// Modelled (the virtual clock): the requests are the nova.Client
-	// calls the runtime's decisions make, counted (scheduler/detsim) and
-	// priced by nova/fake's cost model with warm caches; no latency,
-	// queue or faults. ByCall has them per call (startup included), and
-	// their rate over the run.
+	// calls the runtime's decisions make, counted (scheduler/detsim),
+	// priced by nova/fake's cost model with warm caches and passed through
+	// its model of the API (latency, queue; no faults). ByCall has them
+	// per call (startup included), and their rate over the run.
 	Modelled bool       `json:"modelled,omitempty"`
 	ByCall   []CallRate `json:"by_call,omitempty"`
 }
@@ -485,7 +485,7 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "              %8d  %s\n", t.Count, t.Template)
 	}
 	if n.Modelled {
-		fmt.Fprintf(w, "              modelled (virtual clock: the runtime's calls priced by nova/fake, warm caches, no latency):\n")
+		fmt.Fprintf(w, "              modelled (virtual clock: the runtime's calls priced by nova/fake, warm caches, its API's latency and queue, no faults):\n")
 		for _, c := range n.ByCall {
 			fmt.Fprintf(w, "              %8d  %-22s %8d requests  %8.2f/s\n", c.Calls, c.Call, c.Requests, c.PerSecond)
 		}

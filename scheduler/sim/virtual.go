@@ -12,6 +12,7 @@ import (
 
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/agentd"
 	"github.com/dvms-project/dvms/scheduler/detsim"
 )
 
@@ -56,8 +57,8 @@ func (c Config) virtualProblems() error {
 	if c.Mode != "dvms" && c.Mode != "oracle" {
 		errs = append(errs, fmt.Errorf("--clock virtual runs --mode dvms and oracle (not %s)", c.Mode))
 	}
-	if c.KillAgents > 0 || c.NovaFaults > 0 || c.NovaAPIRate > 0 || c.NovaLatency > 0 || c.Arrivals > 0 || c.Byzantine > 0 {
-		errs = append(errs, errors.New("--clock virtual does not model --kill-agents, --nova-faults, --nova-api-rps, --nova-api-latency, --arrivals or --byzantine (use --clock wall)"))
+	if c.KillAgents > 0 || c.NovaFaults > 0 || c.Arrivals > 0 || c.Byzantine > 0 {
+		errs = append(errs, errors.New("--clock virtual does not model --kill-agents, --nova-faults, --arrivals or --byzantine (use --clock wall)"))
 	}
 	if c.Sites.N > 1 || c.Agent.NextNode == scheduler.NextVivaldi || c.Membership == MembershipSwim {
 		errs = append(errs, errors.New("--clock virtual does not model --sites, --next-node vivaldi or --membership swim (use --clock wall)"))
@@ -73,12 +74,13 @@ func (c Config) virtualProblems() error {
 // shows: the executor's re-check verdicts and the plan's outcome
 // (node.PlanCheck, node.PlanOutcome), the monitor's refresh schedule and
 // the region's maintenance watch (node.Refresh, node.WatchStep); the Nova
-// calls they make are counted and priced by nova/fake's cost model
-// (virtualNova). Simulated time jumps from one event to the next, so the
-// wall time depends only on the work done and a run is reproducible from
-// its seed. It does not run node.Runner's goroutines, NATS, Raft or
-// nova/fake itself: Nova's latency, queue and faults are Run's (--clock
-// wall).
+// calls they make are counted, priced by nova/fake's cost model and
+// passed through its model of the region's API (fake.API: --nova-api-rps,
+// --nova-api-latency), whose answers the executor waits for (virtualNova,
+// detsim's nova.go). Simulated time jumps from one event to the next, so
+// the wall time depends only on the work done and a run is reproducible
+// from its seed. It does not run node.Runner's goroutines, NATS, Raft or
+// nova/fake's cloud itself: Nova's faults are Run's (--clock wall).
 func runVirtual(cfg Config) (*Report, error) {
 	if err := cfg.virtualProblems(); err != nil {
 		return nil, err
@@ -138,6 +140,17 @@ func runVirtual(cfg Config) (*Report, error) {
 		OnSolveRequest: st.viewed,
 		Agent:          agent,
 		NoAgents:       cfg.Mode == "oracle",
+		NovaRate:       cfg.NovaAPIRate, NovaLatency: cfg.NovaLatency,
+		// Every agent's decision part is built as the fleet's agents are
+		// (agentd.NewDecision, in agentd.New), from the runtime's config.
+		Node: cfg.Runtime,
+		Assemble: func(ac scheduler.Config, ring *scheduler.Ring) (detsim.Decider, error) {
+			d, err := agentd.NewDecision(agentd.Options{Runtime: cfg.Runtime, Agent: ac, Ring: ring})
+			if err != nil {
+				return nil, err
+			}
+			return d, nil
+		},
 	}, hosts)
 	var orc *virtualOracle
 	if cfg.Mode == "oracle" {
@@ -343,6 +356,15 @@ func virtualNova(rep *Report, c *detsim.Cluster, cfg Config) error {
 	n.Requests.Total = startup + rest
 	n.StartupRequests = startup
 	n.AfterWarmup.Requests = rest
+	// Latency as the callers saw it, Nova's API modelled (fake.API).
+	all, after := c.Nova.Meter.Snapshot(), c.Nova.Rest.Snapshot()
+	n.P50MS, n.P99MS, n.MaxMS = ms(all.P50), ms(all.P99), ms(all.Max)
+	n.AfterWarmup.P50MS, n.AfterWarmup.P99MS = ms(after.P50), ms(after.P99)
+	n.APIRPS = cfg.NovaAPIRate
+	if cfg.NovaAPIRate > 0 {
+		as := c.Nova.APIStats()
+		n.Queued, n.QueueMaxMS = as.Queued, ms(as.QueueMax)
+	}
 	if secs > 0 {
 		n.AfterWarmup.PerSecond = round(float64(rest) / secs)
 		n.RegionWatch.Requests = c.Nova.Calls["Services"]
@@ -351,13 +373,13 @@ func virtualNova(rep *Report, c *detsim.Cluster, cfg Config) error {
 			n.PerHostMinute = round(float64(n.Requests.Total) / (secs / 60) / float64(cfg.Hosts))
 		}
 	}
-	all := maps.Clone(c.Nova.Calls)
+	calls := maps.Clone(c.Nova.Calls)
 	for call, k := range c.Nova.Startup {
-		all[call] += k
+		calls[call] += k
 	}
-	for _, call := range slices.Sorted(maps.Keys(all)) {
+	for _, call := range slices.Sorted(maps.Keys(calls)) {
 		ts, _ := fake.WarmRequests(call)
-		r := CallRate{Call: call, Calls: all[call], Requests: all[call] * int64(len(ts))}
+		r := CallRate{Call: call, Calls: calls[call], Requests: calls[call] * int64(len(ts))}
 		if secs > 0 {
 			r.PerSecond = round(float64(r.Requests) / secs)
 		}

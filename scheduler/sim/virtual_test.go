@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dvms-project/dvms/scheduler/agentd"
+	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 func virtualConfig(seed int64) Config {
@@ -101,14 +104,44 @@ func TestVirtualClockReproducible(t *testing.T) {
 	}
 }
 
+// The virtual clock models Nova's API as nova/fake does (--nova-api-rps,
+// --nova-api-latency): the report gives the latency the runtime's calls
+// saw and the queue, and a run stays valid and reproducible from its seed.
+func TestVirtualClockModelsNovaAPI(t *testing.T) {
+	cfg := virtualConfig(5)
+	cfg.Hosts, cfg.Servers, cfg.Duration = 100, 1000, 40*time.Second
+	cfg.NovaLatency, cfg.NovaAPIRate = 20*time.Millisecond, 150
+	a, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := a.Nova
+	if !a.Valid || a.Safety.Violations != 0 || a.Safety.ServersLost != 0 || a.Migrations.Total == 0 {
+		t.Fatalf("valid %v %v, %d violations, %d lost, %d migrations", a.Valid, a.InvalidBecause, a.Safety.Violations, a.Safety.ServersLost, a.Migrations.Total)
+	}
+	// Every request takes at least the latency and 1/150 s of service;
+	// the start-up reads (500 at once) queue for seconds.
+	if n.P50MS < 20 || n.AfterWarmup.P50MS < 20 || n.APIRPS != 150 || n.Queued == 0 || n.QueueMaxMS < 1000 || n.MaxMS < n.QueueMaxMS {
+		t.Errorf("nova: p50 %.1f ms (after warm-up %.1f), max %.1f ms, API %.0f req/s, %d queued, longest wait %.1f ms",
+			n.P50MS, n.AfterWarmup.P50MS, n.MaxMS, n.APIRPS, n.Queued, n.QueueMaxMS)
+	}
+	b, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ja, jb := withoutWallFields(t, a), withoutWallFields(t, b); ja != jb {
+		t.Errorf("same seed, different reports:\n%s\n%s", ja, jb)
+	}
+}
+
 // What the virtual clock does not model is refused, not ignored.
 func TestVirtualClockRefusesWhatItDoesNotModel(t *testing.T) {
 	for name, edit := range map[string]func(*Config){
-		"nova-api-rps": func(c *Config) { c.NovaAPIRate = 500 },
-		"kill-agents":  func(c *Config) { c.KillAgents = 0.01 },
-		"swim":         func(c *Config) { c.Membership = MembershipSwim },
-		"central":      func(c *Config) { c.Mode = "central" },
-		"sites":        func(c *Config) { c.Sites.N = 4 },
+		"nova-faults": func(c *Config) { c.NovaFaults = 0.01 },
+		"kill-agents": func(c *Config) { c.KillAgents = 0.01 },
+		"swim":        func(c *Config) { c.Membership = MembershipSwim },
+		"central":     func(c *Config) { c.Mode = "central" },
+		"sites":       func(c *Config) { c.Sites.N = 4 },
 	} {
 		cfg := virtualConfig(1)
 		edit(&cfg)
@@ -151,9 +184,14 @@ func TestResolveClock(t *testing.T) {
 		t.Errorf("auto above %d hosts: %s, want virtual", AutoVirtualAbove, got)
 	}
 	api := cfg
-	api.NovaAPIRate = 500 // Nova's API: the wall clock's only
-	if got := api.ResolveClock(10000); got != ClockWall {
-		t.Errorf("auto at 10,000 hosts with --nova-api-rps: %s, want wall", got)
+	api.NovaAPIRate = 500 // Nova's API: modelled on both clocks
+	if got := api.ResolveClock(10000); got != ClockVirtual {
+		t.Errorf("auto at 10,000 hosts with --nova-api-rps: %s, want virtual", got)
+	}
+	faults := cfg
+	faults.NovaFaults = 0.01 // Nova's faults: the wall clock's only
+	if got := faults.ResolveClock(10000); got != ClockWall {
+		t.Errorf("auto at 10,000 hosts with --nova-faults: %s, want wall", got)
 	}
 	cfg.Clock = ClockWall
 	if got := cfg.ResolveClock(100000); got != ClockWall {
@@ -183,5 +221,35 @@ func TestVirtualClockChecksAbortedEvents(t *testing.T) {
 	}
 	if e.UnsolvableWithUnion != 0 {
 		t.Fatalf("%d unsolvable events had a solution in the union of the Blocked partitions: %v", e.UnsolvableWithUnion, e.UnionMisses)
+	}
+}
+
+// One agent, one assembly: the wall clock's agents (agentd.New, which
+// `dvms agent` runs too) and the virtual clock's (agentd.NewDecision
+// alone) are assembled in one place, and both call the executor's
+// re-check verdict and the plan's outcome the runtime calls (node's step
+// functions, counted by node.StepCalls): every migration started was
+// judged, and plans ended. Not parallel: the counts are the process's.
+func TestEveryClockRunsTheAgentsDecisions(t *testing.T) {
+	for _, clock := range []string{ClockWall, ClockVirtual} {
+		cfg := small(1)
+		if clock == ClockVirtual {
+			cfg = virtualConfig(1)
+			cfg.Hosts, cfg.Servers, cfg.Duration = 60, 600, 40*time.Second
+		}
+		built := agentd.Assembled()
+		judged, ended := node.StepCalls()
+		r, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, o := node.StepCalls()
+		if n := agentd.Assembled() - built; n != int64(cfg.Hosts) {
+			t.Errorf("%s clock: %d agents assembled by agentd, want %d", clock, n, cfg.Hosts)
+		}
+		if r.Clock != clock || r.Migrations.Total == 0 || j-judged < int64(r.Migrations.Total) || o-ended == 0 {
+			t.Errorf("%s clock (ran %s): %d migrations, %d re-check verdicts, %d plan outcomes by the runtime's step functions",
+				clock, r.Clock, r.Migrations.Total, j-judged, o-ended)
+		}
 	}
 }
