@@ -84,6 +84,10 @@ const (
 	// this agent's edge (it led too long or too many partitions), which
 	// left; its event is raised again at once (RefuseLeader).
 	EndLeaderRefused EndClass = "leader_refused"
+	// EndNotWorth: the plan's moves cost more than it gained (the move
+	// cost, movecost.go): it was refused; the event is raised again after
+	// the retry backoff if it still holds.
+	EndNotWorth EndClass = "not_worth"
 )
 
 // endClasses maps each class to its outcome; EndUnknown has none.
@@ -94,7 +98,7 @@ var endClasses = map[EndClass]Outcome{
 	EndVanished: Aborted, EndSkipped: Aborted, EndUnverified: Aborted, EndAdvise: Aborted,
 	EndPaused: Aborted, EndExcluded: Aborted, EndStopping: Aborted, EndSolvedOthers: Aborted,
 	EndMemberLost: Aborted, EndTimeout: Aborted, EndRequestLost: Aborted, EndFork: Aborted,
-	EndAbsorbedLost: Aborted, EndLeaderRefused: Aborted,
+	EndAbsorbedLost: Aborted, EndLeaderRefused: Aborted, EndNotWorth: Aborted,
 }
 
 // Outcome is the outcome the class belongs to (0 for EndUnknown and
@@ -159,6 +163,7 @@ func DeriveEndClass(o Outcome, reason string) EndClass {
 			{"partition timeout", EndTimeout},
 			{"request lost", EndRequestLost},
 			{"fork of ", EndFork},
+			{"not worth it", EndNotWorth},
 			{"absorption message was lost", EndAbsorbedLost},
 			{"crashed", EndMemberLost},
 			{"initiator ", EndMemberLost},

@@ -278,6 +278,7 @@ func endWords(c string) string {
 		scheduler.EndRequestLost:      "ended: the partition's request made no progress",
 		scheduler.EndFork:             "ended: this copy of the partition was a fork",
 		scheduler.EndAbsorbedLost:     "ended: absorbed by a merge whose message was lost",
+		scheduler.EndNotWorth:         "not moved: the moves would cost more than they gain (move_cost, move_cost_per_second); raised again after the retry backoff",
 	}[scheduler.EndClass(c)]
 	if !ok {
 		return "ended (" + c + ")"

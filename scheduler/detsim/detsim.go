@@ -460,6 +460,9 @@ func (c *Cluster) flush(n string) {
 		}
 		opt := scheduler.DefaultSolveOptions()
 		opt.Rand = rand.New(rand.NewSource(c.rng.Int63()))
+		if c.opt.MigrationDuration != nil && (req.Problem.MoveCost > 0 || req.Problem.MoveCostPerSecond > 0) {
+			opt.Migrations = durationModel(c.opt.MigrationDuration) // the move cost's
+		}
 		t0 := time.Now()
 		sol, plan, err := scheduler.SolveAndPlan(req.Problem, req.Limits, opt)
 		if c.opt.OnSolve != nil {
@@ -940,3 +943,9 @@ func (c *Cluster) Solvable() []string {
 	}
 	return out
 }
+
+// durationModel is Options.MigrationDuration as the solver's migration
+// model: every move converges.
+type durationModel func(scheduler.Action) time.Duration
+
+func (d durationModel) Migration(a scheduler.Action) (time.Duration, bool) { return d(a), true }
