@@ -40,7 +40,8 @@ type Config struct {
 	// Duration of simulated time; TimeScale simulated seconds per wall second.
 	Duration  time.Duration
 	TimeScale float64
-	// Workload: random, saturated, planetlab:FILE or FILE.
+	// Workload: random, saturated, flapping, planetlab:FILE or FILE
+	// (NewWorkload).
 	Workload  string
 	TraceStep time.Duration
 	HostCPUs  int
@@ -235,6 +236,7 @@ var flavors = []struct {
 // stats collects what the runtimes report.
 type stats struct {
 	mu       sync.Mutex
+	reliefs  *reliefs // the hosts relieved, for the report's oscillations
 	raised   map[string]time.Time // event id -> wall time of detection
 	inFlight map[string]bool
 	onHost   map[string]int // host -> events in flight on it
@@ -410,6 +412,9 @@ func (s *stats) record(host string, r scheduler.Record) {
 		s.replanned[r.Event.ID] = true
 	case scheduler.RecEventEnded:
 		s.ended[r.Outcome]++
+		if s.reliefs != nil && r.Outcome == scheduler.Solved && r.Event.Kind == scheduler.Overload {
+			s.reliefs.relieved(r.Event.Host)
+		}
 		if s.replanned[r.Event.ID] {
 			delete(s.replanned, r.Event.ID)
 			if r.Outcome == scheduler.Solved {
