@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"math/rand"
 	"strings"
 	"testing"
@@ -87,5 +88,42 @@ func TestFlappingWorkload(t *testing.T) {
 		if _, err := NewWorkload(bad, servers, rand.New(rand.NewSource(1)), 0, 0); err == nil {
 			t.Fatalf("%s accepted", bad)
 		}
+	}
+}
+
+// On the virtual clock, the flapping workload moves servers again within
+// the window; with server_cooldown the agents move none again within it
+// (the observer would count each as a violation); with a move cost no
+// relief pays for itself, and the events end not_worth.
+func TestVirtualFlappingCooldownAndMoveCost(t *testing.T) {
+	cfg := func() Config {
+		c := DefaultConfig()
+		c.Clock, c.Hosts, c.Servers, c.Duration, c.Seed, c.Workload = ClockVirtual, 40, 480, 5*time.Minute, 1, "flapping:2m"
+		return c
+	}
+	off, err := Run(context.Background(), cfg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := off.Oscillations; o == nil || o.MovedAgain == 0 || o.CooldownViolations != 0 || off.Safety.Violations != 0 {
+		t.Fatalf("off: %+v, %d migrations, safety %+v: want servers moved again", o, off.Migrations.Total, off.Safety)
+	}
+	c := cfg()
+	c.Agent.ServerCooldown = 30 * time.Minute
+	on, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := on.Oscillations; o == nil || on.Migrations.Total == 0 || o.MovedAgain != 0 || o.CooldownViolations != 0 || on.Safety.Violations != 0 {
+		t.Fatalf("cooldown: %+v, %d migrations, safety %+v", o, on.Migrations.Total, on.Safety)
+	}
+	c = cfg()
+	c.Agent.MoveCost = 1000
+	priced, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if priced.Migrations.Total != 0 || priced.Events.EndedBy["aborted/not_worth"] == 0 {
+		t.Fatalf("priced out: %d migrations, ended %v", priced.Migrations.Total, priced.Events.EndedBy)
 	}
 }
