@@ -3,7 +3,6 @@ package scheduler
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // Moves that pay for themselves: relief and consolidation propose a plan
@@ -80,7 +79,7 @@ const EmptiedHostGain = 100
 
 // pays prices the best solution: its Gain and Cost, and NotWorth when the
 // cost exceeds the gain (never for a drain).
-func (s *search) pays(events []Event) {
+func (s *search) pays() {
 	if !s.p.costOn() || !s.found {
 		return
 	}
@@ -94,9 +93,6 @@ func (s *search) pays(events []Event) {
 			return // a drain: it always goes
 		}
 		emptied[s.base.hosts[e.src].h.Name] = true
-	}
-	if slices.ContainsFunc(events, func(e Event) bool { return e.Kind == Maintenance }) {
-		return
 	}
 	gain += EmptiedHostGain * float64(len(emptied))
 	cost := 0.0

@@ -384,7 +384,7 @@ func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solutio
 		return Solution{OK: true, Reason: join("nothing to do", s.note), Unmovable: s.unmovable, Solved: solved}
 	}
 	s.solve()
-	s.pays(events)
+	s.pays()
 	if !s.found || s.best.NotWorth {
 		s.best.Reason = join(s.best.Reason, s.note)
 		s.best.Unmovable = s.unmovable

@@ -88,7 +88,7 @@ func oscillations(cfg oscillation.Config, cooldown time.Duration, moves []region
 		gap := m.start.Sub(prev.end)
 		if gap <= cfg.Window {
 			o.MovedAgain++
-			if prev.from == m.to && prev.to == m.from {
+			if prev.from == m.to { // back where it was
 				o.ServerMovedBack++
 			}
 		}
