@@ -101,3 +101,12 @@ func oscillations(cfg oscillation.Config, cooldown time.Duration, moves []region
 	o.Descriptions = firstTen(desc)
 	return o
 }
+
+// cooldownChecked is the server cooldown the observer checks: the
+// agents' (--mode dvms); the oracle and the central baseline keep none.
+func (c Config) cooldownChecked() time.Duration {
+	if c.Mode != "dvms" {
+		return 0
+	}
+	return c.Agent.ServerCooldown
+}

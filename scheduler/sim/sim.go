@@ -569,6 +569,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
 		simNow: clock.Now, raisedSim: map[string]time.Time{}}
+	st.reliefs = newReliefs(cfg.Runtime.Oscillation, st.simNow)
 	var arb consensus.Arbiter = consensus.NewLocal(clock.Now)
 	if cfg.Arbiter == "raft" {
 		g, err := consensus.StartInProcessGroup(3, clock.Now)
@@ -1098,8 +1099,13 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 	rep.Migrations.Total, rep.Migrations.Failed = fs.Started, fs.Failed
 	rep.Faults.Injected = cloud.FaultsInjected()
 	v := cloud.Violations()
-	rep.Safety.Violations = len(v)
-	rep.Safety.Descriptions = describe(v)
+	var moves []regionMove
+	for _, m := range cloud.CompletedMigrations() {
+		moves = append(moves, regionMove{server: m.Server, from: m.From, to: m.To, start: m.Start, end: m.End})
+	}
+	rep.Oscillations = oscillations(cfg.Runtime.Oscillation, cfg.cooldownChecked(), moves, st.reliefs)
+	rep.Safety.Violations = len(v) + rep.Oscillations.CooldownViolations
+	rep.Safety.Descriptions = append(describe(v), rep.Oscillations.Descriptions...)
 	rep.Safety.ServersLost = cloud.ServersLost()
 	drift := cloud.Drift()
 	rep.Safety.DemandDrift = len(drift)

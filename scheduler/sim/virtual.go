@@ -248,7 +248,8 @@ func runVirtual(cfg Config) (*Report, error) {
 	for i, m := range c.Moves {
 		moves[i] = regionMove{server: m.Server, from: m.From, to: m.To, start: m.Start, end: m.At}
 	}
-	rep.Oscillations = oscillations(cfg.Runtime.Oscillation, agent.ServerCooldown, moves, st.reliefs)
+	cfg.Agent = agent
+	rep.Oscillations = oscillations(cfg.Runtime.Oscillation, cfg.cooldownChecked(), moves, st.reliefs)
 	rep.Safety.Violations = len(c.Violations) + rep.Oscillations.CooldownViolations
 	rep.Safety.Descriptions = firstTen(append(slices.Clone(c.Violations), rep.Oscillations.Descriptions...))
 	on := 0
