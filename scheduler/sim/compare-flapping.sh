@@ -25,10 +25,10 @@ for seed in $seeds; do
 	for arm in off on; do
 		if [ "$arm" = on ]; then
 			"$dvms" simulate --hosts "$hosts" --servers "$servers" --duration "$duration" --clock virtual \
-				--workload "$workload" --oracle=false --report "" -f json --seed "$seed" "$@" >"$out/$arm-$seed.json" || true
+				--workload "$workload" --oracle=false --report "" -f json --seed "$seed" "$@" >"$out/$arm-$seed.json" 2>"$out/$arm-$seed.err" || true
 		else
 			"$dvms" simulate --hosts "$hosts" --servers "$servers" --duration "$duration" --clock virtual \
-				--workload "$workload" --oracle=false --report "" -f json --seed "$seed" >"$out/$arm-$seed.json" || true
+				--workload "$workload" --oracle=false --report "" -f json --seed "$seed" >"$out/$arm-$seed.json" 2>"$out/$arm-$seed.err" || true
 		fi
 		jq -r --arg seed "$seed" --arg arm "$arm" \
 			'[$seed, $arm, .migrations.total, .overload_seconds, .events.total, .oscillations.host_relieved, .oscillations.server_moved_back, .oscillations.moved_again_within_window, .oscillations.cooldown_violations] | @tsv' \
