@@ -236,7 +236,7 @@ var flavors = []struct {
 // stats collects what the runtimes report.
 type stats struct {
 	mu       sync.Mutex
-	reliefs  *reliefs // the hosts relieved, for the report's oscillations
+	reliefs  *reliefs             // the hosts relieved, for the report's oscillations
 	raised   map[string]time.Time // event id -> wall time of detection
 	inFlight map[string]bool
 	onHost   map[string]int // host -> events in flight on it
