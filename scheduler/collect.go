@@ -56,6 +56,7 @@ func (a *Agent) maybeSolve() {
 		// grow (Blocked after a full tour — a re-plan of such a partition
 		// too —, or the whole ring).
 		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds, Headroom: a.cfg.ConsolidationHeadroom, ReliefHeadroom: relief,
+			MoveCost: a.cfg.MoveCost, MoveCostPerSecond: a.cfg.MoveCostPerSecond,
 			Preempt: a.cfg.Preempt && (a.part.State == Blocked || a.part.Replans > 0 && a.part.Tours > 0 || len(a.part.Nodes) >= len(a.ring))},
 	})
 }
@@ -137,6 +138,14 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		if len(sol.Solved) > 0 && e.ID == sol.Solved[0] {
 			ev = e
 		}
+	}
+	if sol.NotWorth {
+		// The moves would cost more than they gain: no larger partition
+		// changes that much; the event is raised again after the backoff
+		// if it still holds.
+		a.record(Record{Kind: RecNoSolution, Event: p.Events[0], Reason: sol.Reason})
+		a.dissolve(Aborted, EndNotWorth, sol.Reason)
+		return
 	}
 	if a.growForRelief(sol, planErr) {
 		return // passed over: a solution that only fits

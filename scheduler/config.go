@@ -32,6 +32,10 @@ type Config struct {
 	// destination under saturation; ConsolidationCooldown already keeps
 	// consolidation from undoing relief.
 	ServerCooldown time.Duration
+	// MoveCost and MoveCostPerSecond price relief's and consolidation's
+	// moves (Problem.MoveCost, movecost.go): a plan whose moves cost more
+	// points than it gains is refused. Both 0 (the default): off.
+	MoveCost, MoveCostPerSecond float64
 	// ConsolidationHeadroom is the fraction of a destination's demand
 	// limits that consolidation leaves free, so demand that wobbles does
 	// not make its destination the next overload. In [0, 1).
@@ -126,6 +130,9 @@ func (c Config) Validate() error {
 	}
 	if c.ServerCooldown < 0 {
 		errs = append(errs, errors.New("server_cooldown must be >= 0"))
+	}
+	if !(c.MoveCost >= 0) || !(c.MoveCostPerSecond >= 0) {
+		errs = append(errs, fmt.Errorf("move_cost %v and move_cost_per_second %v must be >= 0", c.MoveCost, c.MoveCostPerSecond))
 	}
 	if !(c.ReliefHeadroom >= 0 && c.ReliefHeadroom < 1) {
 		errs = append(errs, fmt.Errorf("relief_headroom %v must be in [0, 1)", c.ReliefHeadroom))

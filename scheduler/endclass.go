@@ -88,6 +88,10 @@ const (
 	// (their maintenance action is notify): the host is not drained; the
 	// event is raised again after its backoff while the servers stay.
 	EndLeftForOwners EndClass = "left_for_owners"
+	// EndNotWorth: the plan's moves cost more than it gained (the move
+	// cost, movecost.go): it was refused; the event is raised again after
+	// the retry backoff if it still holds.
+	EndNotWorth EndClass = "not_worth"
 )
 
 // endClasses maps each class to its outcome; EndUnknown has none.
@@ -98,7 +102,7 @@ var endClasses = map[EndClass]Outcome{
 	EndVanished: Aborted, EndSkipped: Aborted, EndUnverified: Aborted, EndAdvise: Aborted,
 	EndPaused: Aborted, EndExcluded: Aborted, EndStopping: Aborted, EndSolvedOthers: Aborted,
 	EndMemberLost: Aborted, EndTimeout: Aborted, EndRequestLost: Aborted, EndFork: Aborted,
-	EndAbsorbedLost: Aborted, EndLeaderRefused: Aborted, EndLeftForOwners: Aborted,
+	EndAbsorbedLost: Aborted, EndLeaderRefused: Aborted, EndLeftForOwners: Aborted, EndNotWorth: Aborted,
 }
 
 // Outcome is the outcome the class belongs to (0 for EndUnknown and
@@ -163,6 +167,7 @@ func DeriveEndClass(o Outcome, reason string) EndClass {
 			{"partition timeout", EndTimeout},
 			{"request lost", EndRequestLost},
 			{"fork of ", EndFork},
+			{"not worth it", EndNotWorth},
 			{"absorption message was lost", EndAbsorbedLost},
 			{"crashed", EndMemberLost},
 			{"initiator ", EndMemberLost},

@@ -34,6 +34,12 @@ type Problem struct {
 	// an overload is relieved onto a host with room, not onto the next
 	// one to overload. 0: any destination that fits.
 	ReliefHeadroom float64 `json:",omitempty"`
+	// MoveCost and MoveCostPerSecond price the moves of relief and
+	// consolidation (movecost.go): each live migration costs MoveCost
+	// points plus MoveCostPerSecond per second it is predicted to take,
+	// and a plan whose cost exceeds its gain is refused. Both 0: off.
+	MoveCost          float64 `json:",omitempty"`
+	MoveCostPerSecond float64 `json:",omitempty"`
 }
 
 // SolveOptions bound the search. The solver never reads a clock itself.
@@ -100,6 +106,12 @@ type Solution struct {
 	// MigrationTime sums its predicted durations (0 without a model).
 	Unconverging  int           `json:",omitempty"`
 	MigrationTime time.Duration `json:",omitempty"`
+	// Gain and Cost are the plan's, in points (movecost.go), when the
+	// problem prices moves; NotWorth (OK false): the cost exceeded the
+	// gain, the plan was refused.
+	Gain     float64 `json:",omitempty"`
+	Cost     float64 `json:",omitempty"`
+	NotWorth bool    `json:",omitempty"`
 }
 
 // model is the mutable capacity view of the partition during a search.
@@ -372,7 +384,8 @@ func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solutio
 		return Solution{OK: true, Reason: join("nothing to do", s.note), Unmovable: s.unmovable, Solved: solved}
 	}
 	s.solve()
-	if !s.found {
+	s.pays()
+	if !s.found || s.best.NotWorth {
 		s.best.Reason = join(s.best.Reason, s.note)
 		s.best.Unmovable = s.unmovable
 		return s.best
@@ -400,6 +413,7 @@ type search struct {
 	bestMB    int
 	bestCross int
 	bestUnc   int
+	bestCost  float64
 	found     bool
 	goal      map[int]bool      // hosts of the events' overloads (bestDest)
 	zone      map[string]string // host -> availability zone
@@ -503,7 +517,11 @@ func (s *search) converges(a Action) bool {
 func (s *search) offer(acts []Action) {
 	mb, cross, unc := 0, 0, 0
 	var took time.Duration
+	cost := 0.0
 	for _, a := range acts {
+		if s.p.costOn() {
+			cost += s.actionCost(a)
+		}
 		if a.Kind == LiveMigrate {
 			mb += a.RAMMB
 			if s.zone[a.From] != s.zone[a.To] {
@@ -518,10 +536,15 @@ func (s *search) offer(acts []Action) {
 			}
 		}
 	}
-	if s.found && (unc > s.bestUnc || unc == s.bestUnc && (cross > s.bestCross || cross == s.bestCross && mb >= s.bestMB)) {
+	// With moves priced, the cost ranks where the bytes did.
+	cheaper := mb < s.bestMB
+	if s.p.costOn() {
+		cheaper = cost < s.bestCost
+	}
+	if s.found && (unc > s.bestUnc || unc == s.bestUnc && (cross > s.bestCross || cross == s.bestCross && !cheaper)) {
 		return
 	}
-	s.found, s.bestMB, s.bestCross, s.bestUnc = true, mb, cross, unc
+	s.found, s.bestMB, s.bestCross, s.bestUnc, s.bestCost = true, mb, cross, unc, cost
 	s.best = Solution{OK: true, Moves: acts, MovedMB: mb, CrossZone: cross, Unconverging: unc, MigrationTime: took,
 		Reason: s.note, Unmovable: s.unmovable, TimedOut: s.best.TimedOut}
 }
@@ -551,6 +574,18 @@ func (s *search) solve() {
 		}, // most CPU per byte moved
 		func(a, b *Server) int { return cmp.Compare(a.RAMMB, b.RAMMB) }, // smallest first
 		func(a, b *Server) int { return cmp.Compare(b.CPU, a.CPU) },     // biggest demand first
+	}
+	if s.p.costOn() {
+		// Most CPU per point of cost: small, quiet servers first.
+		cost := map[*Server]float64{}
+		for k, i := range s.over {
+			for _, sv := range cands[k] {
+				cost[sv] = max(1e-9, s.serverCost(i, sv))
+			}
+		}
+		strategies = append([]func(a, b *Server) int{func(a, b *Server) int {
+			return cmp.Compare(b.CPU/cost[b], a.CPU/cost[a])
+		}}, strategies...)
 	}
 	for _, less := range strategies {
 		if ev, ok := s.evictions(cands, func(c []*Server) { slices.SortStableFunc(c, less) }); ok {
@@ -615,42 +650,53 @@ func (s *search) evictions(cands [][]*Server, order func([]*Server)) ([]evict, b
 }
 
 // exact tries every eviction subset of one overloaded host, cheapest
-// first, and keeps the first that fixes the host and can be placed.
+// first (bytes moved, or the cost when moves are priced), and keeps the
+// first that fixes the host and can be placed.
 func (s *search) exact(src int, cands []*Server) {
 	type subset struct {
 		mask uint32
-		mb   int
+		w    float64
+	}
+	weight := func(i int, sv *Server) float64 { return float64(sv.RAMMB) }
+	bound := func() float64 { return float64(s.bestMB) }
+	if s.p.costOn() {
+		weight = s.serverCost
+		bound = func() float64 { return s.bestCost }
 	}
 	n := len(cands)
-	base0 := 0
+	base0 := 0.0
 	for _, e := range s.ev0 {
-		base0 += e.s.RAMMB
+		base0 += weight(e.src, e.s)
+	}
+	ws := make([]float64, n)
+	for j, sv := range cands {
+		ws[j] = weight(src, sv)
 	}
 	// With a solution found, the search ends at the first subset that
-	// moves as many bytes: those are left out before sorting (they
-	// would sort last, so every subset kept has the same rank).
+	// costs as much: those are left out before sorting (they would sort
+	// last, so every subset kept has the same rank).
 	subs := make([]subset, 0, 1<<n)
 	for mask := uint32(1); mask < 1<<n; mask++ {
-		mb := 0
+		w := 0.0
 		for j := 0; j < n; j++ {
 			if mask&(1<<j) != 0 {
-				mb += cands[j].RAMMB
+				w += ws[j]
 			}
 		}
-		if s.found && base0+mb >= s.bestMB {
+		if s.found && base0+w >= bound() {
 			continue
 		}
-		subs = append(subs, subset{mask, mb})
+		subs = append(subs, subset{mask, w})
 	}
 	// Cheapest first, ties in mask order (the order they were made in):
 	// a stable sort's order, without its cost.
-	slices.SortFunc(subs, func(a, b subset) int { return cmp.Or(cmp.Compare(a.mb, b.mb), cmp.Compare(a.mask, b.mask)) })
+	slices.SortFunc(subs, func(a, b subset) int { return cmp.Or(cmp.Compare(a.w, b.w), cmp.Compare(a.mask, b.mask)) })
 	for k, sub := range subs {
 		if k%64 == 0 && s.expired() {
 			s.best.TimedOut = true
 			return
 		}
-		if s.found && base0+sub.mb >= s.bestMB {
+		if s.found && base0+sub.w >= bound() {
 			return
 		}
 		// Whether the subset fixes the host needs only its use (as

@@ -57,7 +57,7 @@ func simFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "time-scale", Value: d.TimeScale, Usage: "`X` simulated seconds per wall second (--clock wall)"},
 		&cli.StringFlag{Name: "clock", Value: sim.ClockAuto, Usage: "`CLOCK`, auto: virtual above 2,000 hosts when it models every flag given, else wall; wall: simulated time paced by the wall clock, the agents' runtime over embedded NATS and the simulated Nova; virtual: from one event to the next (the agents' state machines, solver and planner in one goroutine, messages 1-2 ms, the Nova API modelled by --nova-api-rps and --nova-api-latency, no NATS), reproducible from --seed, for 10,000-100,000 hosts"},
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "`SEED` of the placement, workload and faults"},
-		&cli.StringFlag{Name: "workload", Value: d.Workload, Usage: "`WORKLOAD`: random | saturated (each with an optional :PERIOD, the mean time between redraws of a server's demand, 30s by default) | planetlab:FILE | FILE (CSV time_s,server,cpu,ram_mb)"},
+		&cli.StringFlag{Name: "workload", Value: d.Workload, Usage: "`WORKLOAD`: random | saturated (each with an optional :PERIOD, the mean time between redraws of a server's demand, 30s by default) | flapping[:PERIOD] (a fifth of the servers swing between 10 % and 100 % of their vCPUs every half PERIOD, 10m by default, the others steady: hosts cross the overload threshold back and forth) | planetlab:FILE | FILE (CSV time_s,server,cpu,ram_mb)"},
 		&cli.DurationFlag{Name: "trace-step", Value: d.TraceStep, Usage: "simulated time (a `DURATION`) each 300 s PlanetLab sample lasts"},
 		&cli.IntFlag{Name: "host-cpus", Value: d.HostCPUs, Usage: "`N` cores per host"},
 		&cli.IntFlag{Name: "host-ram-mb", Value: d.HostRAMMB, Usage: "RAM per host, `MB`"},
@@ -78,6 +78,8 @@ func simFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "relief-headroom", Value: d.Agent.ReliefHeadroom, Usage: "the agents' [scheduler] relief_headroom: a partition relieving an overload grows for destinations that keep this `FRACTION` of their limits free (0: any that fits, the partition stops at the first)"},
 		&cli.IntFlag{Name: "relief-partition", Value: d.Agent.ReliefPartition, Usage: "the agents' [scheduler] relief_partition: up to `N` hosts (then any destination that fits)"},
 		&cli.DurationFlag{Name: "server-cooldown", Value: d.Agent.ServerCooldown, Usage: "the agents' [scheduler] server_cooldown: a server moved by dvms is not moved again by relief or consolidation for this `DURATION` (0: off)"},
+		&cli.Float64Flag{Name: "move-cost", Value: d.Agent.MoveCost, Usage: "the agents' [scheduler] move_cost: `POINTS` each live migration of relief or consolidation costs (a point is 1 % of a host's capacity; a plan costing more than it gains is refused; 0 with --move-cost-per-second 0: off)"},
+		&cli.Float64Flag{Name: "move-cost-per-second", Value: d.Agent.MoveCostPerSecond, Usage: "the agents' [scheduler] move_cost_per_second: `POINTS` per second of predicted migration time"},
 		&cli.BoolFlag{Name: "underload", Usage: "enable UNDERLOAD events (consolidation)"},
 		&cli.BoolFlag{Name: "preempt", Usage: "shelve the lowest-priority servers when nothing else works"},
 		&cli.DurationFlag{Name: "central-period", Value: d.CentralPeriod, Usage: "baseline: simulated time (a `DURATION`) between two whole-cloud rounds"},
@@ -151,6 +153,7 @@ func readSimConfig(c *cli.Context) (sim.Config, error) {
 	cfg.Runtime.Refresh, cfg.Runtime.PlacementRefresh = c.Duration("refresh-interval"), c.Duration("placement-refresh-interval")
 	cfg.Agent.Underload, cfg.Agent.Preempt = c.Bool("underload"), c.Bool("preempt")
 	cfg.Agent.ServerCooldown = c.Duration("server-cooldown")
+	cfg.Agent.MoveCost, cfg.Agent.MoveCostPerSecond = c.Float64("move-cost"), c.Float64("move-cost-per-second")
 	cfg.Agent.ReliefHeadroom, cfg.Agent.ReliefPartition = c.Float64("relief-headroom"), c.Int("relief-partition")
 	cfg.CentralPeriod = c.Duration("central-period")
 	cfg.Arbiter = c.String("arbiter")

@@ -157,6 +157,16 @@ var Options = []Option{
 		help: "A server dvms moved onto a host less than this long ago is not moved again by relief or consolidation (a drain moves it): " +
 			"no server goes back and forth while demand flaps. 0 turns it off; 1800 (30 minutes) suits demand that flaps.",
 		field: func(c *Config) any { return &c.Agent.ServerCooldown }},
+	{section: "scheduler", name: "move_cost", kind: kindFloat, def: "0", bounds: ">= 0", unit: "points per move",
+		help: "Moves that pay for themselves: each live migration of relief or consolidation costs this many points, plus move_cost_per_second; " +
+			"a plan whose moves cost more than it gains is refused (drains always go). A point is 1 % of a host's capacity: relieving a host gains how far it is above " +
+			"its overload threshold (a host at 91 % CPU with cpu_overload 0.85 gains 6), emptying an underloaded host gains 100. 0 with move_cost_per_second 0: off.",
+		field: func(c *Config) any { return &c.Agent.MoveCost }},
+	{section: "scheduler", name: "move_cost_per_second", kind: kindFloat, def: "0", bounds: ">= 0", unit: "points per second",
+		help: "With move_cost: what each second of a live migration costs, in points, for the time the migration model predicts " +
+			"(the server's RAM over its host pair's bandwidth less its dirty rate, learnt from recent migrations; migration_bandwidth before any). " +
+			"With either set, relief also prefers the cheapest moves (small, quiet servers).",
+		field: func(c *Config) any { return &c.Agent.MoveCostPerSecond }},
 	{section: "scheduler", name: "oscillation_events", kind: kindInt, def: "3", bounds: ">= 2", unit: "events",
 		help: "Oscillation report (observed only, nothing decided on it): this many OVERLOAD events of one host ended solved within oscillation_window " +
 			"is an oscillation: a warning in the log, dvms_oscillations_total{kind=\"host_relieved\"} and the Oscillations column of dvms status (detections within the window).",

@@ -379,3 +379,26 @@ func (c *Cloud) Audit() []Violation {
 	}
 	return slices.Clone(c.obs.viol[first:])
 }
+
+// Completed is one live migration that completed (Cloud.CompletedMigrations).
+type Completed struct {
+	Server, From, To string
+	Start, End       time.Time
+}
+
+// CompletedMigrations lists every live migration completed so far, in
+// no particular order: a region-wide observer's record of what moved.
+func (c *Cloud) CompletedMigrations() []Completed {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance()
+	var out []Completed
+	for id, ms := range c.migs {
+		for _, m := range ms {
+			if m.Status == nova.MigrationCompleted {
+				out = append(out, Completed{Server: id, From: m.Source, To: m.Dest, Start: m.start, End: m.end})
+			}
+		}
+	}
+	return out
+}

@@ -218,6 +218,7 @@ type Cluster struct {
 	incoming map[string][]scheduler.Action
 	// moving: servers in a live migration (their task state).
 	moving    map[string]bool
+	startedAt map[string]time.Time // server -> its move's start (Move.Start)
 	lastCheck time.Time
 	// Rereads counts the arbiter reads agents made after an unknown
 	// outcome; RereadMerges those that found the merge committed.
@@ -511,6 +512,9 @@ func (c *Cluster) flush(n string) {
 		}
 		opt := scheduler.DefaultSolveOptions()
 		opt.Rand = rand.New(rand.NewSource(c.rng.Int63()))
+		if c.opt.MigrationDuration != nil && (req.Problem.MoveCost > 0 || req.Problem.MoveCostPerSecond > 0) {
+			opt.Migrations = durationModel(c.opt.MigrationDuration) // the move cost's
+		}
 		t0 := time.Now()
 		sol, plan, err := scheduler.SolveAndPlan(req.Problem, req.Limits, opt)
 		if c.opt.OnSolve != nil {
@@ -783,6 +787,10 @@ func (c *Cluster) begin(e *exec, a scheduler.Action) (how started, took time.Dur
 		c.Violations = append(c.Violations, fmt.Sprintf("%s: moving %s to %s overloads it", ev.ID, a.Server, a.To))
 	}
 	c.Started++
+	if c.startedAt == nil {
+		c.startedAt = map[string]time.Time{}
+	}
+	c.startedAt[a.Server] = c.Now
 	return migrating, took
 }
 
@@ -870,6 +878,8 @@ func (c *Cluster) demand(n string) map[string]nova.Demand {
 // finish completes a move (false: its server vanished).
 func (c *Cluster) finish(a scheduler.Action) bool {
 	delete(c.moving, a.Server)
+	start := c.startedAt[a.Server]
+	delete(c.startedAt, a.Server)
 	in := c.incoming[a.To]
 	if k := slices.IndexFunc(in, func(m scheduler.Action) bool { return m.Server == a.Server && m.From == a.From }); k >= 0 {
 		in = slices.Delete(in, k, k+1)
@@ -887,13 +897,14 @@ func (c *Cluster) finish(a scheduler.Action) bool {
 	s := c.Hosts[a.From].Servers[i]
 	c.Hosts[a.From].Servers = slices.Delete(c.Hosts[a.From].Servers, i, i+1)
 	c.Hosts[a.To].Servers = append(c.Hosts[a.To].Servers, s)
-	c.Moves = append(c.Moves, Move{At: c.Now, Server: a.Server, From: a.From, To: a.To})
+	c.Moves = append(c.Moves, Move{At: c.Now, Start: start, Server: a.Server, From: a.From, To: a.To})
 	return true
 }
 
 // Move is a live migration that completed.
 type Move struct {
 	At               time.Time
+	Start            time.Time // when it started
 	Server, From, To string
 }
 
@@ -1008,3 +1019,9 @@ func (c *Cluster) Solvable() []string {
 	}
 	return out
 }
+
+// durationModel is Options.MigrationDuration as the solver's migration
+// model: every move converges.
+type durationModel func(scheduler.Action) time.Duration
+
+func (d durationModel) Migration(a scheduler.Action) (time.Duration, bool) { return d(a), true }

@@ -150,6 +150,9 @@ type Report struct {
 		Moved    int     `json:"moved"`    // booted servers moved at least once
 	} `json:"arrivals"`
 	OverloadSeconds float64 `json:"overload_seconds"`
+	// Oscillations: hosts relieved again and again, servers moved back,
+	// and the server cooldown's check (region-wide, oscillate.go).
+	Oscillations *Oscillations `json:"oscillations,omitempty"`
 	// OverloadBreakdown splits OverloadSeconds (the virtual clock only).
 	OverloadBreakdown *OverloadSplit `json:"overload_breakdown,omitempty"`
 	Partitions        struct {
@@ -450,6 +453,10 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "              simulated p50 %.1f ms  p99 %.1f ms; the solver's own time p50 %.1f ms  p99 %.1f ms (%d solves)\n",
 		r.ProtocolMS.P50, r.ProtocolMS.P99, r.SolverMS.P50, r.SolverMS.P99, r.SolverMS.Count)
 	fmt.Fprintf(w, "  migrations  %d (%d failed)   overload %.0f host-seconds\n", r.Migrations.Total, r.Migrations.Failed, r.OverloadSeconds)
+	if o := r.Oscillations; o != nil {
+		fmt.Fprintf(w, "  oscillations  %d host(s) relieved %d times within %.0f min (%d detections), %d server(s) moved back, %d moved again within the window; server_cooldown %.0f s: %d violation(s)\n",
+			o.Hosts, o.Events, o.WindowS/60, o.HostRelieved, o.ServerMovedBack, o.MovedAgain, o.CooldownS, o.CooldownViolations)
+	}
 	if r.Arrivals.Rate > 0 {
 		fmt.Fprintf(w, "  arrivals    %d booted (%.2f/s, %s weights, %d unplaced): %d of them moved later, %d live migrations of new servers\n",
 			r.Arrivals.Booted, r.Arrivals.Rate, r.Arrivals.Weights, r.Arrivals.Unplaced, r.Arrivals.Moved, r.Migrations.OfNewServers)

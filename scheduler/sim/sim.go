@@ -40,7 +40,8 @@ type Config struct {
 	// Duration of simulated time; TimeScale simulated seconds per wall second.
 	Duration  time.Duration
 	TimeScale float64
-	// Workload: random, saturated, planetlab:FILE or FILE.
+	// Workload: random, saturated, flapping, planetlab:FILE or FILE
+	// (NewWorkload).
 	Workload  string
 	TraceStep time.Duration
 	HostCPUs  int
@@ -235,6 +236,7 @@ var flavors = []struct {
 // stats collects what the runtimes report.
 type stats struct {
 	mu       sync.Mutex
+	reliefs  *reliefs             // the hosts relieved, for the report's oscillations
 	raised   map[string]time.Time // event id -> wall time of detection
 	inFlight map[string]bool
 	onHost   map[string]int // host -> events in flight on it
@@ -412,6 +414,9 @@ func (s *stats) record(host string, r scheduler.Record) {
 		s.replanned[r.Event.ID] = true
 	case scheduler.RecEventEnded:
 		s.ended[r.Outcome]++
+		if s.reliefs != nil && r.Outcome == scheduler.Solved && r.Event.Kind == scheduler.Overload {
+			s.reliefs.relieved(r.Event.Host)
+		}
 		if s.replanned[r.Event.ID] {
 			delete(s.replanned, r.Event.ID)
 			if r.Outcome == scheduler.Solved {
@@ -569,6 +574,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
 		simNow: clock.Now, raisedSim: map[string]time.Time{}}
+	st.reliefs = newReliefs(cfg.Runtime.Oscillation, st.simNow)
 	var arb consensus.Arbiter = consensus.NewLocal(clock.Now)
 	if cfg.Arbiter == "raft" {
 		g, err := consensus.StartInProcessGroup(3, clock.Now)
@@ -1098,8 +1104,13 @@ func finish(rep *Report, st *stats, cloud *fake.Cloud, cfg Config, hosts []strin
 	rep.Migrations.Total, rep.Migrations.Failed = fs.Started, fs.Failed
 	rep.Faults.Injected = cloud.FaultsInjected()
 	v := cloud.Violations()
-	rep.Safety.Violations = len(v)
-	rep.Safety.Descriptions = describe(v)
+	var moves []regionMove
+	for _, m := range cloud.CompletedMigrations() {
+		moves = append(moves, regionMove{server: m.Server, from: m.From, to: m.To, start: m.Start, end: m.End})
+	}
+	rep.Oscillations = oscillations(cfg.Runtime.Oscillation, cfg.cooldownChecked(), moves, st.reliefs)
+	rep.Safety.Violations = len(v) + rep.Oscillations.CooldownViolations
+	rep.Safety.Descriptions = append(describe(v), rep.Oscillations.Descriptions...)
 	rep.Safety.ServersLost = cloud.ServersLost()
 	drift := cloud.Drift()
 	rep.Safety.DemandDrift = len(drift)

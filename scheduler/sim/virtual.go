@@ -116,6 +116,7 @@ func runVirtual(cfg Config) (*Report, error) {
 	var beforeSample func(time.Time) // set once the workload is applied below
 	st := &stats{raised: map[string]time.Time{}, inFlight: map[string]bool{}, ended: map[scheduler.Outcome]int{}, abortedBy: map[string]int{},
 		simNow: func() time.Time { return c.Now }, raisedSim: map[string]time.Time{}}
+	st.reliefs = newReliefs(cfg.Runtime.Oscillation, st.simNow)
 	fc := fake.DefaultConfig()
 	if cfg.BandwidthMBps > 0 {
 		fc.BandwidthMBps = cfg.BandwidthMBps
@@ -256,8 +257,14 @@ func runVirtual(cfg Config) (*Report, error) {
 	rep.SolveMS = Percentiles{}
 	rep.Migrations.Total = c.Started
 	rep.OverloadSeconds = round(rep.OverloadSeconds)
-	rep.Safety.Violations = len(c.Violations)
-	rep.Safety.Descriptions = firstTen(c.Violations)
+	moves := make([]regionMove, len(c.Moves))
+	for i, m := range c.Moves {
+		moves[i] = regionMove{server: m.Server, from: m.From, to: m.To, start: m.Start, end: m.At}
+	}
+	cfg.Agent = agent
+	rep.Oscillations = oscillations(cfg.Runtime.Oscillation, cfg.cooldownChecked(), moves, st.reliefs)
+	rep.Safety.Violations = len(c.Violations) + rep.Oscillations.CooldownViolations
+	rep.Safety.Descriptions = firstTen(append(slices.Clone(c.Violations), rep.Oscillations.Descriptions...))
 	on := 0
 	for _, h := range host {
 		on += len(h.Servers)

@@ -28,7 +28,7 @@ type Workload interface {
 	Update(t time.Duration, set func(i int, cpu, ramMB float64))
 }
 
-// NewWorkload parses a --workload value: random, saturated,
+// NewWorkload parses a --workload value: random, saturated, flapping,
 // planetlab:FILE or FILE (CSV time_s,server,cpu,ram_mb). cores is the
 // cloud's total physical cores: "saturated" loads it to 97 % on average,
 // whatever the servers per host, so free room is scarce (partitions must
@@ -42,7 +42,10 @@ type Workload interface {
 func NewWorkload(spec string, servers []ServerSpec, rng *rand.Rand, traceStep time.Duration, cores float64) (Workload, error) {
 	kind, periodText, hasPeriod := strings.Cut(spec, ":")
 	period := 30 * time.Second
-	if hasPeriod && (kind == "random" || kind == "saturated") {
+	if kind == "flapping" {
+		period = DefaultFlapPeriod
+	}
+	if hasPeriod && (kind == "random" || kind == "saturated" || kind == "flapping") {
 		p, err := time.ParseDuration(periodText)
 		if err != nil || p <= 0 {
 			return nil, fmt.Errorf("workload %q: the period after %s: must be a positive duration (e.g. %s:10m)", spec, kind, kind)
@@ -62,6 +65,8 @@ func NewWorkload(spec string, servers []ServerSpec, rng *rand.Rand, traceStep ti
 			mean = math.Min(1.0, 0.97*cores/float64(vcpus))
 		}
 		return newRandom(servers, rng, mean, 0.15, period), nil
+	case spec == "flapping":
+		return newFlapping(servers, rng, period), nil
 	case strings.HasPrefix(spec, "planetlab:"):
 		return newPlanetLab(strings.TrimPrefix(spec, "planetlab:"), servers, traceStep)
 	case spec == "":
@@ -235,4 +240,73 @@ func (w *csvTrace) Update(t time.Duration, set func(int, float64, float64)) {
 		set(r.server, r.cpu, r.ram)
 		w.next++
 	}
+}
+
+// DefaultFlapPeriod is flapping's period when the spec gives none.
+const DefaultFlapPeriod = 10 * time.Minute
+
+// The flapping workload's figures: FlapShare of the servers swing
+// between FlapLow and FlapHigh of their vCPUs; the others keep a demand
+// drawn once (mean SteadyMean, deviation SteadySD, clipped to [0, 1]).
+const (
+	FlapShare  = 0.25
+	FlapLow    = 0.1
+	FlapHigh   = 1.0
+	SteadyMean = 0.5
+	SteadySD   = 0.15
+)
+
+// flapping is demand that swings: FlapShare of the servers alternate
+// between FlapLow and FlapHigh of their vCPUs, each half period, each
+// with its own phase (drawn once); the rest keep a steady demand. A host
+// crosses its overload threshold when its flapping servers happen to be
+// high together and falls back half a period later: relief that moves a
+// server for it may move it again, or back, when the phases turn.
+type flapping struct {
+	servers []ServerSpec
+	half    time.Duration
+	flaps   []bool
+	high    []bool
+	next    []time.Duration // the next flip of a flapping server
+	steady  []float64       // fraction of vCPUs of a steady server
+	started bool
+}
+
+func newFlapping(servers []ServerSpec, rng *rand.Rand, period time.Duration) *flapping {
+	w := &flapping{servers: servers, half: max(period/2, time.Second), flaps: make([]bool, len(servers)), high: make([]bool, len(servers)),
+		next: make([]time.Duration, len(servers)), steady: make([]float64, len(servers))}
+	for i := range servers {
+		if rng.Float64() < FlapShare {
+			w.flaps[i] = true
+			// Phase: somewhere in the period; high first for half of them.
+			w.high[i] = rng.Intn(2) == 0
+			w.next[i] = time.Duration(rng.Int63n(int64(w.half)))
+			continue
+		}
+		w.steady[i] = math.Min(1, math.Max(0, rng.NormFloat64()*SteadySD+SteadyMean))
+	}
+	return w
+}
+
+func (w *flapping) level(i int) float64 {
+	switch {
+	case !w.flaps[i]:
+		return w.steady[i]
+	case w.high[i]:
+		return FlapHigh
+	}
+	return FlapLow
+}
+
+func (w *flapping) Update(t time.Duration, set func(int, float64, float64)) {
+	for i, s := range w.servers {
+		changed := !w.started
+		for w.flaps[i] && t >= w.next[i] {
+			w.high[i], w.next[i], changed = !w.high[i], w.next[i]+w.half, true
+		}
+		if changed {
+			set(i, w.level(i)*float64(s.VCPUs), 0.7*float64(s.RAMMB))
+		}
+	}
+	w.started = true
 }

@@ -1,0 +1,101 @@
+package scheduler
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// durations is a migration model: each server's predicted duration.
+type durations map[string]time.Duration
+
+func (d durations) Migration(a Action) (time.Duration, bool) { return d[a.Server], true }
+
+// costHosts: src is overloaded by 1 core of 4 (25 points over its
+// threshold, 100 %); each of its servers alone relieves it; dst has room.
+func costHosts() []Host {
+	src := Host{Name: "src", CPUs: 4, RAMMB: 65536, AllocVCPUs: 16, AllocRAMMB: 65536, Servers: []Server{
+		{ID: "busy", VCPUs: 2, RAMMB: 1024, CPU: 2.5, RAM: 100},  // fewest bytes, dirties its memory fast
+		{ID: "quiet", VCPUs: 2, RAMMB: 2048, CPU: 2.5, RAM: 100}, // twice the bytes, quick to move
+	}}
+	dst := Host{Name: "dst", CPUs: 16, RAMMB: 65536, AllocVCPUs: 64, AllocRAMMB: 65536}
+	return []Host{src, dst}
+}
+
+// Relief moves the cheapest server by the migration model once moves are
+// priced (bytes only otherwise), and refuses a plan whose cost exceeds
+// the overload it removes: 25 points here.
+func TestMoveCostPicksCheapAndRefusesWhatDoesNotPay(t *testing.T) {
+	opt := DefaultSolveOptions()
+	opt.Migrations = durations{"busy": 40 * time.Second, "quiet": 3 * time.Second}
+	solve := func(cost, perSecond float64, kind EventKind) Solution {
+		return Solve(Problem{Events: []Event{{ID: "e", Kind: kind, Host: "src"}}, Hosts: costHosts(), Thresholds: DefaultThresholds(),
+			MoveCost: cost, MoveCostPerSecond: perSecond}, opt)
+	}
+	if sol := solve(0, 0, Overload); !sol.OK || len(sol.Moves) != 1 || sol.Moves[0].Server != "busy" {
+		t.Fatalf("without a cost: %+v, want the fewest bytes (busy)", sol)
+	}
+	sol := solve(1, 1, Overload)
+	if !sol.OK || len(sol.Moves) != 1 || sol.Moves[0].Server != "quiet" {
+		t.Fatalf("priced: %+v, want the quick move (quiet)", sol)
+	}
+	if sol.Gain != 25 || sol.Cost != 4 {
+		t.Fatalf("gain %v cost %v, want 25 and 1 + 3 s x 1", sol.Gain, sol.Cost)
+	}
+	// 10 + 3 x 5 = 25: pays, just.
+	if sol := solve(10, 5, Overload); !sol.OK || sol.NotWorth {
+		t.Fatalf("cost = gain: %+v, want the plan", sol)
+	}
+	sol = solve(10, 6, Overload) // 10 + 3 x 6 = 28 > 25
+	if sol.OK || !sol.NotWorth || len(sol.Moves) != 0 || !strings.Contains(sol.Reason, "not worth it: 1 move(s) cost 28.0 points for a gain of 25.0") {
+		t.Fatalf("cost over gain: %+v, want refused", sol)
+	}
+	// A drain always goes.
+	if sol := solve(1000, 1000, Maintenance); !sol.OK || len(sol.Moves) != 2 {
+		t.Fatalf("drain priced out: %+v", sol)
+	}
+}
+
+// Emptying an underloaded host gains 100 points.
+func TestMoveCostConsolidationGain(t *testing.T) {
+	src := Host{Name: "src", CPUs: 16, RAMMB: 65536, AllocVCPUs: 64, AllocRAMMB: 65536, Servers: []Server{
+		{ID: "a", VCPUs: 1, RAMMB: 1000, CPU: 0.5, RAM: 100}, {ID: "b", VCPUs: 1, RAMMB: 1000, CPU: 0.5, RAM: 100}}}
+	dst := Host{Name: "dst", CPUs: 16, RAMMB: 65536, AllocVCPUs: 64, AllocRAMMB: 65536, Servers: []Server{{ID: "c", VCPUs: 4, RAMMB: 4096, CPU: 4, RAM: 1000}}}
+	solve := func(cost float64) Solution {
+		return Solve(Problem{Events: []Event{{ID: "e", Kind: Underload, Host: "src"}}, Hosts: []Host{src, dst}, Thresholds: DefaultThresholds(),
+			MoveCost: cost, MoveCostPerSecond: 1}, DefaultSolveOptions()) // no model: 1000 MB at 1000 MB/s, 1 s each
+	}
+	if sol := solve(49); !sol.OK || len(sol.Moves) != 2 || sol.Gain != 100 || sol.Cost != 100 {
+		t.Fatalf("2 x (49 + 1) = 100: %+v, want the host emptied", sol)
+	}
+	if sol := solve(50); sol.OK || !sol.NotWorth {
+		t.Fatalf("2 x (50 + 1) = 102 > 100: %+v, want refused", sol)
+	}
+}
+
+// A refused plan ends the partition Aborted, class not_worth, without
+// growing it: the event is raised again after the retry backoff.
+func TestNotWorthEndsWithoutGrowing(t *testing.T) {
+	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
+	h1.Step(only(t, h2.Ready(), MsgUpdate).Msg)
+	h2.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
+	rd := h2.Ready()
+	if len(rd.Solve) != 1 {
+		t.Fatalf("solve requests %+v", rd.Solve)
+	}
+	req := rd.Solve[0]
+	h2.SolveDone(req.PartID, req.Version, Solution{NotWorth: true, Reason: "not worth it: 1 move(s) cost 9.0 points for a gain of 2.0"}, Plan{}, nil)
+	rd = h2.Ready()
+	if len(sent(rd, MsgGrow)) != 0 || h2.Partition() != nil {
+		t.Fatalf("grew or kept the partition: %+v", rd.Messages)
+	}
+	d := only(t, rd, MsgDissolve).Msg
+	if d.Outcome != Aborted || d.Class != EndNotWorth {
+		t.Fatalf("dissolved %v/%v, want aborted/not_worth", d.Outcome, d.Class)
+	}
+	if c := DeriveEndClass(Aborted, d.Reason); c != EndNotWorth {
+		t.Fatalf("an older agent's reason derives %v", c)
+	}
+}
