@@ -62,8 +62,13 @@ class PolicyTest(unittest.TestCase):
         for rule in ("os_compute_api:servers:delete", "os_compute_api:servers:create",
                      "os_compute_api:os-services:update", "os_compute_api:os-hypervisors:list",
                      "os_compute_api:os-aggregates:index", "os_compute_api:os-flavor-manage:create",
-                     "os_compute_api:os-migrate-server:migrate", "os_compute_api:os-evacuate"):
+                     "os_compute_api:servers:resize", "os_compute_api:servers:revert_resize",
+                     "os_compute_api:os-evacuate"):
             self.assertFalse(self.allowed(rule, self.agent), rule)
+        # A drain's cold migration (maintenance action cold_migrate) and
+        # its confirmation are the agent's, a resize is not.
+        for rule in ("os_compute_api:os-migrate-server:migrate", "os_compute_api:servers:confirm_resize"):
+            self.assertTrue(self.allowed(rule, self.agent), rule)
 
     def test_admins_and_owners_keep_their_rights(self):
         for r in policies.list_rules():
