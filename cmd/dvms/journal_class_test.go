@@ -24,7 +24,7 @@ func TestJournalEndClassAndOlderAgents(t *testing.T) {
 	j.Record(scheduler.Record{Kind: scheduler.RecEventRaised, Event: ev, Partition: "p1", Size: 1})
 	j.Record(scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Partition: "p1", Size: 1,
 		Outcome: scheduler.Aborted, Class: scheduler.EndVanished, Reason: "words that do not say it"})
-	mine := joinEvents([]status.Report{{Events: j.Snapshot()}})
+	mine := status.Events([]status.Report{{Events: j.Snapshot()}})
 	if len(mine) != 1 || mine[0].Class != "vanished" || mine[0].Outcome != "aborted" || mine[0].Steps[1].Class != "vanished" {
 		t.Fatalf("this version's entry: %+v", mine)
 	}
@@ -42,7 +42,7 @@ func TestJournalEndClassAndOlderAgents(t *testing.T) {
 	if err := json.Unmarshal([]byte(older), &olds); err != nil {
 		t.Fatal(err)
 	}
-	es := joinEvents([]status.Report{{Events: olds}})
+	es := status.Events([]status.Report{{Events: olds}})
 	want := map[string]string{"c2-1": "vanished", "c2-2": "partition_timeout", "c2-3": "unknown", "c2-4": ""}
 	for _, e := range es {
 		if e.Class != want[e.ID] {

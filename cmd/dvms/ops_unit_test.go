@@ -73,7 +73,7 @@ func TestJournalJoinsAgents(t *testing.T) {
 	}}})
 	now = now.Add(time.Second)
 	raiser.Record(scheduler.Record{Kind: scheduler.RecEventEnded, Event: ev, Partition: "p1", Size: 2, Outcome: scheduler.Solved, Reason: "1 done"})
-	es := joinEvents([]status.Report{{Events: raiser.Snapshot()}, {Events: leader.Snapshot()}})
+	es := status.Events([]status.Report{{Events: raiser.Snapshot()}, {Events: leader.Snapshot()}})
 	if len(es) != 1 {
 		t.Fatalf("%d events, want 1: %+v", len(es), es)
 	}
@@ -88,10 +88,10 @@ func TestJournalJoinsAgents(t *testing.T) {
 	if want := []string{"c1 event-raised", "c1 blocked", "c2 planned", "c1 event-ended"}; !slices.Equal(steps, want) {
 		t.Errorf("steps %v, want %v", steps, want)
 	}
-	if got := filterHost(es, "c2"); len(got) != 1 {
+	if got := journal.Touching(es, "c2"); len(got) != 1 {
 		t.Errorf("--host c2 (the destination) drops the event")
 	}
-	if got := filterHost(es, "c3"); len(got) != 0 {
+	if got := journal.Touching(es, "c3"); len(got) != 0 {
 		t.Errorf("--host c3 keeps an event of c1 to c2")
 	}
 	if got := journal.Filter(raiser.Snapshot(), now.Add(time.Second), 0); len(got) != 0 {

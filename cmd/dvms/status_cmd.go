@@ -248,13 +248,13 @@ func statusTables(reps []status.Report, now time.Time) []table {
 		arbiter.Rows = append(arbiter.Rows, []any{row[0], row[1], term, row[2], strings.Join(arbSeen[k], " ")})
 	}
 
-	evs := joinEvents(reps)
+	evs := status.Events(reps)
 	if len(evs) > statusEvents {
 		evs = evs[len(evs)-statusEvents:]
 	}
 	events := table{Name: "events", Columns: []string{"Event", "Kind", "Host", "Raised", "Outcome", "Class", "Moves", "Reason"}}
 	for _, e := range evs {
-		events.Rows = append(events.Rows, []any{e.ID, e.Kind, e.Host, stamp(e.Raised), outcomeOf(e), e.Class, e.Moves, e.Reason})
+		events.Rows = append(events.Rows, []any{e.ID, e.Kind, e.Host, stamp(e.Raised), e.State(), e.Class, e.Moves, e.Reason})
 	}
 	return []table{agents, controlTable(reps), parts, arbiter, events}
 }
@@ -295,25 +295,6 @@ func controlTable(reps []status.Report) table {
 	return t
 }
 
-// joinEvents merges the agents' entries of each event (journal.Join).
-func joinEvents(reps []status.Report) []journal.Entry {
-	lists := make([][]journal.Entry, 0, len(reps))
-	for _, r := range reps {
-		lists = append(lists, r.Events)
-	}
-	return journal.Join(lists...)
-}
-
-func outcomeOf(e journal.Entry) string {
-	switch {
-	case e.Outcome != "":
-		return e.Outcome
-	case e.Planned != nil:
-		return "executing"
-	}
-	return "in progress"
-}
-
 func runEvents(c *cli.Context) error {
 	since, err := parseSince(c.String("since"), time.Now())
 	if err != nil {
@@ -347,7 +328,7 @@ func runEvents(c *cli.Context) error {
 	if err != nil && !(c.Bool("follow") && errors.Is(err, status.ErrNoAgent)) {
 		return err
 	}
-	evs := filterHost(joinEvents(reps), host)
+	evs := journal.Touching(status.Events(reps), host)
 	if err := writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), eventsTable(evs, c.Bool("steps"))); err != nil {
 		return err
 	}
@@ -406,7 +387,7 @@ func runPlans(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), plansTable(filterHost(joinEvents(reps), c.String("host"))))
+	return writeTables(c.App.Writer, c.String("format"), c.StringSlice("column"), plansTable(journal.Touching(status.Events(reps), c.String("host"))))
 }
 
 // advised: the executor's reason class for an action of advise mode.
@@ -445,7 +426,7 @@ func plansTable(es []journal.Entry) table {
 		}
 		slices.Sort(key)
 		k := e.Kind + " " + e.Host + "\n" + strings.Join(key, "\n")
-		if decided(e) {
+		if e.Decided() {
 			if i, ok := rowOf[k]; ok {
 				t.Rows[i] = nil
 				delete(rowOf, k)
@@ -464,12 +445,6 @@ func plansTable(es []journal.Entry) table {
 	return t
 }
 
-// decided: an operator approved or rejected e's plan (refused: it stays
-// listed, the operator may reject it).
-func decided(e journal.Entry) bool {
-	return e.Approval != nil && (e.Approval.State == journal.Approved || e.Approval.State == journal.Rejected)
-}
-
 // parseSince reads --since: a duration before now or an RFC 3339 time.
 func parseSince(s string, now time.Time) (time.Time, error) {
 	if s == "" {
@@ -483,24 +458,6 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("--since %q: want a duration (10m) or an RFC 3339 time", s)
 	}
 	return t, nil
-}
-
-// filterHost keeps the events of host or that moved servers from or to it.
-func filterHost(es []journal.Entry, host string) []journal.Entry {
-	if host == "" {
-		return es
-	}
-	return slices.DeleteFunc(es, func(e journal.Entry) bool {
-		if e.Host == host {
-			return false
-		}
-		for _, a := range e.Actions {
-			if a.From == host || a.To == host {
-				return false
-			}
-		}
-		return true
-	})
 }
 
 func eventsTable(es []journal.Entry, steps bool) table {
@@ -519,7 +476,7 @@ func eventsTable(es []journal.Entry, steps bool) table {
 		if acts == nil {
 			acts = []orderedMap{}
 		}
-		row := []any{e.ID, e.Kind, e.Host, stamp(e.Raised), stampPtr(e.Planned), stampPtr(e.Ended), outcomeOf(e), e.Class, e.Reason,
+		row := []any{e.ID, e.Kind, e.Host, stamp(e.Raised), stampPtr(e.Planned), stampPtr(e.Ended), e.State(), e.Class, e.Reason,
 			e.Partition, e.Size, e.Leader, acts}
 		if steps {
 			var ss []string

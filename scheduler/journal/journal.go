@@ -408,3 +408,40 @@ func Join(lists ...[]Entry) []Entry {
 	Sort(out)
 	return out
 }
+
+// State is the event's outcome, or where it stands while it has none
+// ("executing" once planned, else "in progress").
+func (e Entry) State() string {
+	switch {
+	case e.Outcome != "":
+		return e.Outcome
+	case e.Planned != nil:
+		return "executing"
+	}
+	return "in progress"
+}
+
+// Decided says an operator approved or rejected the event's advised plan
+// (a refused approval leaves it undecided: the operator may reject it).
+func (e Entry) Decided() bool {
+	return e.Approval != nil && (e.Approval.State == Approved || e.Approval.State == Rejected)
+}
+
+// Touching keeps the events of host and those that moved servers from or
+// to it (all of them for host ""); it reuses es.
+func Touching(es []Entry, host string) []Entry {
+	if host == "" {
+		return es
+	}
+	return slices.DeleteFunc(es, func(e Entry) bool {
+		if e.Host == host {
+			return false
+		}
+		for _, a := range e.Actions {
+			if a.From == host || a.To == host {
+				return false
+			}
+		}
+		return true
+	})
+}

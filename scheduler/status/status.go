@@ -453,3 +453,13 @@ func allAnswered(lists map[string][]string) bool {
 	}
 	return len(lists) > 0
 }
+
+// Events merges the agents' entries of each event (journal.Join), as the
+// operator commands show them.
+func Events(reps []Report) []journal.Entry {
+	lists := make([][]journal.Entry, 0, len(reps))
+	for _, r := range reps {
+		lists = append(lists, r.Events)
+	}
+	return journal.Join(lists...)
+}

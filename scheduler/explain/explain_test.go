@@ -1,4 +1,4 @@
-package main
+package explain
 
 import (
 	"strings"
@@ -29,19 +29,19 @@ func TestExplainRows(t *testing.T) {
 		}},
 	}
 	var got []string
-	for _, d := range explain(reps, "c1", at(100), time.Hour) {
+	for _, d := range Decisions(reps, "c1", at(100), time.Hour) {
 		got = append(got, d.Event+"|"+d.Decision+"|"+d.Server+"|"+d.Class)
 	}
 	want := "e1|raised||overload e1|ended unsolvable||no_solution e2|raised||overload e2|planned|| e2|moved|s1|none |left alone||window_closed |now||window_closed"
 	if strings.Join(got, " ") != want {
 		t.Errorf("explain c1:\n got %s\nwant %s", strings.Join(got, " "), want)
 	}
-	rows := explain(reps, "c1", at(100), time.Hour)
+	rows := Decisions(reps, "c1", at(100), time.Hour)
 	if w := rows[1].Why; !strings.Contains(w, "no destination fits") {
 		t.Errorf("no_solution in words: %q", w)
 	}
 	got = nil
-	for _, d := range explain(reps, "s2", at(100), time.Hour) {
+	for _, d := range Decisions(reps, "s2", at(100), time.Hour) {
 		got = append(got, d.Event+"|"+d.Decision+"|"+d.Server+"|"+d.Class+"|"+d.Why)
 	}
 	if len(got) != 3 || got[2] != "e2|skipped, not moved|s2|overload|the destination no longer fits: it would be overloaded" {
@@ -68,7 +68,7 @@ func TestExplainMovedBackRegionWide(t *testing.T) {
 	}
 	back := func(target string, window time.Duration) []string {
 		var out []string
-		for _, d := range explain(reps, target, at(300), window) {
+		for _, d := range Decisions(reps, target, at(300), window) {
 			if d.Decision == "moved back" {
 				out = append(out, d.Event+"|"+d.Server+"|"+d.From+"|"+d.To+"|"+d.Class)
 			}
@@ -87,7 +87,7 @@ func TestExplainMovedBackRegionWide(t *testing.T) {
 	if got := back("s1", 189*time.Second); len(got) != 0 {
 		t.Errorf("explain s1 with a window shorter than the return: moved back %q", got)
 	}
-	rows := explain(reps, "s1", at(300), time.Hour)
+	rows := Decisions(reps, "s1", at(300), time.Hour)
 	if r := rows[len(rows)-1]; r.Decision != "moved back" || !strings.Contains(r.Why, "3m10s earlier (event e1)") || !strings.Contains(r.Detail, "c1 -> c3 by event e1, then c3 -> c1 by event e2") {
 		t.Errorf("explain s1: last row %+v, want the return in words", r)
 	}
