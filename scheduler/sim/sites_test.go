@@ -97,16 +97,18 @@ func sitesRun(t *testing.T, policy string) *Report {
 }
 
 // coordsStarved: a probe's RTT is measured in wall time and scaled, so
-// a run whose goroutines mostly woke later than a quarter of the
+// a run whose goroutines often woke later than an eighth of the
 // inter-site RTT (simulated) measured the machine's run queues rather
 // than the sites; nor is a run that did not keep up with the protocol
-// judged.
+// judged. (Unloaded, under -race, the 99th percentile is 3-4 ms and the
+// coordinates converge fully with a 1 % median error; beside two other
+// test runs it reached 46 ms, and only 65 % converged with 29 %.)
 func coordsStarved(c Config, r *Report) string {
 	if why := protocolStarved(c, r); why != "" || r.Runtime == nil {
 		return why
 	}
-	if lag := time.Duration(r.Runtime.TickLagP99MS * float64(time.Millisecond) * c.TimeScale); lag > c.Sites.Inter/4 {
-		return fmt.Sprintf("1 %% of the goroutines' wake-ups were over %.0f ms late, %s of simulated time, over a quarter of the inter-site RTT %s",
+	if lag := time.Duration(r.Runtime.TickLagP99MS * float64(time.Millisecond) * c.TimeScale); lag > c.Sites.Inter/8 {
+		return fmt.Sprintf("1 %% of the goroutines' wake-ups were over %.0f ms late, %s of simulated time, over an eighth of the inter-site RTT %s",
 			r.Runtime.TickLagP99MS, lag.Round(time.Millisecond), c.Sites.Inter)
 	}
 	return ""
