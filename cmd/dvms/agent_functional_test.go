@@ -552,6 +552,18 @@ func (w *world) preempt(capacity string) {
 			cpu[s.ID] = total / float64(len(ss))
 		}
 	}
+	// Preemption is what dvms does when nothing else works: a host an
+	// earlier phase left empty and enabled (a drain's host, re-enabled)
+	// would take the target's overload by a live migration. Such hosts
+	// are disabled for the phase, with a reason that asks for no drain.
+	for _, h := range w.hosts {
+		if h == capacity || len(pl[h]) > 0 {
+			continue
+		}
+		w.osc("compute", "service", "set", "--disable", "--disable-reason", "dvmsft: empty, out of the preemption phase", h, "nova-compute")
+		defer w.osc("compute", "service", "set", "--enable", h, "nova-compute")
+		t.Logf("%s holds none of the tests' servers: disabled for the preemption phase", h)
+	}
 	victim := pl[target][0].ID
 	w.osc("server", "set", "--property", "dvms:priority=-1", victim)
 	w.writeDemand(cpu)
