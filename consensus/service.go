@@ -734,9 +734,10 @@ func (s *Service) startNode() error {
 	var trans raftTransport
 	var node atomic.Pointer[RaftNode]
 	if s.mux.sec != nil {
+		claims := &termClaims{}
 		// Every inbound RPC is checked against the peer its connection
 		// authenticated (see gatedTransport).
-		trans = newGatedTransport(sess, tc, func(peer string, cmd any) error { return admitRPC(node.Load(), peer, cmd, s.selected) })
+		trans = newGatedTransport(sess, tc, func(peer string, cmd any) error { return admitRPC(node.Load(), peer, cmd, s.selected, claims) })
 	} else {
 		trans = raft.NewNetworkTransportWithConfig(&tc)
 	}

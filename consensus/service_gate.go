@@ -256,7 +256,7 @@ func (d dialOnly) Dial(a raft.ServerAddress, t time.Duration) (net.Conn, error) 
 // configuration to go by: it takes RPCs from a peer outside answers
 // (nil: from any), the voters membership selects, of which the leader
 // that adds it is one (see Service.selected).
-func admitRPC(node *RaftNode, peer string, cmd any, outside func(peer string) error) error {
+func admitRPC(node *RaftNode, peer string, cmd any, outside func(peer string) error, claims *termClaims) error {
 	h, ok := cmd.(raft.WithRPCHeader)
 	if !ok {
 		return fmt.Errorf("%w: %T has no header", errRPCRefused, cmd)
@@ -267,6 +267,11 @@ func admitRPC(node *RaftNode, peer string, cmd any, outside func(peer string) er
 	}
 	if node == nil {
 		return fmt.Errorf("%w: raft node not started", errRPCRefused)
+	}
+	if r, ok := cmd.(*raft.AppendEntriesRequest); ok {
+		if err := appendShape(r); err != nil {
+			return fmt.Errorf("%w: %s: %v", errRPCRefused, peer, err)
+		}
 	}
 	f := node.r.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -303,7 +308,60 @@ func admitRPC(node *RaftNode, peer string, cmd any, outside func(peer string) er
 				return fmt.Errorf("%w: %s gives address %s, the group has %s", errRPCRefused, peer, a, s.Address)
 			}
 		}
+		if r, ok := cmd.(*raft.AppendEntriesRequest); ok && claims != nil {
+			if node.r.State() == raft.Leader && r.Term <= node.r.CurrentTerm() {
+				return fmt.Errorf("%w: %s appends in term %d, which this node leads", errRPCRefused, peer, r.Term)
+			}
+			if err := claims.claim(peer, r.Term); err != nil {
+				return fmt.Errorf("%w: %v", errRPCRefused, err)
+			}
+		}
 		return nil
 	}
 	return fmt.Errorf("%w: %s is not in the group", errRPCRefused, peer)
+}
+
+// termClaims holds the latest term a voter appended to this node in, and
+// that voter: Raft elects one leader a term, so appending in a term
+// another voter already leads is a voter's lie (it would write entries
+// beside the leader's, which its followers may apply). A higher term is
+// taken (elections move it on): winning one is a voter's power anyway.
+type termClaims struct {
+	mu     sync.Mutex
+	term   uint64
+	leader string
+}
+
+func (c *termClaims) claim(peer string, term uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case term > c.term:
+		c.term, c.leader = term, peer
+	case term == c.term && peer != c.leader:
+		return fmt.Errorf("%s appends in term %d, which %s leads", peer, term, c.leader)
+	}
+	return nil
+}
+
+// appendShape refuses entries no leader sends: not numbered on from the
+// entry they follow (PrevLogEntry) one by one, or of a term above the
+// request's or below the entry before them. hashicorp/raft stores such
+// entries as they come and, with a commit index past a gap, panics
+// applying the entries it does not have ("log not found"): a voter's key
+// could crash every follower with one RPC.
+func appendShape(r *raft.AppendEntriesRequest) error {
+	next, term := r.PrevLogEntry+1, r.PrevLogTerm
+	for _, e := range r.Entries {
+		switch {
+		case e == nil:
+			return errors.New("a nil entry")
+		case e.Index != next:
+			return fmt.Errorf("entry %d where entry %d follows", e.Index, next)
+		case e.Term > r.Term || e.Term < term:
+			return fmt.Errorf("entry %d of term %d (request of term %d, previous entry's %d)", e.Index, e.Term, r.Term, term)
+		}
+		next, term = next+1, e.Term
+	}
+	return nil
 }

@@ -27,16 +27,16 @@ func TestAdmitRPCOutsideAGroup(t *testing.T) {
 	ae := func(id string) *raft.AppendEntriesRequest {
 		return &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte(id), Addr: []byte("10.0.0.1:7420")}, Term: 1 << 40}
 	}
-	if err := admitRPC(n, "h1", ae("h1"), selected); err != nil {
+	if err := admitRPC(n, "h1", ae("h1"), selected, nil); err != nil {
 		t.Errorf("a selected voter refused: %v", err)
 	}
-	if err := admitRPC(n, "h4", ae("h4"), selected); !errors.Is(err, errRPCRefused) {
+	if err := admitRPC(n, "h4", ae("h4"), selected, nil); !errors.Is(err, errRPCRefused) {
 		t.Errorf("a candidate outside the selected voters taken: %v", err)
 	}
-	if err := admitRPC(n, "h4", ae("h1"), selected); !errors.Is(err, errRPCRefused) {
+	if err := admitRPC(n, "h4", ae("h1"), selected, nil); !errors.Is(err, errRPCRefused) {
 		t.Errorf("h4 speaking as h1 taken: %v", err)
 	}
-	if err := admitRPC(n, "h1", struct{}{}, selected); !errors.Is(err, errRPCRefused) {
+	if err := admitRPC(n, "h1", struct{}{}, selected, nil); !errors.Is(err, errRPCRefused) {
 		t.Errorf("an RPC without a header taken: %v", err)
 	}
 }

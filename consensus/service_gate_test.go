@@ -160,3 +160,88 @@ func TestServiceRaftRPCBoundToPeer(t *testing.T) {
 		return forgedN >= 1, fmt.Sprintf("%d of 5 answered", forgedN)
 	})
 }
+
+// A current voter's key gets its raft RPCs through the gate (the header
+// names it, it votes): Raft trusts voters. h2 (or whichever voter does
+// not lead) sends, in its own name, the AppendEntries no leader writes:
+// an entry numbered 2^40 after none with a commit index there (the
+// issue's "log not found" panic), entries not numbered on from the one
+// they follow, and, in the term the leader leads, an entry after the
+// follower's last one that dissolves "p" with a commit index on it (the
+// follower would apply it at once, beside the leader's log, and keep it
+// when the leader's entry of the same index and term comes). Every one
+// is refused, to the follower and to the leader; no voter crashes (a
+// panic ends the test binary), no term moves to 2^40, each voter still
+// holds "p" as registered and the group still commits.
+func TestServiceRaftRPCForgedByAVoter(t *testing.T) {
+	hosts := []string{"h1", "h2", "h3"}
+	keys := ringTLS(t, hosts)
+	c, leader, _ := keys.cluster(t, hosts)
+	ctx := context.Background()
+	var forger *agent
+	for _, a := range c.live() {
+		if a.id != leader.id && a.svc.Status().Voter {
+			forger = a
+		}
+	}
+	if forger == nil {
+		t.Fatal("no voter besides the leader")
+	}
+	registered := map[string]consensus.Record{}
+	for _, a := range c.live() {
+		testwait.Until(t, 10*time.Second, a.id+" to apply p", func() (bool, string) {
+			r, ok := a.svc.LocalRecord("p")
+			registered[a.id] = r
+			return ok, "not applied"
+		})
+	}
+	done := make(chan struct{})
+	defer close(done)
+	tr := raft.NewNetworkTransport(tlsStream{cfg: keys.tls[forger.id].Client(""), done: done}, 1, 3*time.Second, io.Discard)
+	defer tr.Close()
+	addr := []byte(forger.svc.RaftAddr())
+	dissolve, err := json.Marshal(consensus.Command{Op: consensus.OpDissolve, Time: time.Now(), P: consensus.Ref{ID: "p", Version: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := func(index, term uint64) *raft.Log {
+		return &raft.Log{Index: index, Term: term, Type: raft.LogCommand, Data: dissolve, AppendedAt: time.Now()}
+	}
+	for _, a := range c.live() {
+		if a == forger {
+			continue
+		}
+		last, lastTerm := a.svc.LastLog()
+		term := a.svc.Status().Term
+		target := raft.ServerAddress(a.svc.RaftAddr())
+		for name, req := range map[string]*raft.AppendEntriesRequest{
+			"an entry numbered 2^40 after none": {Term: 1 << 40, LeaderCommitIndex: 1 << 40, Entries: []*raft.Log{entry(1<<40, 1<<40)}},
+			"an entry past the log's end":       {Term: term + 1, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last + 3, Entries: []*raft.Log{entry(last+3, term+1)}},
+			"entries with a gap":                {Term: term + 1, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last + 3, Entries: []*raft.Log{entry(last+1, term+1), entry(last+3, term+1)}},
+			"an entry in the leader's term":     {Term: term, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last + 1, Entries: []*raft.Log{entry(last+1, term)}},
+		} {
+			req.RPCHeader = raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(forger.id), Addr: addr}
+			req.Leader = addr
+			var resp raft.AppendEntriesResponse
+			err := tr.AppendEntries(raft.ServerID(a.id), target, req, &resp)
+			if err == nil || !strings.Contains(err.Error(), "raft rpc refused") {
+				t.Errorf("%s took %s from voter %s (err %v, resp %+v)", a.id, name, forger.id, err, resp)
+			}
+		}
+	}
+	for _, a := range c.live() {
+		if st := a.svc.Status(); st.Term >= 1<<40 {
+			t.Errorf("%s after the forged RPCs: %+v", a.id, st)
+		}
+		if r, ok := a.svc.LocalRecord("p"); !ok || r.Version != registered[a.id].Version {
+			t.Errorf("%s's arbiter state: p %+v (found %v), was %+v", a.id, r, ok, registered[a.id])
+		}
+	}
+	attempt := 0
+	testwait.Until(t, 30*time.Second, "a registration committed after the forged RPCs", func() (bool, string) {
+		attempt++
+		id := fmt.Sprintf("q%d", attempt)
+		d, err := forger.svc.Register(ctx, reg(id, forger.id))
+		return err == nil && d.Committed, fmt.Sprintf("register %s: %+v %v", id, d, err)
+	})
+}
