@@ -112,11 +112,11 @@ func askOn(c *cli.Context, tr bus.Transport, since time.Time, maxEvents int) ([]
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout")+10*time.Second)
 	defer cancel()
 	gc := status.GatherConfig{Region: c.String("region"), Timeout: c.Duration("timeout"), Since: since, Max: maxEvents}
-	if dir := c.String("keys-dir"); dir != "" {
-		keys, err := auth.LoadKeyring(dir)
-		if err != nil {
-			return nil, usageError(fmt.Errorf("--keys-dir: %w", err))
-		}
+	keys, err := cliKeys(c)
+	if err != nil {
+		return nil, err
+	}
+	if keys != nil {
 		var mu sync.Mutex
 		gc.Keys = keys
 		gc.OnDrop = func(host, reason string) {
@@ -130,6 +130,20 @@ func askOn(c *cli.Context, tr bus.Transport, since time.Time, maxEvents int) ([]
 		}
 	}
 	return status.Gather(ctx, tr, gc)
+}
+
+// cliKeys is the region's keyring of --keys-dir (nil when unset:
+// nothing verified).
+func cliKeys(c *cli.Context) (*auth.Keyring, error) {
+	dir := c.String("keys-dir")
+	if dir == "" {
+		return nil, nil
+	}
+	keys, err := auth.LoadKeyring(dir)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--keys-dir: %w", err))
+	}
+	return keys, nil
 }
 
 func runStatus(c *cli.Context) error {
@@ -308,9 +322,22 @@ func runEvents(c *cli.Context) error {
 	// Subscribed before the history is asked: no update falls between.
 	updates := make(chan journal.Update, 4096)
 	if c.Bool("follow") {
-		sub, err := tr.Subscribe(bus.EventsSubject(c.String("region")), func(_ string, data []byte) {
-			var u journal.Update
-			if json.Unmarshal(data, &u) != nil || u.V != 1 {
+		keys, err := cliKeys(c)
+		if err != nil {
+			return err
+		}
+		// With keys, an update is shown only when the agent it names
+		// signed it, lately, and once (status.UpdateReader).
+		ur := &status.UpdateReader{Keys: keys}
+		var mu sync.Mutex
+		sub, err := tr.Subscribe(bus.EventsSubject(c.String("region")), func(subject string, data []byte) {
+			u, why := ur.Open(subject, data, time.Now())
+			if why != "" {
+				if keys != nil {
+					mu.Lock()
+					fmt.Fprintf(c.App.ErrWriter, "dvms: an update dropped: %s\n", why)
+					mu.Unlock()
+				}
 				return
 			}
 			select {

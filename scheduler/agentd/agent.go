@@ -197,10 +197,16 @@ func New(o Options) (*Agent, error) {
 	// Operators' view: the journal behind `dvms status` / `dvms events`
 	// and the Prometheus metrics, both fed by the runner's hooks.
 	a.journal = journal.New(host, o.Clock.Now)
-	// `dvms events --follow` listens on the plain connection, as status.
+	// `dvms events --follow` listens on the plain connection, as status;
+	// with keys the updates are signed with this agent's key, as its
+	// status answers (status.UpdateReader verifies them).
+	updates := o.Bus
+	if o.Secure {
+		updates = o.Signed
+	}
 	a.journal.OnUpdate = func(u journal.Update) {
 		if data, err := json.Marshal(u); err == nil {
-			_ = o.Bus.Publish(context.Background(), bus.EventsSubject(o.Runtime.Region), data)
+			_ = updates.Publish(context.Background(), bus.EventsSubject(o.Runtime.Region), data)
 		}
 	}
 	a.controls = dec.Controls()
