@@ -38,6 +38,7 @@ func (a *Agent) RefuseLeader(now time.Time, leader, taken, why string) {
 	if now.After(a.now) {
 		a.now = now
 	}
+	defer a.forgiveBackoff()
 	if p := a.part; p != nil && (p.Leader == leader || p.ID == taken && !a.leader() && p.State != Finishing) {
 		held, backoff, window := a.active, a.backoff, slices.Clone(a.window)
 		ran := a.planRan || p.State == Finishing
@@ -64,6 +65,20 @@ func (a *Agent) RefuseLeader(now time.Time, leader, taken, why string) {
 		}
 	}
 	a.MemberDown(leader) // out of the ring: no request goes to it
+}
+
+// forgiveBackoff puts this agent's retry backoff back to retry_backoff
+// once it refuses a key: before the refusal the key's updates, at the
+// versions its fair leaders go on at, made them drop this agent from its
+// own event's partitions (a conflicting leader, a snapshot sent to the
+// key), ending the event unsolved with the backoff doubled each time. Those
+// ends were the key's doing, not events dvms found unsolvable: the next
+// try waits retry_backoff at most.
+func (a *Agent) forgiveBackoff() {
+	a.backoff = a.cfg.RetryBackoff
+	if next := a.now.Add(a.cfg.RetryBackoff); a.retryAt.After(next) {
+		a.retryAt = next
+	}
 }
 
 // resumeOrEnd (maybeStart, free and not stale): the event a refused

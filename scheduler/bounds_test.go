@@ -84,3 +84,19 @@ func TestRefuseLeaderEndsAVanishedEvent(t *testing.T) {
 		t.Fatalf("a partition %+v for a condition that is gone", p)
 	}
 }
+
+// A refusal forgives the retry backoff: the ends a key caused before it
+// was refused (its takeovers at a fair leader's next version drop the
+// initiator: a conflicting leader, a snapshot sent to the key) doubled
+// it; the next try waits retry_backoff at most.
+func TestRefuseLeaderForgivesTheBackoff(t *testing.T) {
+	h1 := newAgent(t, "h1")
+	h1.Tick(t0)
+	h1.Ready()
+	base := h1.cfg.RetryBackoff
+	h1.backoff, h1.retryAt = 8*base, t0.Add(4*base)
+	h1.RefuseLeader(t0, "h5", "", "leader h5 refused: test")
+	if h1.backoff != base || h1.retryAt.After(t0.Add(base)) {
+		t.Fatalf("after the refusal: backoff %s, next try at +%s; want %s and at most +%s", h1.backoff, h1.retryAt.Sub(t0), base, base)
+	}
+}

@@ -116,6 +116,16 @@ type bounds struct {
 	// ring when their refusal ends).
 	memberDown map[string]bool
 
+	// framed: a key refused since the agent goroutine's last check, and
+	// when (b.mu): the time this agent spent in other keys' partitions
+	// until then is forgiven (see refuse).
+	framed   string
+	framedAt time.Time
+	// claimed: the partition this agent is in that a refused key claimed
+	// (its update dropped): the agent leaves it, and its leader is not
+	// blamed for that stint (b.mu).
+	claimed string
+
 	rateDrops, refusedDrops atomic.Int64
 }
 
@@ -201,6 +211,7 @@ func (b *bounds) admit(now time.Time, key string, m scheduler.Message) bool {
 			// A refused key claims this agent's partition: its other
 			// members may have followed it (scheduler.Agent.RefuseLeader).
 			kb.claimLeaves++
+			b.claimed = p.ID
 			b.refusals = append(b.refusals, refusal{key: leader, taken: p.ID, why: "leader " + leader + " refused: it claimed this partition"})
 		}
 		return false
@@ -223,12 +234,26 @@ func (b *bounds) admit(now time.Time, key string, m scheduler.Message) bool {
 	return true
 }
 
-// refuse refuses key until LeadWindow from now (b.mu held).
+// refuse refuses key until LeadWindow from now (b.mu held). A key
+// refused for the first time in its window forgives the others: the time
+// this agent spent in their partitions until now (unfair, and the stint
+// it is in) no longer counts against them. A key that holds agents also
+// holds the fair leaders it takes partitions from (they follow it, their
+// members wait for them): without this, one key made the members of a
+// fair leader it hijacked refuse that leader too, and a host refusing
+// every other leader of its region cannot solve its event for
+// lead_window.
 func (b *bounds) refuse(now time.Time, key, why string) {
 	kb := b.key(key)
 	if !now.Before(kb.refusedUntil) {
 		b.log.Warn().Str("key", key).Dur("for", b.cfg.LeadWindow).Str("why", why).Msg("key refused: past its bounds")
 		b.refusals = append(b.refusals, refusal{key: key, why: "leader " + key + " refused: " + why})
+		for k, other := range b.keys {
+			if k != key {
+				other.unfair = 0
+			}
+		}
+		b.framed, b.framedAt = key, now
 	}
 	kb.refusedUntil = now.Add(b.cfg.LeadWindow)
 }
@@ -300,6 +325,8 @@ func (b *bounds) endStint(now time.Time, p *scheduler.Partition) {
 	switch {
 	case !s.planFrom.IsZero(), kb.dissolved == s.part, p != nil && p.ID == s.part:
 		kb.unfair = 0
+	case b.claimed == s.part:
+		// A refused key took it: the key held this agent, not its leader.
 	case now.Sub(kb.heard) > b.cfg.LeadTimeout/2:
 		// Silent: it held nobody (the partition timed out).
 	default:
@@ -307,6 +334,7 @@ func (b *bounds) endStint(now time.Time, p *scheduler.Partition) {
 		kb.unfairAt = now
 	}
 	kb.dissolved = ""
+	b.claimed = ""
 }
 
 // check refuses the leader of the agent's partition past its time bound,
@@ -315,6 +343,12 @@ func (b *bounds) endStint(now time.Time, p *scheduler.Partition) {
 func (b *bounds) check(now time.Time) []refusal {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.framed != "" {
+		if b.stint.leader != "" && b.stint.leader != b.framed && b.stint.since.Before(b.framedAt) {
+			b.stint.since = b.framedAt // forgiven (refuse)
+		}
+		b.framed = ""
+	}
 	if s := b.stint; s.leader != "" {
 		kb := b.key(s.leader)
 		switch {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -151,5 +152,61 @@ func TestBoundsLeadTimeAcrossPartitions(t *testing.T) {
 		if rs := hold(b, "fair", time.Duration(3*i)*time.Second, fmt.Sprintf("f%d", i), true); len(rs) != 0 {
 			t.Fatalf("a key that dissolved each of its partitions was refused at the %d-th: %+v", i+1, rs)
 		}
+	}
+}
+
+// A refused key does not frame the fair leaders it hijacked: its
+// refusal forgives the time this agent spent in other keys' partitions
+// (the stint it is in, and the stints lost before), and a partition the
+// refused key claims (this agent leaves it) is not blamed on its leader.
+// The bound still holds from then on.
+func TestBoundsRefusalForgivesTheFramed(t *testing.T) {
+	cfg := BoundsConfig{LeadTimeout: 5 * time.Second, LeadWindow: time.Minute}
+	t0 := time.Unix(0, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	hb := func(b *bounds, d time.Duration, key, id string) {
+		b.admit(at(d), key, scheduler.Message{Type: scheduler.MsgHeartbeat, From: key, PartID: id, Version: 1})
+	}
+	refuse := func(b *bounds, d time.Duration, key string) {
+		b.mu.Lock()
+		b.refuse(at(d), key, "held this agent")
+		b.mu.Unlock()
+	}
+
+	// The stint it is in, and an earlier lost one (3 s unfair).
+	b := newBounds(cfg, "self", zerolog.Nop())
+	b.observe(at(0), boundsPart("p0", "fair"))
+	hb(b, 3*time.Second, "fair", "p0")
+	b.observe(at(3*time.Second), nil) // lost without a plan: 3 s unfair
+	b.observe(at(3*time.Second), boundsPart("p", "fair"))
+	hb(b, 4*time.Second, "fair", "p")
+	refuse(b, 4*time.Second, "evil")
+	_ = b.check(at(4 * time.Second))
+	hb(b, 8*time.Second, "fair", "p")
+	if rs := b.check(at(8 * time.Second)); len(rs) != 0 {
+		t.Fatalf("the fair leader was refused for time a refused key held it: %+v", rs)
+	}
+	hb(b, 10*time.Second, "fair", "p")
+	if rs := b.check(at(10 * time.Second)); len(rs) != 1 || rs[0].key != "fair" {
+		t.Fatalf("refusals %+v 6 s after the forgiveness: want fair refused (the bound still holds)", rs)
+	}
+
+	// A partition the refused key claims.
+	b = newBounds(cfg, "self", zerolog.Nop())
+	refuse(b, 0, "evil")
+	_ = b.check(at(0))
+	q := boundsPart("q", "fair")
+	b.observe(at(time.Second), q)
+	hb(b, 5*time.Second, "fair", "q")
+	taken := *q
+	taken.Leader, taken.Version = "evil", 2
+	if b.admit(at(5*time.Second), "evil", scheduler.Message{Type: scheduler.MsgUpdate, From: "evil", PartID: "q", Version: 2, Part: &taken}) {
+		t.Fatal("the refused key's claim was admitted")
+	}
+	b.observe(at(5*time.Second), nil) // left: the key claimed it
+	b.observe(at(5*time.Second), boundsPart("q2", "fair"))
+	hb(b, 8*time.Second, "fair", "q2")
+	if rs := b.check(at(8 * time.Second)); slices.ContainsFunc(rs, func(r refusal) bool { return r.key == "fair" }) {
+		t.Fatalf("the fair leader was blamed for the partition the refused key claimed: %+v", rs)
 	}
 }

@@ -272,9 +272,23 @@ func TestRedTeamOneKeyCannotHoldTheRegion(t *testing.T) {
 		t.Fatalf("the control no longer reproduces the freeze (solved %v, held %s): the test proves nothing", ctl.solved, ctl.held)
 	}
 
-	got := kept("attack, lead_timeout", func() holdRun { return runHold(t, true, bounded, within) })
-	t.Logf("attack, lead_timeout %s: solved %v after %s, compute-1 held %s, %d forged messages, %d dropped by the bounds",
-		pt, got.solved, got.took, got.held, got.attackSent, got.boundDrops)
+	// A run in which the key never reached the bound (the honest agents
+	// solved the overload before it held anyone a partition timeout: its
+	// goroutine starved, or its takeovers came late) is run again: it
+	// proves nothing about the bound.
+	var got holdRun
+	for attempt := 1; ; attempt++ {
+		got = kept("attack, lead_timeout", func() holdRun { return runHold(t, true, bounded, within) })
+		t.Logf("attack, lead_timeout %s: solved %v after %s, compute-1 held %s, %d forged messages, %d dropped by the bounds",
+			pt, got.solved, got.took, got.held, got.attackSent, got.boundDrops)
+		if got.boundDrops > 0 || !got.solved || got.held >= pt {
+			break
+		}
+		if attempt == 3 {
+			t.Skipf("in %d runs the key never held compute-1 a partition timeout before the overload was solved: the bound was not exercised", attempt)
+		}
+		t.Log("the key was never refused: the attack did not reach the bound, again")
+	}
 	if !got.solved {
 		t.Fatalf("the overload was not solved within %s (unattacked %s + 10 partition timeouts + %s)", within, base.took, slack)
 	}
