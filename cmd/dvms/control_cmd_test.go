@@ -12,6 +12,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/internal/daemon"
+	"github.com/dvms-project/dvms/internal/testlog"
 	"github.com/dvms-project/dvms/internal/testwait"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/control"
@@ -61,6 +62,15 @@ func TestOperatorControls(t *testing.T) {
 	waitUntil(t, 30*time.Second, "both agents hear each other", func() bool {
 		return len(a1.Members()) == 2 && len(a2.Members()) == 2
 	})
+	// The operator follows the journal with the region's keys: the
+	// agents sign their updates, so each is shown, none dropped.
+	var follow testlog.Buffer
+	followCtx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan int, 1)
+	go func() {
+		followed <- runContext(followCtx, []string{"dvms", "events", "--follow", "--nats-url", ns.ClientURL(), "--region", opsRegion,
+			"--nats-nkey", obsKey, "--keys-dir", keys, "--timeout", "1s"}, &follow, &follow)
+	}()
 
 	for _, tc := range []struct{ name, key, reason string }{
 		{"unsigned", "", "not signed"},
@@ -126,6 +136,14 @@ func TestOperatorControls(t *testing.T) {
 	})
 	if ss, _ := cloud.Servers(context.Background(), "compute-2"); len(ss) != 1 {
 		t.Errorf("compute-2 is excluded, yet it holds %d servers (1 before)", len(ss))
+	}
+	waitUntil(t, 20*time.Second, "dvms events --follow --keys-dir shows compute-1's signed updates", func() bool {
+		return strings.Contains(follow.String(), "compute-1 ev-") && strings.Contains(follow.String(), " event-raised")
+	})
+	stopFollow()
+	<-followed
+	if strings.Contains(follow.String(), "update dropped") {
+		t.Errorf("dvms events --follow --keys-dir dropped the agents' own updates:\n%s", follow.String())
 	}
 	if n := natsViolations.Load(); n != 0 {
 		t.Errorf("the agents' NATS connections reported %d permission violations (a subject they use is not in bus.AgentPermissions)", n)

@@ -53,6 +53,60 @@ type redTeam struct {
 	runners  map[string]*node.Runner
 	wg       sync.WaitGroup
 	logs     testlog.Buffer // the agents' logs, for a failure's story
+	arb      *watchedArbiter
+}
+
+// watchedArbiter is the agents' arbiter, noting every partition a call
+// changed (registered, merged, dissolved).
+type watchedArbiter struct {
+	consensus.Arbiter
+	mu      sync.Mutex
+	changed map[string]int
+}
+
+func (w *watchedArbiter) note(ids ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		w.changed[id]++
+	}
+}
+
+func (w *watchedArbiter) Register(ctx context.Context, r consensus.Registration) (consensus.Decision, error) {
+	d, err := w.Arbiter.Register(ctx, r)
+	if err == nil && d.Committed {
+		w.note(r.ID)
+	}
+	return d, err
+}
+
+func (w *watchedArbiter) Merge(ctx context.Context, p, q consensus.Ref) (consensus.Decision, error) {
+	d, err := w.Arbiter.Merge(ctx, p, q)
+	if err == nil && d.Committed {
+		w.note(p.ID, q.ID)
+	}
+	return d, err
+}
+
+func (w *watchedArbiter) Dissolve(ctx context.Context, r consensus.Ref) (consensus.Decision, error) {
+	d, err := w.Arbiter.Dissolve(ctx, r)
+	if err == nil && d.Committed {
+		w.note(r.ID)
+	}
+	return d, err
+}
+
+// arbiterUntouched checks that no call changed the arbiter's record of
+// the forged partitions ids.
+func (rt *redTeam) arbiterUntouched(ids ...string) {
+	rt.t.Helper()
+	rt.arb.mu.Lock()
+	defer rt.arb.mu.Unlock()
+	for _, id := range ids {
+		if n := rt.arb.changed[id]; n != 0 {
+			rt.t.Errorf("the arbiter's record of forged partition %s changed %d times", id, n)
+		}
+	}
 }
 
 // startRedTeam starts four signed agents. With perms, the NATS server
@@ -141,7 +195,8 @@ func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune fu
 	}
 	rt.inside = wrap(connect("insider:compute-4"), "compute-4")
 
-	arb := consensus.NewLocal(clock.Now)
+	rt.arb = &watchedArbiter{Arbiter: consensus.NewLocal(clock.Now), changed: map[string]int{}}
+	arb := rt.arb
 	rc := node.DefaultConfig()
 	rc.Region = rtRegion
 	rc.Exec.Poll = 200 * time.Millisecond
@@ -300,6 +355,7 @@ func TestRedTeam(t *testing.T) {
 			t.Fatalf("unsigned messages dropped: %d, want >= 4", rt.dropped(auth.DropMalformed))
 		}
 		rt.untouched(before)
+		rt.arbiterUntouched(p.ID)
 	})
 
 	t.Run("forged migration, stolen key", func(t *testing.T) {
@@ -356,6 +412,7 @@ func TestRedTeam(t *testing.T) {
 			t.Errorf("compute-2 answered %d messages to compute-4's own heartbeat, want its nack (control)", n)
 		}
 		rt.untouched(before)
+		rt.arbiterUntouched("p-nowhere-compute-1", "p-nowhere-compute-4")
 	})
 
 	t.Run("forged leaving heartbeat", func(t *testing.T) {
@@ -392,6 +449,7 @@ func TestRedTeam(t *testing.T) {
 		}
 		settle()
 		rt.untouched(before) // a panic would have killed the test binary
+		rt.arbiterUntouched(p.ID)
 	})
 
 	t.Run("amplification", func(t *testing.T) {
@@ -408,6 +466,7 @@ func TestRedTeam(t *testing.T) {
 			t.Errorf("victim sent %d protocol messages, want 0", n)
 		}
 		rt.untouched(before)
+		rt.arbiterUntouched(p.ID)
 	})
 
 	t.Run("legitimate agents still work, under a frozen-region attack", func(t *testing.T) {
@@ -447,8 +506,22 @@ func TestRedTeam(t *testing.T) {
 		for j := range 2 {
 			_ = rt.cloud.SetDemand(fmt.Sprintf("s-1-%d", j), nova.Demand{CPU: 5, RAMMB: 1024}) // 10 > 8 cores
 		}
-		solved := waitFor(t, 30*time.Second, func() bool { return !rt.cloud.Overloaded("compute-1") })
+		// No agent is ever in the forged partition: the real event is
+		// held by it for no time at all.
+		var heldBy []string
+		solved := waitFor(t, 30*time.Second, func() bool {
+			for _, h := range rt.hosts {
+				if p := rt.runners[h].Partition(); p != nil && p.ID == "p-frozen" {
+					heldBy = append(heldBy, h)
+				}
+			}
+			return !rt.cloud.Overloaded("compute-1")
+		})
 		close(stop)
+		if len(heldBy) > 0 {
+			t.Errorf("agents seen in the forged partition: %v", heldBy)
+		}
+		rt.arbiterUntouched(p.ID)
 		attacker.Wait()
 		if !solved {
 			t.Fatalf("a real overload was not solved under the frozen-region attack (migrations: %+v)", rt.cloud.Stats())
