@@ -308,11 +308,11 @@ func admitRPC(node *RaftNode, peer string, cmd any, outside func(peer string) er
 				return fmt.Errorf("%w: %s gives address %s, the group has %s", errRPCRefused, peer, a, s.Address)
 			}
 		}
-		if r, ok := cmd.(*raft.AppendEntriesRequest); ok && claims != nil {
-			if node.r.State() == raft.Leader && r.Term <= node.r.CurrentTerm() {
-				return fmt.Errorf("%w: %s appends in term %d, which this node leads", errRPCRefused, peer, r.Term)
+		if term, ok := leaderTerm(cmd); ok && claims != nil {
+			if node.r.State() == raft.Leader && term == node.r.CurrentTerm() {
+				return fmt.Errorf("%w: %s leads in term %d, which this node leads", errRPCRefused, peer, term)
 			}
-			if err := claims.claim(peer, r.Term); err != nil {
+			if err := claims.claim(peer, term); err != nil {
 				return fmt.Errorf("%w: %v", errRPCRefused, err)
 			}
 		}
@@ -321,10 +321,23 @@ func admitRPC(node *RaftNode, peer string, cmd any, outside func(peer string) er
 	return fmt.Errorf("%w: %s is not in the group", errRPCRefused, peer)
 }
 
-// termClaims holds the latest term a voter appended to this node in, and
-// that voter: Raft elects one leader a term, so appending in a term
-// another voter already leads is a voter's lie (it would write entries
-// beside the leader's, which its followers may apply). A higher term is
+// leaderTerm is the term of an RPC only a leader sends (AppendEntries,
+// InstallSnapshot).
+func leaderTerm(cmd any) (uint64, bool) {
+	switch r := cmd.(type) {
+	case *raft.AppendEntriesRequest:
+		return r.Term, true
+	case *raft.InstallSnapshotRequest:
+		return r.Term, true
+	}
+	return 0, false
+}
+
+// termClaims holds the latest term a voter led this node in, and
+// that voter: Raft elects one leader a term, so appending to this node's
+// log (or installing a snapshot) in a term another voter already leads
+// is a voter's lie (it would write entries beside the leader's, which its
+// followers may apply). A higher term is
 // taken (elections move it on): winning one is a voter's power anyway.
 type termClaims struct {
 	mu     sync.Mutex
@@ -339,7 +352,7 @@ func (c *termClaims) claim(peer string, term uint64) error {
 	case term > c.term:
 		c.term, c.leader = term, peer
 	case term == c.term && peer != c.leader:
-		return fmt.Errorf("%s appends in term %d, which %s leads", peer, term, c.leader)
+		return fmt.Errorf("%s leads in term %d, which %s leads", peer, term, c.leader)
 	}
 	return nil
 }

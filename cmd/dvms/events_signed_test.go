@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dvms-project/dvms/bus"
-	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/bus/auth/authtest"
 	"github.com/dvms-project/dvms/internal/testbus"
 	"github.com/dvms-project/dvms/internal/testlog"
 	"github.com/dvms-project/dvms/scheduler/journal"
@@ -25,27 +25,10 @@ func TestEventsFollowVerifiesUpdates(t *testing.T) {
 	url := testbus.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dir := t.TempDir()
-	for _, h := range []string{"c1", "c3"} {
-		if _, err := auth.GenerateKey(dir, h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ring, err := auth.LoadKeyring(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, signers, ring := authtest.KeysDir(t, "c1", "c3")
 	signed := func(h string) (*bus.NATS, bus.Transport) {
 		tr := testbus.Connect(t, ctx, url, h)
-		s, err := auth.LoadSigner(dir, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := auth.Wrap(tr, s, ring, auth.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr, w
+		return tr, authtest.Wrap(t, tr, signers[h], ring)
 	}
 	_, c1 := signed("c1")
 	plain3, c3 := signed("c3")

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dvms-project/dvms/bus/auth"
+	"github.com/dvms-project/dvms/bus/auth/authtest"
 	"github.com/dvms-project/dvms/scheduler/journal"
 )
 
@@ -16,25 +16,12 @@ import (
 // old update passed on), it is dropped with the reason. Without keys the
 // forged one is taken (the control).
 func TestUpdateReaderTakesOnlyTheAgentsOwn(t *testing.T) {
-	dir := t.TempDir()
-	for _, h := range []string{"c1", "c3"} {
-		if _, err := auth.GenerateKey(dir, h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ring, err := auth.LoadKeyring(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signers, ring := authtest.Signers(t, []string{"c1", "c3"})
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	const subject = "dvms.g.events"
 	seal := func(signer, subj string, at time.Time) []byte {
-		s, err := auth.LoadSigner(dir, signer)
-		if err != nil {
-			t.Fatal(err)
-		}
 		data, _ := json.Marshal(journal.Update{V: 1, Agent: "c1", At: at, Event: "ev", Kind: "overload", Host: "c1", Record: "event-raised"})
-		return s.Seal(subj, data, at)
+		return signers[signer].Seal(subj, data, at)
 	}
 	r := &UpdateReader{Keys: ring}
 	own := seal("c1", subject, now)
