@@ -130,13 +130,26 @@ func (r holdRun) starved() string {
 	return ""
 }
 
+// holdPartitionTimeout is the agents' partition_timeout in the hold
+// runs, and the lead_timeout of the bounded ones: progress_timeout plus
+// hop_timeout times the region's hosts, plus a tick, as the bounds'
+// documentation asks of lead_timeout (a fair leader's request may take
+// that long to come back). With lead_timeout at the default partition
+// timeout (3.5 s, below progress_timeout) the bound refused fair leaders
+// whose request was still out, one after another on a loaded machine,
+// until compute-1 refused every other host and found no solution.
+func holdPartitionTimeout() time.Duration {
+	c := scheduler.DefaultConfig("x")
+	return c.ProgressTimeout + 4*c.HopTimeout + node.DefaultConfig().Tick
+}
+
 // holdScale: the agents' clock runs holdScale x the wall's. At 10 x,
 // on a machine loaded by another package's race tests (load 6 on 2
 // cores), the honest agents' snapshots and takeovers came late in agent
 // time (a snapshot timeout is 150 ms of wall time there) while the test
-// process woke on time: the key won races a real host does not lose
-// (it left the fair partition just as its plan was sent), the overload
-// unsolved in the window 1 run in 10; at 5 x none in 10.
+// process woke on time, and the key won races a loaded host loses but a
+// real one does not; at 5 x, with holdPartitionTimeout, 10 runs in 10
+// passed under the same load.
 const holdScale = 5
 
 // lagWatch measures how late a 10 ms ticker wakes until ctx ends.
@@ -170,7 +183,7 @@ func lagWatch(ctx context.Context, wg *sync.WaitGroup) func() time.Duration {
 
 func runHold(t *testing.T, attack bool, tune func(*node.Config), limit time.Duration) holdRun {
 	ctx, cancel := context.WithCancel(context.Background())
-	rt := startRedTeamWith(t, ctx, false, tune, holdScale)
+	rt := startRedTeamWith(t, ctx, false, tune, func(c *scheduler.Config) { c.PartitionTimeout = holdPartitionTimeout() }, holdScale)
 	var wg sync.WaitGroup
 	defer rt.wg.Wait()
 	defer wg.Wait()
@@ -243,7 +256,7 @@ func runHold(t *testing.T, attack bool, tune func(*node.Config), limit time.Dura
 // timeouts on a busy machine under -race; the test allows 10, and the
 // control, without bounds, is still unsolved after them.
 func TestRedTeamOneKeyCannotHoldTheRegion(t *testing.T) {
-	pt := scheduler.DefaultConfig("x").PartitionTimeout
+	pt := holdPartitionTimeout()
 	bounded := func(c *node.Config) { c.Bounds.LeadTimeout = pt }
 	unbounded := func(c *node.Config) { c.Bounds = node.BoundsConfig{} }
 

@@ -115,13 +115,13 @@ func (rt *redTeam) arbiterUntouched(ids ...string) {
 // every connection's asynchronous errors go to rt.natsErrs.
 func startRedTeam(t *testing.T, ctx context.Context, perms ...bool) *redTeam {
 	t.Helper()
-	return startRedTeamWith(t, ctx, len(perms) > 0 && perms[0], nil, 10)
+	return startRedTeamWith(t, ctx, len(perms) > 0 && perms[0], nil, nil, 10)
 }
 
-// startRedTeamWith is startRedTeam with the runtime's configuration
-// tuned by tune (nil: the defaults), the agents' clock at scale x the
-// wall's.
-func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune func(*node.Config), scale float64) *redTeam {
+// startRedTeamWith is startRedTeam with the runtime's and the agents'
+// configurations tuned by tune and tuneAgent (nil: the defaults), the
+// agents' clock at scale x the wall's.
+func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune func(*node.Config), tuneAgent func(*scheduler.Config), scale float64) *redTeam {
 	t.Helper()
 	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), scale)
 	rt := &redTeam{t: t, clock: clock, cloud: fake.New(fake.DefaultConfig(), clock), keys: t.TempDir(),
@@ -209,6 +209,9 @@ func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune fu
 		rt.sent[h] = &atomic.Int64{}
 		ac := scheduler.DefaultConfig(h)
 		ac.Incarnation = "rt"
+		if tuneAgent != nil {
+			tuneAgent(&ac)
+		}
 		var demand nova.DemandSource = rt.cloud
 		if withPerms {
 			// Each agent measures its own host only, as on libvirt: the
