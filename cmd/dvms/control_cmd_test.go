@@ -71,6 +71,9 @@ func TestOperatorControls(t *testing.T) {
 		followed <- runContext(followCtx, []string{"dvms", "events", "--follow", "--nats-url", ns.ClientURL(), "--region", opsRegion,
 			"--nats-nkey", obsKey, "--keys-dir", keys, "--timeout", "1s"}, &follow, &follow)
 	}()
+	// Its history printed, it follows: the other commands run after it
+	// parsed its flags (the commands' flags are shared in one process).
+	waitUntil(t, 30*time.Second, "dvms events --follow prints the history", func() bool { return follow.String() != "" })
 
 	for _, tc := range []struct{ name, key, reason string }{
 		{"unsigned", "", "not signed"},
