@@ -12,6 +12,34 @@ import (
 	"github.com/dvms-project/dvms/scheduler"
 )
 
+// recheckServer is a server of a re-check test's cloud: on host, with
+// vcpus and a demand of cpu cores (and 512 MB).
+type recheckServer struct {
+	id, host string
+	vcpus    int
+	cpu      float64
+}
+
+// recheckCloud is the re-check tests' cloud: hosts h1 to h3 of 8 cores
+// and 16 GB, not overcommitted, on a clock that does not move, with
+// servers of 1 GB.
+func recheckCloud(t *testing.T, servers ...recheckServer) *fake.Cloud {
+	t.Helper()
+	cloud := fake.New(fake.DefaultConfig(), fake.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	for _, h := range []string{"h1", "h2", "h3"} {
+		cloud.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 1, RAMAllocRatio: 1})
+	}
+	for _, s := range servers {
+		if err := cloud.AddServer(nova.Server{ID: s.id, Name: s.id, Host: s.host, VCPUs: s.vcpus, RAMMB: 1024}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cloud.SetDemand(s.id, nova.Demand{CPU: s.cpu, RAMMB: 512}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cloud
+}
+
 // Two moves of one plan into one host are re-checked together, each
 // reading the destination. The one deciding first judges the
 // destination's servers at the plan's latest reading of them, not at its
@@ -23,24 +51,10 @@ import (
 // plan's later read said 0.90.
 func TestRecheckJudgesAtThePlansLatestRead(t *testing.T) {
 	ctx := context.Background()
-	cloud := fake.New(fake.DefaultConfig(), fake.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	for _, h := range []string{"h1", "h2", "h3"} {
-		cloud.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 1, RAMAllocRatio: 1})
-	}
-	for _, s := range []struct {
-		id, host string
-		cpu      float64
-	}{{"busy", "h2", 5.5}, {"x", "h2", 0}, {"s1", "h1", 1.5}, {"s3", "h3", 1}} {
-		if err := cloud.AddServer(nova.Server{ID: s.id, Name: s.id, Host: s.host, VCPUs: 1, RAMMB: 1024}); err != nil {
-			t.Fatal(err)
-		}
-		if err := cloud.SetDemand(s.id, nova.Demand{CPU: s.cpu, RAMMB: 512}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cloud := recheckCloud(t, recheckServer{"busy", "h2", 1, 5.5}, recheckServer{"x", "h2", 1, 0},
+		recheckServer{"s1", "h1", 1, 1.5}, recheckServer{"s3", "h3", 1, 1})
 	e := NewExecutor(DefaultExecConfig(), cloud, cloud, scheduler.DefaultThresholds(), Wall{}, zerolog.Nop())
-	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]snapped{},
-		read: map[string]nova.Demand{}, reasons: map[string]skip{}}
+	f := newFlight(scheduler.Plan{})
 	ev := scheduler.Event{}
 	a := scheduler.Action{Kind: scheduler.LiveMigrate, Server: "s1", From: "h1", To: "h2", VCPUs: 1, RAMMB: 1024, CPU: 1.5, RAM: 512}
 	b := scheduler.Action{Kind: scheduler.LiveMigrate, Server: "s3", From: "h3", To: "h2", VCPUs: 1, RAMMB: 1024, CPU: 1, RAM: 512}
