@@ -3,42 +3,12 @@ package node
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/nova"
-	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
 )
-
-// recheckServer is a server of a re-check test's cloud: on host, with
-// vcpus and a demand of cpu cores (and 512 MB).
-type recheckServer struct {
-	id, host string
-	vcpus    int
-	cpu      float64
-}
-
-// recheckCloud is the re-check tests' cloud: hosts h1 to h3 of 8 cores
-// and 16 GB, not overcommitted, on a clock that does not move, with
-// servers of 1 GB.
-func recheckCloud(t *testing.T, servers ...recheckServer) *fake.Cloud {
-	t.Helper()
-	cloud := fake.New(fake.DefaultConfig(), fake.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	for _, h := range []string{"h1", "h2", "h3"} {
-		cloud.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 1, RAMAllocRatio: 1})
-	}
-	for _, s := range servers {
-		if err := cloud.AddServer(nova.Server{ID: s.id, Name: s.id, Host: s.host, VCPUs: s.vcpus, RAMMB: 1024}); err != nil {
-			t.Fatal(err)
-		}
-		if err := cloud.SetDemand(s.id, nova.Demand{CPU: s.cpu, RAMMB: 512}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return cloud
-}
 
 // Two moves of one plan into one host are re-checked together, each
 // reading the destination. The one deciding first judges the
@@ -51,8 +21,8 @@ func recheckCloud(t *testing.T, servers ...recheckServer) *fake.Cloud {
 // plan's later read said 0.90.
 func TestRecheckJudgesAtThePlansLatestRead(t *testing.T) {
 	ctx := context.Background()
-	cloud := recheckCloud(t, recheckServer{"busy", "h2", 1, 5.5}, recheckServer{"x", "h2", 1, 0},
-		recheckServer{"s1", "h1", 1, 1.5}, recheckServer{"s3", "h3", 1, 1})
+	cloud, _ := manualCloud(t, testServer{"busy", "h2", 1, 5.5}, testServer{"x", "h2", 1, 0},
+		testServer{"s1", "h1", 1, 1.5}, testServer{"s3", "h3", 1, 1})
 	e := NewExecutor(DefaultExecConfig(), cloud, cloud, scheduler.DefaultThresholds(), Wall{}, zerolog.Nop())
 	f := newFlight(scheduler.Plan{})
 	ev := scheduler.Event{}

@@ -37,7 +37,7 @@ func (u unmeasured) Demand(ctx context.Context, host string) (map[string]nova.De
 // the plan never read at its demand now), seen twice under heavy load.
 func TestRecheckJudgesAServerAnotherPlanBroughtAtItsFlavor(t *testing.T) {
 	ctx := nova.WithRequestID(context.Background(), RequestID("ev-unread"))
-	cloud := recheckCloud(t, recheckServer{"busy", "h2", 2, 5}, recheckServer{"x", "h2", 4, 2.5}, recheckServer{"s1", "h1", 1, 1})
+	cloud, _ := manualCloud(t, testServer{"busy", "h2", 2, 5}, testServer{"x", "h2", 4, 2.5}, testServer{"s1", "h1", 1, 1})
 	plan := scheduler.Plan{Snapshot: []scheduler.Host{
 		{Name: "h1", Servers: []scheduler.Server{{ID: "s1", CPU: 1, RAM: 512}}},
 		{Name: "h2", Servers: []scheduler.Server{{ID: "busy", CPU: 5, RAM: 512}}},
