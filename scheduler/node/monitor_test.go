@@ -16,6 +16,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/internal/testbus"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/nova/fake"
@@ -179,21 +180,16 @@ func (f demandFunc) Demand(ctx context.Context, h string) (map[string]nova.Deman
 }
 
 // testNATS is an in-process NATS server for one test.
-type testNATS struct{ ns *bus.Embedded }
+type testNATS struct{ url string }
 
 func startNATS(t *testing.T) testNATS {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	return testNATS{ns}
+	return testNATS{url: testbus.Server(t)}
 }
 
 func (n testNATS) connect(t *testing.T, name string) bus.Transport {
 	t.Helper()
-	tr, err := bus.ConnectNATS(context.Background(), bus.Config{URL: n.ns.ClientURL(), Name: name, ReconnectWait: 50 * time.Millisecond, MaxReconnects: -1})
+	tr, err := bus.ConnectNATS(context.Background(), bus.Config{URL: n.url, Name: name, ReconnectWait: 50 * time.Millisecond, MaxReconnects: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
