@@ -119,9 +119,9 @@ type exec struct {
 	until time.Time
 	moves []scheduler.Action // in flight in the current step
 	// check is the plan's re-check state (Options.Recheck): the runtime
-	// executor's own verdicts (agentd.Decision.PlanCheck) on what the ground truth
-	// shows; results are the actions ended, as the executor reports them
-	// (node.PlanOutcome ends the plan with them).
+	// executor's own verdicts (the agent's Decision.PlanCheck) on what
+	// the ground truth shows; results are the actions ended, as the
+	// executor reports them (node.PlanOutcome ends the plan with them).
 	check   *node.PlanCheck
 	results []node.ActionResult
 	// then, for a plan from outside (Execute), is told its end.
