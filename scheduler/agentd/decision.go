@@ -57,10 +57,6 @@ func (d *Decision) Agent() *scheduler.Agent { return d.agent }
 // Config is the agent's configuration (its incarnation filled in).
 func (d *Decision) Config() scheduler.Config { return d.config }
 
-// Runtime is the runtime's configuration (the monitor's, the watch's and
-// the executor's periods).
-func (d *Decision) Runtime() node.Config { return d.runtime }
-
 // Controls are the operator controls' registers.
 func (d *Decision) Controls() *control.Registers { return d.controls }
 

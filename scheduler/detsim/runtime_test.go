@@ -112,14 +112,15 @@ func TestEveryClockRunsTheAgentsDecisions(t *testing.T) {
 						_ = cloud.SetServiceStatus(ctx, h.Name, true, "broken")
 					}
 				}
-				cfg := d.Runtime().Exec
+				cfg := rc.Exec
 				cfg.Poll = 100 * time.Millisecond
 				// Bounds long enough for a busy machine: the clock runs
 				// 200 times faster than the wall.
 				cfg.RecheckTimeout, cfg.MigrationTimeout, cfg.Unresponsive = time.Hour, time.Hour, time.Hour
-				// Configured as node.New configures its runner's.
+				// Configured as node.New configures its runner's from
+				// agentd.New's options and decision part.
 				e := node.NewExecutor(cfg, cloud, cloud, d.Config().Thresholds, clock, zerolog.Nop())
-				e.DrainReason = d.Runtime().DrainReason
+				e.DrainReason = rc.DrainReason
 				res := e.Execute(ctx, tc.ev, plan)
 				o, c, reason, replan := node.PlanOutcome(res, false, true, func() bool { return e.Relieved(ctx, tc.ev, plan) })
 				if replan {
