@@ -3,7 +3,6 @@ package agentd
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/control"
@@ -12,28 +11,21 @@ import (
 
 // Decision is the part of an agent that decides, apart from the
 // goroutines, tickers, NATS and Nova that feed it: the protocol's state
-// machine (scheduler.Agent, from Options.Agent on the shared member list)
-// and the runtime's step functions configured from Options.Runtime — the
-// executor's re-check verdict (PlanCheck: the agent's thresholds and
-// [executor] drain reason), the plan's outcome (PlanOutcome) and the
-// operator controls' registers. New builds every agent on one (`dvms
-// agent`, `dvms simulate --clock wall`) and the virtual clock runs one per
-// host without the rest (scheduler/detsim), so how an agent's
-// configuration becomes its decisions is written once, here.
+// machine (scheduler.Agent, from Options.Agent on the shared member list),
+// the configuration of the runtime's step functions (Options.Runtime) —
+// the executor's re-check verdict (PlanCheck: the agent's thresholds and
+// [executor] drain reason) — and the operator controls' registers. New
+// builds every agent on one (`dvms agent`, `dvms simulate --clock wall`)
+// and the virtual clock runs one per host without the rest
+// (scheduler/detsim), so how an agent's configuration becomes its
+// decisions is written once, here. A plan's outcome needs no
+// configuration: every clock ends its plans with node.PlanOutcome.
 type Decision struct {
 	agent    *scheduler.Agent
 	runtime  node.Config
 	config   scheduler.Config
 	controls *control.Registers
 }
-
-// assembled counts NewDecision's decision parts (Assembled).
-var assembled atomic.Int64
-
-// Assembled is how many agents' decision parts this process assembled
-// (NewDecision): a test shows with it that every clock of `dvms simulate`
-// builds its agents here.
-func Assembled() int64 { return assembled.Load() }
 
 // NewDecision builds the decision part of the agent o describes; it reads
 // o.Runtime, o.Agent (an empty Incarnation gets a fresh one) and o.Ring
@@ -56,7 +48,6 @@ func NewDecision(o Options) (*Decision, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agentd: %w", err)
 	}
-	assembled.Add(1)
 	return &Decision{agent: a, runtime: o.Runtime, config: o.Agent, controls: control.NewRegisters(o.Runtime.Exec.DryRun)}, nil
 }
 
@@ -66,10 +57,6 @@ func (d *Decision) Agent() *scheduler.Agent { return d.agent }
 // Config is the agent's configuration (its incarnation filled in).
 func (d *Decision) Config() scheduler.Config { return d.config }
 
-// Runtime is the runtime's configuration (the monitor's, the watch's and
-// the executor's periods).
-func (d *Decision) Runtime() node.Config { return d.runtime }
-
 // Controls are the operator controls' registers.
 func (d *Decision) Controls() *control.Registers { return d.controls }
 
@@ -78,10 +65,4 @@ func (d *Decision) Controls() *control.Registers { return d.controls }
 // verdict with this agent's thresholds and drain reason.
 func (d *Decision) PlanCheck(ev scheduler.Event, plan scheduler.Plan) *node.PlanCheck {
 	return node.NewPlanCheck(ev, plan, d.config.Thresholds, d.runtime.DrainReason)
-}
-
-// PlanOutcome is how a plan's execution ends its event, as the runner
-// ends it (node.PlanOutcome).
-func (d *Decision) PlanOutcome(res node.ExecResult, earlier, live bool, relieved func() bool) (scheduler.Outcome, scheduler.EndClass, string, bool) {
-	return node.PlanOutcome(res, earlier, live, relieved)
 }

@@ -8,12 +8,12 @@
 // plan's outcome (node.PlanOutcome), the monitor's refresh schedule
 // (node.Refresh) and the maintenance watch (node.WatchStep) — and counts
 // the Nova calls they make, each passed through nova/fake's model of the
-// region's API (latency, queue; nova.go). Each agent's decision part can
-// come from the caller's assembly (Options.Assemble: the simulator builds
-// it with agentd.NewDecision, as the fleet's agents are built). It is for
-// tests and for exploring the protocol at scale (`dvms simulate --clock
-// virtual`); `--clock wall` runs the runtime's goroutines over NATS and
-// nova/fake.
+// region's API (latency, queue; nova.go). Each agent's decision part is
+// built as every agent of the fleet is (agentd.NewDecision, from
+// Options.Agent and Options.Node): its state machine and its executor's
+// re-check verdict are the assembly's. It is for tests and for exploring
+// the protocol at scale (`dvms simulate --clock virtual`); `--clock wall`
+// runs the runtime's goroutines over NATS and nova/fake.
 package detsim
 
 import (
@@ -29,6 +29,7 @@ import (
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/agentd"
 	"github.com/dvms-project/dvms/scheduler/fit"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
@@ -86,7 +87,8 @@ type Options struct {
 	// Agent configures every agent (ID is filled in).
 	Agent scheduler.Config
 	// Node is the runtime's configuration whose periods the cluster runs
-	// (the monitor's refresh, the region's watch, the executor's poll);
+	// (the monitor's refresh, the region's watch, the executor's poll)
+	// and whose drain reason its re-checks judge with (agentd.Decision);
 	// zero: node.DefaultConfig().
 	Node node.Config
 	// NovaRate is the region's API capacity in requests a second (0:
@@ -94,36 +96,6 @@ type Options struct {
 	// nova/fake models them (fake.API; nova.go).
 	NovaRate    float64
 	NovaLatency time.Duration
-	// Assemble, if set, builds each agent's decision part from its
-	// configuration on the cluster's member list (the simulator:
-	// agentd.NewDecision, as every agent of the fleet is built); nil:
-	// scheduler.NewAgentOnRing with the runtime's default step functions.
-	Assemble func(cfg scheduler.Config, ring *scheduler.Ring) (Decider, error)
-}
-
-// Decider is one agent's decision part as the cluster runs it: the
-// protocol's state machine, the executor's re-check verdict and the
-// plan's outcome (agentd.Decision).
-type Decider interface {
-	Agent() *scheduler.Agent
-	PlanCheck(ev scheduler.Event, plan scheduler.Plan) *node.PlanCheck
-	PlanOutcome(res node.ExecResult, earlier, live bool, relieved func() bool) (scheduler.Outcome, scheduler.EndClass, string, bool)
-}
-
-// plain is Decider without Options.Assemble: the state machine alone,
-// the runtime's step functions with the cluster's thresholds and the
-// default drain reason (also the planner outside's, Execute).
-type plain struct {
-	a   *scheduler.Agent
-	thr scheduler.Thresholds
-}
-
-func (p plain) Agent() *scheduler.Agent { return p.a }
-func (p plain) PlanCheck(ev scheduler.Event, plan scheduler.Plan) *node.PlanCheck {
-	return node.NewPlanCheck(ev, plan, p.thr, nil)
-}
-func (p plain) PlanOutcome(res node.ExecResult, earlier, live bool, relieved func() bool) (scheduler.Outcome, scheduler.EndClass, string, bool) {
-	return node.PlanOutcome(res, earlier, live, relieved)
 }
 
 // Rec is a record an agent emitted, with its host and time.
@@ -147,9 +119,9 @@ type exec struct {
 	until time.Time
 	moves []scheduler.Action // in flight in the current step
 	// check is the plan's re-check state (Options.Recheck): the runtime
-	// executor's own verdicts (node.PlanCheck) on what the ground truth
-	// shows; results are the actions ended, as the executor reports them
-	// (node.PlanOutcome ends the plan with them).
+	// executor's own verdicts (the agent's Decision.PlanCheck) on what
+	// the ground truth shows; results are the actions ended, as the
+	// executor reports them (node.PlanOutcome ends the plan with them).
 	check   *node.PlanCheck
 	results []node.ActionResult
 	// then, for a plan from outside (Execute), is told its end.
@@ -177,11 +149,13 @@ func (q *deliveries) Pop() any {
 
 // Cluster is a deterministic cloud of agents.
 type Cluster struct {
-	opt     Options
-	rng     *rand.Rand
-	Now     time.Time
-	Agents  map[string]*scheduler.Agent
-	decide  map[string]Decider // by host: its agent's decision part
+	opt    Options
+	rng    *rand.Rand
+	Now    time.Time
+	Agents map[string]*scheduler.Agent
+	decide map[string]*agentd.Decision // by host: its agent's decision part
+	// outside is the decision part of the planner outside (Execute).
+	outside *agentd.Decision
 	names   []string
 	ring    scheduler.Ring             // shared by the agents
 	Hosts   map[string]*scheduler.Host // ground truth
@@ -244,7 +218,7 @@ func New(opt Options, hosts []scheduler.Host) *Cluster {
 	}
 	c := &Cluster{
 		opt: opt, rng: rand.New(rand.NewSource(opt.Seed)), Now: time.Unix(1_700_000_000, 0).UTC(),
-		Agents: map[string]*scheduler.Agent{}, decide: map[string]Decider{}, Hosts: map[string]*scheduler.Host{}, Crashed: map[string]bool{},
+		Agents: map[string]*scheduler.Agent{}, decide: map[string]*agentd.Decision{}, Hosts: map[string]*scheduler.Host{}, Crashed: map[string]bool{},
 		incoming: map[string][]scheduler.Action{}, moving: map[string]bool{},
 	}
 	if opt.Node.Refresh == 0 {
@@ -290,26 +264,20 @@ func (c *Cluster) addExec(e *exec) {
 	c.due = time.Time{}
 }
 
-func (c *Cluster) start(n string) {
+// config is host n's agent's configuration (Options.Agent).
+func (c *Cluster) config(n string) scheduler.Config {
 	cfg := c.opt.Agent
 	if cfg.K == 0 {
 		cfg = scheduler.DefaultConfig(n)
 	}
 	cfg.ID = n
+	return cfg
+}
+
+func (c *Cluster) start(n string) {
+	cfg := c.config(n)
 	cfg.Incarnation = fmt.Sprint(c.rng.Intn(1 << 30))
-	var d Decider
-	if c.opt.Assemble != nil {
-		var err error
-		if d, err = c.opt.Assemble(cfg, &c.ring); err != nil {
-			panic(err) // options are the caller's own, validated
-		}
-	} else {
-		a, err := scheduler.NewAgentOnRing(cfg, c.ring)
-		if err != nil {
-			panic(err) // options are the test's own
-		}
-		d = plain{a: a, thr: c.thresholds()}
-	}
+	d := c.assemble(cfg, &c.ring)
 	a := d.Agent()
 	c.Agents[n], c.decide[n] = a, d
 	if i, ok := c.index[n]; ok {
@@ -585,12 +553,29 @@ func (c *Cluster) newExec(host string, req scheduler.ExecRequest, then func(sche
 	return &exec{host: host, req: req, step: -1, then: then, check: c.decider(host).PlanCheck(req.Event, req.Plan)}
 }
 
-// decider is host's agent's decision part ("": the planner outside's).
-func (c *Cluster) decider(host string) Decider {
+// assemble builds an agent's decision part as every agent of the fleet
+// is built (agentd.NewDecision) from cfg and the cluster's runtime
+// configuration; ring nil: the agent alone.
+func (c *Cluster) assemble(cfg scheduler.Config, ring *scheduler.Ring) *agentd.Decision {
+	d, err := agentd.NewDecision(agentd.Options{Runtime: c.opt.Node, Agent: cfg, Ring: ring})
+	if err != nil {
+		panic(fmt.Sprintf("detsim: %v", err)) // the options are the caller's own
+	}
+	return d
+}
+
+// decider is host's agent's decision part ("": the planner outside's,
+// configured as the agents are, with the cluster's thresholds).
+func (c *Cluster) decider(host string) *agentd.Decision {
 	if d, ok := c.decide[host]; ok {
 		return d
 	}
-	return plain{thr: c.thresholds()}
+	if c.outside == nil {
+		cfg := c.config("planner")
+		cfg.Incarnation, cfg.Thresholds = "planner", c.thresholds()
+		c.outside = c.assemble(cfg, nil)
+	}
+	return c.outside
 }
 
 // progress moves plans forward: a step's moves start together (counted
@@ -684,9 +669,9 @@ func (c *Cluster) outcome(e *exec) (scheduler.Outcome, scheduler.EndClass, strin
 			res.Failed++
 		}
 	}
-	ev := e.req.Event
-	return c.decider(e.host).PlanOutcome(res, e.req.Moved > 0, true, func() bool {
-		return node.RelievedBy(c.thresholds(), ev, e.req.Plan, c.demand(ev.Host))
+	ev, thr := e.req.Event, c.decider(e.host).Config().Thresholds
+	return node.PlanOutcome(res, e.req.Moved > 0, true, func() bool {
+		return node.RelievedBy(thr, ev, e.req.Plan, c.demand(ev.Host))
 	})
 }
 

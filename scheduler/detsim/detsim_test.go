@@ -15,6 +15,34 @@ func host(name string, cpus float64, servers ...scheduler.Server) scheduler.Host
 	return scheduler.Host{Name: name, CPUs: cpus, RAMMB: 65536, AllocVCPUs: cpus * 4, AllocRAMMB: 65536, Servers: servers}
 }
 
+// loaded is n hosts h000, h001... of 8 cores, host i with load(i)
+// servers of 1 core and 512 MB, each using its core and 256 MB.
+func loaded(n int, load func(i int) int) []scheduler.Host {
+	hosts := make([]scheduler.Host, 0, n)
+	for i := range n {
+		h := host(fmt.Sprintf("h%03d", i), 8)
+		for j := range load(i) {
+			h.Servers = append(h.Servers, scheduler.Server{ID: fmt.Sprintf("s%d-%d", i, j), VCPUs: 1, RAMMB: 512, CPU: 1, RAM: 256})
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts
+}
+
+// solvedSafely runs c until it is idle with every event that has a
+// solution somewhere solved, within limit of virtual time, and fails t
+// on a violation or on such an event left unsolved.
+func solvedSafely(t *testing.T, c *Cluster, limit time.Duration) {
+	t.Helper()
+	c.RunUntil(limit, func() bool { return c.Idle() && len(c.Solvable()) == 0 })
+	if len(c.Violations) > 0 {
+		t.Fatalf("violations:\n%s", strings.Join(c.Violations, "\n"))
+	}
+	if s := c.Solvable(); len(s) > 0 {
+		t.Fatalf("unsolved despite a solution: %v", s)
+	}
+}
+
 func server(id string, cpu float64) scheduler.Server {
 	return scheduler.Server{ID: id, VCPUs: 2, RAMMB: 2048, CPU: cpu, RAM: 1024}
 }

@@ -2,6 +2,7 @@ package detsim
 
 import (
 	"context"
+	"regexp"
 	"testing"
 	"time"
 
@@ -10,16 +11,25 @@ import (
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
+	"github.com/dvms-project/dvms/scheduler/agentd"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
-// The virtual clock decides as the runtime does: a table of clouds and
+// One agent, one assembly: `dvms agent` and the wall clock build every
+// agent with agentd.New, whose runner's executor is configured from the
+// agent's decision part (agentd.NewDecision: the agent's thresholds, the
+// runtime's drain reason); the virtual clock builds its agents' decision
+// parts, and the planner outside's, with agentd.NewDecision too and
+// judges each action with it (Decision.PlanCheck). A table of clouds and
 // plans run through the runtime's executor against nova/fake (what the
 // wall clock and the fleet run), ended by node.PlanOutcome as the runner
 // ends it, and through detsim's re-check of its ground truth, must end
 // each plan the same way (outcome, class, and the counts of done,
-// skipped and failed actions in the reason).
-func TestVirtualClockDecidesAsTheRuntime(t *testing.T) {
+// skipped and failed actions in the reason), under the default runtime
+// configuration and under a region's own drain reason (drain: a
+// clock that judged with its own configuration, not the decision's,
+// would still take dvms's default reason for a drain).
+func TestEveryClockRunsTheAgentsDecisions(t *testing.T) {
 	srv := func(id string, cpu float64) scheduler.Server {
 		return scheduler.Server{ID: id, VCPUs: 2, RAMMB: 2048, CPU: cpu, RAM: 1024}
 	}
@@ -37,6 +47,8 @@ func TestVirtualClockDecidesAsTheRuntime(t *testing.T) {
 		ev    scheduler.Event
 		steps [][]scheduler.Action
 		want  scheduler.EndClass
+		// drain is the region's drain reason ("": the default).
+		drain string
 	}{
 		{name: "moves", hosts: []scheduler.Host{hst("h1", srv("s1", 2)), hst("h2"), hst("h3")},
 			ev: scheduler.Event{ID: "ev"}, steps: [][]scheduler.Action{{mv("s1", "h1", "h2", 2)}}, want: scheduler.EndExecuted},
@@ -58,10 +70,21 @@ func TestVirtualClockDecidesAsTheRuntime(t *testing.T) {
 			ev: drain, steps: [][]scheduler.Action{{mv("s1", "h1", "h2", 2)}}, want: scheduler.EndVanished},
 		{name: "drain", hosts: []scheduler.Host{func() scheduler.Host { h := hst("h1", srv("s1", 2)); h.Draining = true; return h }(), hst("h2"), hst("h3")},
 			ev: drain, steps: [][]scheduler.Action{{mv("s1", "h1", "h2", 2)}}, want: scheduler.EndExecuted},
+		{name: "host disabled under a reason this region does not drain for: vanished", hosts: []scheduler.Host{func() scheduler.Host { h := hst("h1", srv("s1", 2)); h.Draining = true; return h }(), hst("h2"), hst("h3")},
+			ev: drain, steps: [][]scheduler.Action{{mv("s1", "h1", "h2", 2)}}, want: scheduler.EndVanished, drain: `^ops:drain`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := scheduler.Plan{Steps: tc.steps, Snapshot: tc.hosts}
 			req := scheduler.ExecRequest{PartID: "p", Version: 1, Event: tc.ev, Plan: plan}
+			// The agent's decision part, as agentd.New builds it.
+			rc := node.DefaultConfig()
+			if tc.drain != "" {
+				rc.DrainReason = regexp.MustCompile(tc.drain)
+			}
+			d, err := agentd.NewDecision(agentd.Options{Runtime: rc, Agent: scheduler.DefaultConfig("h1")})
+			if err != nil {
+				t.Fatal(err)
+			}
 			type end struct {
 				o      scheduler.Outcome
 				class  scheduler.EndClass
@@ -89,12 +112,15 @@ func TestVirtualClockDecidesAsTheRuntime(t *testing.T) {
 						_ = cloud.SetServiceStatus(ctx, h.Name, true, "broken")
 					}
 				}
-				cfg := node.DefaultExecConfig()
+				cfg := rc.Exec
 				cfg.Poll = 100 * time.Millisecond
 				// Bounds long enough for a busy machine: the clock runs
 				// 200 times faster than the wall.
 				cfg.RecheckTimeout, cfg.MigrationTimeout, cfg.Unresponsive = time.Hour, time.Hour, time.Hour
-				e := node.NewExecutor(cfg, cloud, cloud, scheduler.DefaultThresholds(), clock, zerolog.Nop())
+				// Configured as node.New configures its runner's from
+				// agentd.New's options and decision part.
+				e := node.NewExecutor(cfg, cloud, cloud, d.Config().Thresholds, clock, zerolog.Nop())
+				e.DrainReason = rc.DrainReason
 				res := e.Execute(ctx, tc.ev, plan)
 				o, c, reason, replan := node.PlanOutcome(res, false, true, func() bool { return e.Relieved(ctx, tc.ev, plan) })
 				if replan {
@@ -107,7 +133,7 @@ func TestVirtualClockDecidesAsTheRuntime(t *testing.T) {
 			}()
 			// The virtual clock.
 			var vc *end
-			c := New(Options{Seed: 1, NoAgents: true, Recheck: true}, tc.hosts)
+			c := New(Options{Seed: 1, NoAgents: true, Recheck: true, Node: rc}, tc.hosts)
 			c.Execute(req, func(o scheduler.Outcome, class scheduler.EndClass, reason string) { vc = &end{o, class, reason} })
 			if !c.RunUntil(time.Minute, func() bool { return vc != nil }) {
 				t.Fatal("the virtual clock did not end the plan")

@@ -1,7 +1,6 @@
 package detsim
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,22 +57,15 @@ func interSiteMoves(c *Cluster, n int) int {
 // (its ring successor, site 1) and h004 (site 0) have room.
 func TestVivaldiStaysInSite(t *testing.T) {
 	build := func() []scheduler.Host {
-		var hosts []scheduler.Host
-		for i := 0; i < 16; i++ {
-			load := 8
+		return loaded(16, func(i int) int {
 			switch i {
 			case 0:
-				load = 9
+				return 9
 			case 1, 4:
-				load = 4
+				return 4
 			}
-			h := host(fmt.Sprintf("h%03d", i), 8)
-			for j := 0; j < load; j++ {
-				h.Servers = append(h.Servers, scheduler.Server{ID: fmt.Sprintf("s%d-%d", i, j), VCPUs: 1, RAMMB: 512, CPU: 1, RAM: 256})
-			}
-			hosts = append(hosts, h)
-		}
-		return hosts
+			return 8
+		})
 	}
 	for _, tc := range []struct {
 		policy string

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dvms-project/dvms/nova"
-	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
 )
 
@@ -16,21 +15,14 @@ import (
 // besides the server's read); one that finished confirmed is done.
 func TestAdoptConfirmsColdMigration(t *testing.T) {
 	ctx := context.Background()
-	clock := fake.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := fake.New(fake.DefaultConfig(), clock)
-	for _, h := range []string{"h1", "h2"} {
-		c.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 1, RAMAllocRatio: 1})
-	}
-	if err := c.AddServer(nova.Server{ID: "s1", Name: "s1", Host: "h1", VCPUs: 2, RAMMB: 2048}); err != nil {
-		t.Fatal(err)
-	}
+	c, clock := manualCloud(t, testServer{"s1", "h1", 2, 0})
 	if _, err := c.Migrate(ctx, "s1", "h2"); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Hour)
 	r := &Runner{d: Deps{Nova: c}}
 	g := granted{id: "g1", ev: scheduler.Event{ID: "ev-1", Kind: scheduler.Maintenance, Host: "h1"}, at: clock.Now(),
-		a: scheduler.Action{Kind: scheduler.ColdMigrate, Server: "s1", From: "h1", To: "h2", VCPUs: 2, RAMMB: 2048}}
+		a: scheduler.Action{Kind: scheduler.ColdMigrate, Server: "s1", From: "h1", To: "h2", VCPUs: 2, RAMMB: 1024}}
 	for _, want := range []string{"resize confirmed by its source's agent", ""} {
 		res, n := r.outcome(ctx, g, map[string]nova.Server{}) // no longer listed on h1
 		if res.Outcome != ActionDone || want != "" && (n != 2 || !strings.Contains(res.Reason, want)) {

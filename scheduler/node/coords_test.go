@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/internal/testbus"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -19,11 +20,7 @@ import (
 // deliveries are held by the sites' RTT (one way: half of it): once they
 // converge, the estimated RTT tells a host's site-mates from the others.
 func TestVivaldiSeparatesSites(t *testing.T) {
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
+	natsURL := testbus.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const n, sites = 12, 3
@@ -48,7 +45,7 @@ func TestVivaldiSeparatesSites(t *testing.T) {
 	var wg sync.WaitGroup
 	var vs []*node.Vivaldi
 	for i, h := range hosts {
-		nc, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL(), Name: h})
+		nc, err := bus.ConnectNATS(ctx, bus.Config{URL: natsURL, Name: h})
 		if err != nil {
 			t.Fatal(err)
 		}

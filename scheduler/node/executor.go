@@ -686,7 +686,6 @@ func (e *Executor) recheck(ctx context.Context, ev scheduler.Event, a scheduler.
 // no I/O and no clock, shared by the executor and the virtual clock
 // (PlanCheck). When the action runs, its load is reserved in f.
 func judge(thr scheduler.Thresholds, a scheduler.Action, f *flight, r *reads) (baseline map[string]bool, held *reservation, sk skip) {
-	stepCalls.judge.Add(1)
 	if r.decided {
 		return nil, nil, r.reason // before any Nova read
 	}

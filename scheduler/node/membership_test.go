@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/internal/testbus"
 	"github.com/dvms-project/dvms/scheduler/node"
 )
 
@@ -63,11 +64,7 @@ func startMemberDeadAfter(t *testing.T, ctx context.Context, url, host, incarnat
 // leaves at once, a silent one is declared dead after DeadAfter, and a
 // restart (new incarnation) is seen as down then up.
 func TestMembership(t *testing.T) {
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	natsURL := testbus.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ev := &memberEvents{}
@@ -76,10 +73,10 @@ func TestMembership(t *testing.T) {
 	// said, never inferred, however late a loaded machine runs the
 	// heartbeats; and no member flaps down and up meanwhile.
 	const watcherDeadAfter = time.Minute
-	watcher, stopW := startMemberDeadAfter(t, ctx, ns.ClientURL(), "h0", "i0", watcherDeadAfter, ev)
+	watcher, stopW := startMemberDeadAfter(t, ctx, natsURL, "h0", "i0", watcherDeadAfter, ev)
 	defer stopW()
-	_, stop1 := startMember(t, ctx, ns.ClientURL(), "h1", "i1", nil)
-	_, stop2 := startMember(t, ctx, ns.ClientURL(), "h2", "i2", nil)
+	_, stop1 := startMember(t, ctx, natsURL, "h1", "i1", nil)
+	_, stop2 := startMember(t, ctx, natsURL, "h2", "i2", nil)
 	if !waitFor(t, 20*time.Second, func() bool { return len(watcher.Members()) == 3 }) {
 		t.Fatalf("members %v, want h0 h1 h2", watcher.Members())
 	}
@@ -99,7 +96,7 @@ func TestMembership(t *testing.T) {
 
 	// h2 restarts with a new incarnation: down then up again.
 	stop2()
-	_, stop2b := startMember(t, ctx, ns.ClientURL(), "h2", "i2b", nil)
+	_, stop2b := startMember(t, ctx, natsURL, "h2", "i2b", nil)
 	defer stop2b()
 	if !waitFor(t, watcherDeadAfter/3, func() bool {
 		ms := watcher.Members()
@@ -112,18 +109,14 @@ func TestMembership(t *testing.T) {
 // A member that goes silent without saying goodbye (crash, cut link) is
 // declared dead after DeadAfter.
 func TestMembershipSilenceIsDeath(t *testing.T) {
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	natsURL := testbus.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ev := &memberEvents{}
-	watcher, stopW := startMember(t, ctx, ns.ClientURL(), "h0", "i0", ev)
+	watcher, stopW := startMember(t, ctx, natsURL, "h0", "i0", ev)
 	defer stopW()
 	// h1 publishes by hand, once: then silence.
-	tr, err := bus.ConnectNATS(ctx, bus.Config{URL: ns.ClientURL()})
+	tr, err := bus.ConnectNATS(ctx, bus.Config{URL: natsURL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,19 +139,15 @@ func TestMembershipSilenceIsDeath(t *testing.T) {
 // The coordinate travels with membership: a member's heartbeats carry
 // it into the others' tables, and it is forgotten when the member leaves.
 func TestMembershipCarriesCoordinates(t *testing.T) {
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	natsURL := testbus.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	table := node.NewCoordTable()
 	mine := coordinate.NewCoordinate(coordinate.DefaultConfig())
 	mine.Vec[0], mine.Error = 0.02, 0.1
-	_, stopW := startMember(t, ctx, ns.ClientURL(), "h0", "i0", nil, func(m *node.Membership) { m.Coords = table })
+	_, stopW := startMember(t, ctx, natsURL, "h0", "i0", nil, func(m *node.Membership) { m.Coords = table })
 	defer stopW()
-	_, stop1 := startMember(t, ctx, ns.ClientURL(), "h1", "i1", nil, func(m *node.Membership) {
+	_, stop1 := startMember(t, ctx, natsURL, "h1", "i1", nil, func(m *node.Membership) {
 		m.SelfCoord = func() *coordinate.Coordinate { return mine }
 	})
 	if !waitFor(t, 20*time.Second, func() bool { c, ok := table.Get("h1"); return ok && c.Vec[0] == 0.02 }) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/internal/testbus"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/demand/cgroup"
 	"github.com/dvms-project/dvms/nova/fake"
@@ -133,14 +134,7 @@ func (c *counting) requests() int {
 // servers listing a minute and a placement read every ten).
 func TestIdleAgentCostsNovaLittle(t *testing.T) {
 	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 600) // 10 min in 1 s
-	cloud := fake.New(fake.DefaultConfig(), clock)
-	cloud.AddHost(nova.Host{Name: "h1", VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 4, RAMAllocRatio: 1})
-	for i := range 4 {
-		id := fmt.Sprintf("s%d", i)
-		if err := cloud.AddServer(nova.Server{ID: id, Name: id, Host: "h1", VCPUs: 1, RAMMB: 1024}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cloud := smallCloud(t, clock, []string{"h1"}, "h1", 4, nil)
 	cn := newCounting(cloud)
 	var samples atomic.Int64
 	demand := demandFunc(func(ctx context.Context, h string) (map[string]nova.Demand, error) {
@@ -179,21 +173,40 @@ func (f demandFunc) Demand(ctx context.Context, h string) (map[string]nova.Deman
 }
 
 // testNATS is an in-process NATS server for one test.
-type testNATS struct{ ns *bus.Embedded }
+// smallCloud is a test's cloud on clock: hosts of 8 cores (4 times
+// overcommitted) and 16 GB, and n servers s0, s1... of 1 core and 1 GB
+// on host on, each using demand (nil: as nova/fake's default).
+func smallCloud(t *testing.T, clock fake.Clock, hosts []string, on string, n int, demand *nova.Demand) *fake.Cloud {
+	t.Helper()
+	cloud := fake.New(fake.DefaultConfig(), clock)
+	for _, h := range hosts {
+		cloud.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 4, RAMAllocRatio: 1})
+	}
+	for i := range n {
+		id := fmt.Sprintf("s%d", i)
+		if err := cloud.AddServer(nova.Server{ID: id, Name: id, Host: on, VCPUs: 1, RAMMB: 1024}); err != nil {
+			t.Fatal(err)
+		}
+		if demand == nil {
+			continue
+		}
+		if err := cloud.SetDemand(id, *demand); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cloud
+}
+
+type testNATS struct{ url string }
 
 func startNATS(t *testing.T) testNATS {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	return testNATS{ns}
+	return testNATS{url: testbus.Server(t)}
 }
 
 func (n testNATS) connect(t *testing.T, name string) bus.Transport {
 	t.Helper()
-	tr, err := bus.ConnectNATS(context.Background(), bus.Config{URL: n.ns.ClientURL(), Name: name, ReconnectWait: 50 * time.Millisecond, MaxReconnects: -1})
+	tr, err := bus.ConnectNATS(context.Background(), bus.Config{URL: n.url, Name: name, ReconnectWait: 50 * time.Millisecond, MaxReconnects: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,17 +238,8 @@ func TestMaintenanceSeenThroughTheWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 10)
-	cloud := fake.New(fake.DefaultConfig(), clock)
 	hosts := []string{"h1", "h2", "h3"}
-	for _, h := range hosts {
-		cloud.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 4, RAMAllocRatio: 1})
-	}
-	for i := range 2 {
-		id := fmt.Sprintf("s%d", i)
-		if err := cloud.AddServer(nova.Server{ID: id, Name: id, Host: "h2", VCPUs: 1, RAMMB: 1024}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cloud := smallCloud(t, clock, hosts, "h2", 2, nil)
 	nats := startNATS(t)
 	var mu sync.Mutex
 	var raised []scheduler.Record

@@ -20,7 +20,6 @@ import (
 // the re-plans run out). A step function: the runner and the virtual clock
 // (scheduler/detsim) both end their plans with it.
 func PlanOutcome(res ExecResult, earlier, live bool, relieved func() bool) (o scheduler.Outcome, c scheduler.EndClass, reason string, replan bool) {
-	stepCalls.outcome.Add(1)
 	reason = fmt.Sprintf("%d done, %d skipped, %d failed", res.Done, res.Skipped, res.Failed) + completionNote(res)
 	switch {
 	case res.Failed > 0:

@@ -3,12 +3,10 @@ package node
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/dvms-project/dvms/nova"
-	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
 )
 
@@ -23,24 +21,10 @@ import (
 // plan's later read said 0.90.
 func TestRecheckJudgesAtThePlansLatestRead(t *testing.T) {
 	ctx := context.Background()
-	cloud := fake.New(fake.DefaultConfig(), fake.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	for _, h := range []string{"h1", "h2", "h3"} {
-		cloud.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 1, RAMAllocRatio: 1})
-	}
-	for _, s := range []struct {
-		id, host string
-		cpu      float64
-	}{{"busy", "h2", 5.5}, {"x", "h2", 0}, {"s1", "h1", 1.5}, {"s3", "h3", 1}} {
-		if err := cloud.AddServer(nova.Server{ID: s.id, Name: s.id, Host: s.host, VCPUs: 1, RAMMB: 1024}); err != nil {
-			t.Fatal(err)
-		}
-		if err := cloud.SetDemand(s.id, nova.Demand{CPU: s.cpu, RAMMB: 512}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cloud, _ := manualCloud(t, testServer{"busy", "h2", 1, 5.5}, testServer{"x", "h2", 1, 0},
+		testServer{"s1", "h1", 1, 1.5}, testServer{"s3", "h3", 1, 1})
 	e := NewExecutor(DefaultExecConfig(), cloud, cloud, scheduler.DefaultThresholds(), Wall{}, zerolog.Nop())
-	f := &flight{flying: map[string]map[string]*reservation{}, groups: map[string]map[string]int{}, snap: map[string]snapped{},
-		read: map[string]nova.Demand{}, reasons: map[string]skip{}}
+	f := newFlight(scheduler.Plan{})
 	ev := scheduler.Event{}
 	a := scheduler.Action{Kind: scheduler.LiveMigrate, Server: "s1", From: "h1", To: "h2", VCPUs: 1, RAMMB: 1024, CPU: 1.5, RAM: 512}
 	b := scheduler.Action{Kind: scheduler.LiveMigrate, Server: "s3", From: "h3", To: "h2", VCPUs: 1, RAMMB: 1024, CPU: 1, RAM: 512}

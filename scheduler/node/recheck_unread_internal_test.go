@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -38,22 +37,7 @@ func (u unmeasured) Demand(ctx context.Context, host string) (map[string]nova.De
 // the plan never read at its demand now), seen twice under heavy load.
 func TestRecheckJudgesAServerAnotherPlanBroughtAtItsFlavor(t *testing.T) {
 	ctx := nova.WithRequestID(context.Background(), RequestID("ev-unread"))
-	cloud := fake.New(fake.DefaultConfig(), fake.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	for _, h := range []string{"h1", "h2", "h3"} {
-		cloud.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 1, RAMAllocRatio: 1})
-	}
-	for _, s := range []struct {
-		id, host string
-		vcpus    int
-		cpu      float64
-	}{{"busy", "h2", 2, 5}, {"x", "h2", 4, 2.5}, {"s1", "h1", 1, 1}} {
-		if err := cloud.AddServer(nova.Server{ID: s.id, Name: s.id, Host: s.host, VCPUs: s.vcpus, RAMMB: 1024}); err != nil {
-			t.Fatal(err)
-		}
-		if err := cloud.SetDemand(s.id, nova.Demand{CPU: s.cpu, RAMMB: 512}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cloud, _ := manualCloud(t, testServer{"busy", "h2", 2, 5}, testServer{"x", "h2", 4, 2.5}, testServer{"s1", "h1", 1, 1})
 	plan := scheduler.Plan{Snapshot: []scheduler.Host{
 		{Name: "h1", Servers: []scheduler.Server{{ID: "s1", CPU: 1, RAM: 512}}},
 		{Name: "h2", Servers: []scheduler.Server{{ID: "busy", CPU: 5, RAM: 512}}},

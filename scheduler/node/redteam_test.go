@@ -17,6 +17,7 @@ import (
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/consensus"
+	"github.com/dvms-project/dvms/internal/testbus"
 	"github.com/dvms-project/dvms/internal/testlog"
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/nova/fake"
@@ -137,14 +138,8 @@ func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune fu
 			}
 			_ = rt.cloud.SetDemand(id, nova.Demand{CPU: 1, RAMMB: 1024})
 		}
-		if _, err := auth.GenerateKey(rt.keys, h); err != nil {
-			t.Fatal(err)
-		}
 	}
-	ring, err := auth.LoadKeyring(rt.keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testbus.NewKeys(t, rt.keys, rt.hosts...)
 	ec := bus.EmbeddedConfig{Port: -1}
 	if withPerms {
 		for _, h := range rt.hosts {
@@ -179,17 +174,7 @@ func startRedTeamWith(t *testing.T, ctx context.Context, withPerms bool, tune fu
 		t.Cleanup(func() { _ = tr.Close() })
 		return tr
 	}
-	wrap := func(tr bus.Transport, h string) *auth.Transport {
-		s, err := auth.LoadSigner(rt.keys, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := auth.Wrap(tr, s, ring, auth.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
+	wrap := keys.Wrap
 	if !withPerms {
 		rt.outside = connect("outsider")
 	}

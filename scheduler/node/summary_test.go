@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/dvms-project/dvms/bus"
 	"github.com/dvms-project/dvms/consensus"
 	"github.com/dvms-project/dvms/nova"
-	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
 	"github.com/dvms-project/dvms/scheduler/extsched"
 	"github.com/dvms-project/dvms/scheduler/node"
@@ -25,20 +23,8 @@ func TestSummariesFollowTheHost(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clock := node.NewScaled(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 10)
-	cloud := fake.New(fake.DefaultConfig(), clock)
 	hosts := []string{"h1", "h2", "h3"}
-	for _, h := range hosts {
-		cloud.AddHost(nova.Host{Name: h, VCPUs: 8, RAMMB: 16384, CPUAllocRatio: 4, RAMAllocRatio: 1})
-	}
-	for i := range 2 {
-		id := fmt.Sprintf("s%d", i)
-		if err := cloud.AddServer(nova.Server{ID: id, Name: id, Host: "h2", VCPUs: 1, RAMMB: 1024}); err != nil {
-			t.Fatal(err)
-		}
-		if err := cloud.SetDemand(id, nova.Demand{CPU: 1.5, RAMMB: 512}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cloud := smallCloud(t, clock, hosts, "h2", 2, &nova.Demand{CPU: 1.5, RAMMB: 512})
 	nats := startNATS(t)
 	var mu sync.Mutex
 	var got []extsched.Summary

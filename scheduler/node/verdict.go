@@ -2,7 +2,6 @@ package node
 
 import (
 	"regexp"
-	"sync/atomic"
 
 	"github.com/dvms-project/dvms/nova"
 	"github.com/dvms-project/dvms/scheduler"
@@ -22,16 +21,6 @@ import (
 // PlanCheck exposes the first two, with the plan's state they need (what
 // it has in flight, its latest readings, its event's verdict), to a caller
 // that observes the cloud itself.
-
-// stepCalls counts the calls of the step functions the runtime and the
-// virtual clock share (StepCalls).
-var stepCalls struct{ judge, outcome atomic.Int64 }
-
-// StepCalls is how many times this process called the executor's
-// re-check verdict (judge, through Executor or PlanCheck) and the plan's
-// outcome (PlanOutcome): a test shows with it that every clock of `dvms
-// simulate` runs the same decision code as the agent.
-func StepCalls() (judge, outcome int64) { return stepCalls.judge.Load(), stepCalls.outcome.Load() }
 
 // newFlight is the re-check state of a plan about to run.
 func newFlight(plan scheduler.Plan) *flight {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/dvms-project/dvms/nova/fake"
 	"github.com/dvms-project/dvms/scheduler"
-	"github.com/dvms-project/dvms/scheduler/agentd"
 	"github.com/dvms-project/dvms/scheduler/detsim"
 )
 
@@ -145,13 +144,6 @@ func runVirtual(cfg Config) (*Report, error) {
 		// Every agent's decision part is built as the fleet's agents are
 		// (agentd.NewDecision, in agentd.New), from the runtime's config.
 		Node: cfg.Runtime,
-		Assemble: func(ac scheduler.Config, ring *scheduler.Ring) (detsim.Decider, error) {
-			d, err := agentd.NewDecision(agentd.Options{Runtime: cfg.Runtime, Agent: ac, Ring: ring})
-			if err != nil {
-				return nil, err
-			}
-			return d, nil
-		},
 	}, hosts)
 	var orc *virtualOracle
 	if cfg.Mode == "oracle" {

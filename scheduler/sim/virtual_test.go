@@ -7,9 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/dvms-project/dvms/scheduler/agentd"
-	"github.com/dvms-project/dvms/scheduler/node"
 )
 
 func virtualConfig(seed int64) Config {
@@ -221,35 +218,5 @@ func TestVirtualClockChecksAbortedEvents(t *testing.T) {
 	}
 	if e.UnsolvableWithUnion != 0 {
 		t.Fatalf("%d unsolvable events had a solution in the union of the Blocked partitions: %v", e.UnsolvableWithUnion, e.UnionMisses)
-	}
-}
-
-// One agent, one assembly: the wall clock's agents (agentd.New, which
-// `dvms agent` runs too) and the virtual clock's (agentd.NewDecision
-// alone) are assembled in one place, and both call the executor's
-// re-check verdict and the plan's outcome the runtime calls (node's step
-// functions, counted by node.StepCalls): every migration started was
-// judged, and plans ended. Not parallel: the counts are the process's.
-func TestEveryClockRunsTheAgentsDecisions(t *testing.T) {
-	for _, clock := range []string{ClockWall, ClockVirtual} {
-		cfg := small(1)
-		if clock == ClockVirtual {
-			cfg = virtualConfig(1)
-			cfg.Hosts, cfg.Servers, cfg.Duration = 60, 600, 40*time.Second
-		}
-		built := agentd.Assembled()
-		judged, ended := node.StepCalls()
-		r, err := Run(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, o := node.StepCalls()
-		if n := agentd.Assembled() - built; n != int64(cfg.Hosts) {
-			t.Errorf("%s clock: %d agents assembled by agentd, want %d", clock, n, cfg.Hosts)
-		}
-		if r.Clock != clock || r.Migrations.Total == 0 || j-judged < int64(r.Migrations.Total) || o-ended == 0 {
-			t.Errorf("%s clock (ran %s): %d migrations, %d re-check verdicts, %d plan outcomes by the runtime's step functions",
-				clock, r.Clock, r.Migrations.Total, j-judged, o-ended)
-		}
 	}
 }

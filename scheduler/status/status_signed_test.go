@@ -26,26 +26,8 @@ func TestStatusAnswersSignedByTheirHost(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	hosts := []string{"c1", "c2", "c3"}
-	for _, h := range hosts {
-		if _, err := auth.GenerateKey(dir, h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ring, err := auth.LoadKeyring(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrap := func(tr bus.Transport, h string) bus.Transport {
-		s, err := auth.LoadSigner(dir, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := auth.Wrap(tr, s, ring, auth.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
+	keys := testbus.NewKeys(t, dir, hosts...)
+	ring, wrap := keys.Ring, keys.Wrap
 	members := []MemberInfo{{Host: "c1"}, {Host: "c2"}, {Host: "c3"}}
 	for _, h := range []string{"c1", "c2"} {
 		tr := testbus.Connect(t, ctx, url, h)
