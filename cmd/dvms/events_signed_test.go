@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dvms-project/dvms/bus"
-	"github.com/dvms-project/dvms/bus/auth/authtest"
 	"github.com/dvms-project/dvms/internal/testbus"
 	"github.com/dvms-project/dvms/internal/testlog"
 	"github.com/dvms-project/dvms/scheduler/journal"
@@ -25,10 +24,11 @@ func TestEventsFollowVerifiesUpdates(t *testing.T) {
 	url := testbus.Server(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dir, signers, ring := authtest.KeysDir(t, "c1", "c3")
+	keys := testbus.NewKeys(t, t.TempDir(), "c1", "c3")
+	dir := keys.Dir
 	signed := func(h string) (*bus.NATS, bus.Transport) {
 		tr := testbus.Connect(t, ctx, url, h)
-		return tr, authtest.Wrap(t, tr, signers[h], ring)
+		return tr, keys.Wrap(tr, h)
 	}
 	_, c1 := signed("c1")
 	plain3, c3 := signed("c3")
