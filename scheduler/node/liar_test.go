@@ -43,15 +43,7 @@ func TestExecutorLyingDestination(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := w.executor(fastExec(), w.cloud, nil, w.clock)
-			e.Ask = func(ctx context.Context, host string) (map[string]nova.Demand, error) {
-				d, err := w.cloud.Demand(ctx, host)
-				if host == "h2" {
-					for id, x := range d {
-						d[id] = nova.Demand{CPU: x.CPU * tc.lie, RAMMB: x.RAMMB * tc.ram}
-					}
-				}
-				return d, err
-			}
+			e.Ask = w.lyingAsk("h2", tc.lie, tc.ram)
 			ev := scheduler.Event{ID: "ev-h1", Kind: scheduler.Maintenance, Host: "h1"}
 			plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 4)}, {move("s2", "h1", "h2", 3.5)}}}
 			res := e.Execute(ctx, ev, plan)
@@ -99,15 +91,7 @@ func TestExecutorImplausibleDestination(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := w.executor(fastExec(), w.cloud, nil, w.clock)
-			e.Ask = func(ctx context.Context, host string) (map[string]nova.Demand, error) {
-				d, err := w.cloud.Demand(ctx, host)
-				if host == "h2" {
-					for id, x := range d {
-						d[id] = nova.Demand{CPU: x.CPU * tc.lie, RAMMB: x.RAMMB * tc.lie}
-					}
-				}
-				return d, err
-			}
+			e.Ask = w.lyingAsk("h2", tc.lie, tc.lie)
 			// The partition's snapshot, each host by its own word.
 			snap := func(name string, ids ...string) scheduler.Host {
 				h := scheduler.Host{Name: name, CPUs: 8, RAMMB: 16384}
@@ -135,5 +119,19 @@ func TestExecutorImplausibleDestination(t *testing.T) {
 				t.Fatalf("judged implausible %v, want h2 %v", got, liar)
 			}
 		})
+	}
+}
+
+// lyingAsk answers the executor's demand queries with the cloud's
+// demand, liar's scaled by cpu and ram.
+func (w *execWorld) lyingAsk(liar string, cpu, ram float64) func(context.Context, string) (map[string]nova.Demand, error) {
+	return func(ctx context.Context, host string) (map[string]nova.Demand, error) {
+		d, err := w.cloud.Demand(ctx, host)
+		if host == liar {
+			for id, x := range d {
+				d[id] = nova.Demand{CPU: x.CPU * cpu, RAMMB: x.RAMMB * ram}
+			}
+		}
+		return d, err
 	}
 }
