@@ -25,6 +25,13 @@ package node
 //     own (an honest host was blamed for it in a simulated run), so a
 //     lie about CPU alone is met by the floor above, not by blame.
 //
+// Before any move, a destination's word is weighed against its servers'
+// flavors and its partition's other hosts (scheduler/plausible.go): a
+// host whose word is implausibly low is no destination of the plan (its
+// planner marks it disabled, the re-check skips a move into it:
+// ReasonDestinationImplausible), so a liar no longer takes the first move
+// of each plan before the check above catches it.
+//
 // The blame is this agent's alone (an agent cannot make others distrust a
 // host: a liar could then blame honest hosts) and bounded in time (a
 // false blame costs the host its standing as this agent's destination
