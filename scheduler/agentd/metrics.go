@@ -240,7 +240,7 @@ var (
 		node.ActionSkipped: {node.ReasonAdvise, node.ReasonPaused, node.ReasonExcluded, node.ReasonStopping, node.ReasonCancelled,
 			node.ReasonReadFailed, node.ReasonEvent, node.ReasonEventUnverified, node.ReasonServerChanged, node.ReasonServerGroup,
 			node.ReasonDestinationDisabled, node.ReasonDestinationBusy, node.ReasonPlacement, node.ReasonOverload, node.ReasonConflict,
-			node.ReasonDestinationDistrusted, node.ReasonLeftForOwner},
+			node.ReasonDestinationDistrusted, node.ReasonDestinationImplausible, node.ReasonLeftForOwner},
 		node.ActionFailed: {node.ReasonTimeout, node.ReasonFailed, node.ReasonMigrationAborted},
 	}
 	completionResults = []string{node.CompletionAccepted, node.CompletionEnded, node.CompletionRefused, node.CompletionFailed}

@@ -186,6 +186,8 @@ func actionWords(a journal.Action) string {
 		return "migrations from elsewhere were arriving on the destination"
 	case node.ReasonDestinationDistrusted:
 		return "the destination's agent had reported a server moved into it at under half the RAM it used on its source: no destination of this agent's plans for an hour"
+	case node.ReasonDestinationImplausible:
+		return "the destination's agent reported its servers at an implausibly small share of their flavors' RAM against the plan's other hosts: no destination of this plan"
 	case node.ReasonPlacement:
 		return "the destination no longer fits: not enough placement capacity"
 	case node.ReasonOverload:

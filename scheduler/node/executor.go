@@ -280,6 +280,8 @@ type Executor struct {
 	// liars: destinations caught under-reporting a server they received
 	// (liar.go).
 	liars distrust
+	// words: hosts whose word was judged implausible (liar.go).
+	words words
 }
 
 // NewExecutor returns an executor.
@@ -331,6 +333,11 @@ type flight struct {
 	// vouched: destinations whose answer after a move into them listed
 	// the server at what it carried.
 	vouched map[string]bool
+	// wordRef: the median RAM share of the plan's snapshot hosts, what a
+	// destination's answer is judged plausible against (ok false: no
+	// reference), see scheduler/plausible.go.
+	wordRef   float64
+	wordRefOK bool
 }
 
 type load struct {
@@ -548,6 +555,9 @@ func (e *Executor) runOne(ctx context.Context, ev scheduler.Event, a scheduler.A
 		return r
 	}
 	baseline, held, sk, srv := e.recheck(ctx, ev, a, f)
+	if sk.class == ReasonDestinationImplausible {
+		e.noteImplausible(a.To, sk.why)
+	}
 	if sk.why != "" {
 		r.Outcome, r.Class, r.Reason = ActionSkipped, sk.class, sk.why
 		log.Info().Str("reason", sk.why).Str("class", string(sk.class)).Msg("action skipped after re-check")
@@ -737,6 +747,9 @@ func judge(thr scheduler.Thresholds, a scheduler.Action, f *flight, r *reads) (b
 	}
 	if r.destDemandErr != nil {
 		return nil, nil, skip{ReasonReadFailed, "destination demand: " + r.destDemandErr.Error()}
+	}
+	if sk := f.implausible(a.To, servers, r.destDemand); sk.why != "" {
+		return nil, nil, sk // its word is implausibly low against its flavors (liar.go)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

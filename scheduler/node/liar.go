@@ -25,6 +25,13 @@ package node
 //     own (an honest host was blamed for it in a simulated run), so a
 //     lie about CPU alone is met by the floor above, not by blame.
 //
+// Before any move, a destination's word is weighed against its servers'
+// flavors and its partition's other hosts (scheduler/plausible.go): a
+// host whose word is implausibly low is no destination of the plan (its
+// planner marks it disabled, the re-check skips a move into it:
+// ReasonDestinationImplausible), so a liar no longer takes the first move
+// of each plan before the check above catches it.
+//
 // The blame is this agent's alone (an agent cannot make others distrust a
 // host: a liar could then blame honest hosts) and bounded in time (a
 // false blame costs the host its standing as this agent's destination
@@ -224,3 +231,78 @@ func (f *flight) unproven(tasks []*task, i int) bool {
 // Distrusted lists the destinations this agent's executor caught
 // under-reporting and still distrusts.
 func (r *Runner) Distrusted() []string { return r.exec.Distrusted() }
+
+// ReasonDestinationImplausible: the destination's answer says its servers
+// use an implausibly small share of their flavors' RAM against the
+// plan's other hosts (scheduler/plausible.go).
+const ReasonDestinationImplausible ReasonClass = "destination_implausible"
+
+// implausible is the skip of a move into host, whose servers Nova lists
+// as servers and whose agent answered d, when that answer is implausibly
+// low against the plan's snapshot (f.mu not held; no answer: no verdict).
+func (f *flight) implausible(host string, servers []nova.Server, d map[string]nova.Demand) skip {
+	if !f.wordRefOK || d == nil {
+		return skip{}
+	}
+	share, ok := scheduler.RAMShare(len(servers), func(i int) (float64, bool) {
+		x, ok := d[servers[i].ID]
+		return x.RAMMB, ok
+	}, func(i int) int { return servers[i].RAMMB })
+	if !ok || !scheduler.Implausible(share, f.wordRef) {
+		return skip{}
+	}
+	return skipf(ReasonDestinationImplausible, "destination %s reports its servers at %.0f %% of their flavors' RAM, the plan's hosts at %.0f %% (the median): implausibly low", host, 100*share, 100*f.wordRef)
+}
+
+// implausibleIn names the hosts of a partition's snapshot whose word is
+// implausible against the others' (the planner makes them no
+// destination), noting each.
+func (e *Executor) implausibleIn(hosts []scheduler.Host) []string {
+	out := scheduler.ImplausibleHosts(hosts)
+	for _, h := range out {
+		e.noteImplausible(h, "its snapshot reports its servers at an implausibly small share of their flavors' RAM")
+	}
+	return out
+}
+
+// implausibleLog: how often one host's implausible word is logged.
+const implausibleLog = 10 * time.Minute
+
+// noteImplausible records that host's word was judged implausible, and
+// logs it at most once every implausibleLog.
+func (e *Executor) noteImplausible(host, why string) {
+	now := e.clock.Now()
+	e.words.mu.Lock()
+	if e.words.last == nil {
+		e.words.last = map[string]time.Time{}
+	}
+	last, seen := e.words.last[host]
+	e.words.last[host] = now
+	e.words.mu.Unlock()
+	if !seen || now.Sub(last) >= implausibleLog {
+		e.log.Warn().Str("dest", host).Str("reason", why).Msg("destination's word implausible: no destination of this plan")
+	}
+}
+
+// words: the hosts whose word this agent judged implausible, when last.
+type words struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// Implausible lists the hosts whose word this agent's planner or executor
+// ever judged implausible.
+func (e *Executor) Implausible() []string {
+	e.words.mu.Lock()
+	defer e.words.mu.Unlock()
+	out := make([]string, 0, len(e.words.last))
+	for h := range e.words.last {
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Implausible lists the hosts whose word this agent ever judged
+// implausible.
+func (r *Runner) Implausible() []string { return r.exec.Implausible() }

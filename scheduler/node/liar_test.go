@@ -43,15 +43,7 @@ func TestExecutorLyingDestination(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := w.executor(fastExec(), w.cloud, nil, w.clock)
-			e.Ask = func(ctx context.Context, host string) (map[string]nova.Demand, error) {
-				d, err := w.cloud.Demand(ctx, host)
-				if host == "h2" {
-					for id, x := range d {
-						d[id] = nova.Demand{CPU: x.CPU * tc.lie, RAMMB: x.RAMMB * tc.ram}
-					}
-				}
-				return d, err
-			}
+			e.Ask = w.lyingAsk("h2", tc.lie, tc.ram)
 			ev := scheduler.Event{ID: "ev-h1", Kind: scheduler.Maintenance, Host: "h1"}
 			plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 4)}, {move("s2", "h1", "h2", 3.5)}}}
 			res := e.Execute(ctx, ev, plan)
@@ -68,5 +60,78 @@ func TestExecutorLyingDestination(t *testing.T) {
 				t.Fatalf("distrusted %v, want h2 %v", d, tc.distrust)
 			}
 		})
+	}
+}
+
+// A destination whose word is implausible gets no first move: h1 is
+// drained (s1), its plan moves s1 into h2, whose servers (e1, e2) use
+// half their flavors' RAM as h3's do; h2's agent reports a twentieth of
+// it, in its snapshot and in its answer to the re-check. The move is
+// skipped as destination_implausible before anything reaches Nova, and
+// the executor lists h2 among the hosts it judged implausible; an honest
+// h2 takes the move and is not listed.
+func TestExecutorImplausibleDestination(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lie  float64 // the fraction of its demand h2 reports (1: honest)
+		want string
+	}{
+		{"honest", 1, "done[none]"},
+		{"reports a twentieth", 0.05, "skipped[destination_implausible]"},
+		{"reports a third", 1.0 / 3, "done[none]"}, // within the floor: taken at its word
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newExecWorld(t, 3)
+			w.server("s1", "h1", 1, nil)
+			w.server("e1", "h2", 1, nil)
+			w.server("e2", "h2", 1, nil)
+			w.server("f1", "h3", 1, nil)
+			ctx := context.Background()
+			if err := w.cloud.SetServiceStatus(ctx, "h1", true, "dvms:maintenance by operator"); err != nil {
+				t.Fatal(err)
+			}
+			e := w.executor(fastExec(), w.cloud, nil, w.clock)
+			e.Ask = w.lyingAsk("h2", tc.lie, tc.lie)
+			// The partition's snapshot, each host by its own word.
+			snap := func(name string, ids ...string) scheduler.Host {
+				h := scheduler.Host{Name: name, CPUs: 8, RAMMB: 16384}
+				d, err := e.Ask(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, id := range ids {
+					h.Servers = append(h.Servers, scheduler.Server{ID: id, VCPUs: 2, RAMMB: 2048, CPU: d[id].CPU, RAM: d[id].RAMMB})
+				}
+				return h
+			}
+			ev := scheduler.Event{ID: "ev-h1", Kind: scheduler.Maintenance, Host: "h1"}
+			plan := scheduler.Plan{Steps: [][]scheduler.Action{{move("s1", "h1", "h2", 1)}},
+				Snapshot: []scheduler.Host{snap("h1", "s1"), snap("h2", "e1", "e2"), snap("h3", "f1")}}
+			res := e.Execute(ctx, ev, plan)
+			if len(res.Actions) != 1 {
+				t.Fatalf("actions %+v", res.Actions)
+			}
+			ar := res.Actions[0]
+			if got := ar.Outcome.String() + "[" + string(ar.Class) + "]"; got != tc.want {
+				t.Fatalf("outcome %s (%s), want %s", got, ar.Reason, tc.want)
+			}
+			if got, liar := e.Implausible(), tc.want != "done[none]"; liar != slices.Equal(got, []string{"h2"}) || !liar && len(got) > 0 {
+				t.Fatalf("judged implausible %v, want h2 %v", got, liar)
+			}
+		})
+	}
+}
+
+// lyingAsk answers the executor's demand queries with the cloud's
+// demand, liar's scaled by cpu and ram.
+func (w *execWorld) lyingAsk(liar string, cpu, ram float64) func(context.Context, string) (map[string]nova.Demand, error) {
+	return func(ctx context.Context, host string) (map[string]nova.Demand, error) {
+		d, err := w.cloud.Demand(ctx, host)
+		if host == liar {
+			for id, x := range d {
+				d[id] = nova.Demand{CPU: x.CPU * cpu, RAMMB: x.RAMMB * ram}
+			}
+		}
+		return d, err
 	}
 }

@@ -121,7 +121,7 @@ func notReplannable(res ExecResult) ReasonClass {
 		}
 		switch ar.Class {
 		case ReasonOverload, ReasonPlacement, ReasonServerChanged, ReasonServerGroup,
-			ReasonDestinationDisabled, ReasonDestinationBusy, ReasonConflict, ReasonDestinationDistrusted:
+			ReasonDestinationDisabled, ReasonDestinationBusy, ReasonConflict, ReasonDestinationDistrusted, ReasonDestinationImplausible:
 		default:
 			return ar.Class
 		}

@@ -23,7 +23,7 @@ func TestReplannable(t *testing.T) {
 	}{
 		{ReasonOverload, true}, {ReasonPlacement, true}, {ReasonServerChanged, true},
 		{ReasonDestinationBusy, true}, {ReasonDestinationDisabled, true}, {ReasonServerGroup, true}, {ReasonConflict, true},
-		{ReasonDestinationDistrusted, true},
+		{ReasonDestinationDistrusted, true}, {ReasonDestinationImplausible, true},
 		{ReasonEvent, false}, {ReasonReadFailed, false}, {ReasonEventUnverified, false}, {ReasonPaused, false}, {ReasonExcluded, false}, {ReasonAdvise, false},
 		{ReasonStopping, false}, {ReasonCancelled, false},
 	} {

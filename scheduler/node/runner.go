@@ -553,7 +553,7 @@ func (r *Runner) startSolve(ctx context.Context, req scheduler.SolveRequest) {
 		opt.Rand = rand.New(rand.NewSource(seed))
 		opt.Now, opt.Deadline = time.Now, start.Add(r.wallDur(req.Timeout))
 		opt.Migrations = r.est.Snapshot()
-		req.Problem.Hosts = noDestination(req.Problem.Hosts, r.exec.Distrusted())
+		req.Problem.Hosts = noDestination(req.Problem.Hosts, append(r.exec.Distrusted(), r.exec.implausibleIn(req.Problem.Hosts)...))
 		sol, plan, perr := scheduler.SolveAndPlan(req.Problem, req.Limits, opt)
 		if sol.OK && len(sol.Moves) > 0 {
 			ev := r.log.Debug()

@@ -31,6 +31,7 @@ func newFlight(plan scheduler.Plan) *flight {
 			f.snap[s.ID] = snapped{host: h.Name, d: nova.Demand{CPU: s.CPU, RAMMB: s.RAM}}
 		}
 	}
+	f.wordRef, f.wordRefOK = scheduler.WordReference(plan.Snapshot)
 	return f
 }
 

@@ -89,6 +89,12 @@ type ByzantineReport struct {
 	Distrusted  int `json:"adversaries_distrusted"`
 	Blames      int `json:"blames_of_adversaries"`
 	FalseBlames int `json:"honest_hosts_distrusted"`
+	// Implausible: the adversaries some honest agent's planner or
+	// executor judged implausible as a destination (their word against
+	// their flavors and their partition's hosts, scheduler/plausible.go);
+	// FalseImplausible: the honest hosts so judged.
+	Implausible      int `json:"adversaries_implausible"`
+	FalseImplausible int `json:"honest_hosts_implausible"`
 }
 
 type adversaries struct {
@@ -347,6 +353,7 @@ func (a *adversaries) report(rep *Report, runners []*node.Runner, refused, left 
 		}
 	}
 	caught, wrong := map[string]bool{}, map[string]bool{}
+	floored, falseFloored := map[string]bool{}, map[string]bool{}
 	for _, r := range runners {
 		for _, h := range r.Distrusted() {
 			if a.byz[h] {
@@ -356,11 +363,19 @@ func (a *adversaries) report(rep *Report, runners []*node.Runner, refused, left 
 				wrong[h] = true
 			}
 		}
+		for _, h := range r.Implausible() {
+			if a.byz[h] {
+				floored[h] = true
+			} else {
+				falseFloored[h] = true
+			}
+		}
 		d := r.BoundDrops()
 		b.DroppedRate += d[node.BoundRate]
 		b.DroppedRefused += d[node.BoundRefused]
 	}
 	b.Distrusted, b.FalseBlames = len(caught), len(wrong)
+	b.Implausible, b.FalseImplausible = len(floored), len(falseFloored)
 	a.mu.Lock()
 	b.EventsHeld, b.LongestHonestLeadS = len(a.heldFor), round(a.longest.Seconds())
 	a.mu.Unlock()

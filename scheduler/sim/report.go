@@ -500,9 +500,9 @@ func (r *Report) WriteText(w io.Writer) {
 	if b := r.Byzantine; b != nil {
 		fmt.Fprintf(w, "  byzantine   %d adversaries: %d forged events (%d MAINTENANCE of honest hosts), %d partitions taken over, %d holding heartbeats; "+
 			"honest agents' bounds dropped %d messages (%d refused keys' partitions, %d past the sender rate); %d honest events held past one partition timeout, %d partitions left for a refused leader (their events went on under their own id), %d events ended leader_refused; %d servers moved off an honest host for a forged event; "+
-			"%d violations onto an adversary's host (it under-reported its demand); %d adversaries caught under-reporting a server they received (%d blames), %d honest hosts distrusted; longest honest lead outside a plan %.0f s\n",
+			"%d violations onto an adversary's host (it under-reported its demand); %d adversaries caught under-reporting a server they received (%d blames), %d honest hosts distrusted; %d adversaries and %d honest hosts judged implausible as a destination; longest honest lead outside a plan %.0f s\n",
 			b.Hosts, b.Forged, b.Maintenance, b.Takeovers, b.Heartbeats, b.DroppedRefused+b.DroppedRate, b.DroppedRefused, b.DroppedRate, b.EventsHeld, b.LeftRefused, b.LeaderRefused, b.MovedWithoutConsent,
-			b.OntoAdversary, b.Distrusted, b.Blames, b.FalseBlames, b.LongestHonestLeadS)
+			b.OntoAdversary, b.Distrusted, b.Blames, b.FalseBlames, b.Implausible, b.FalseImplausible, b.LongestHonestLeadS)
 	}
 	fmt.Fprintf(w, "  safety      %d violations, %d servers lost (%d destinations overloaded by demand drift after re-check)\n", r.Safety.Violations, r.Safety.ServersLost, r.Safety.DemandDrift)
 	for _, d := range r.Safety.Descriptions {
