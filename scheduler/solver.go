@@ -63,6 +63,9 @@ type SolveOptions struct {
 	// avoid: the pass of Solve that leaves out moves predicted not to
 	// converge.
 	avoid bool
+	// atPeak: the pass of Solve that judges destinations at peaks
+	// (peak.go).
+	atPeak bool
 }
 
 // MigrationModel predicts a live migration: how long it takes, and
@@ -112,18 +115,25 @@ type Solution struct {
 	Gain     float64 `json:",omitempty"`
 	Cost     float64 `json:",omitempty"`
 	NotWorth bool    `json:",omitempty"`
+	// Cooling (OK false): every event is an overload only servers moved
+	// within the server cooldown could relieve (cooling.go).
+	Cooling bool `json:",omitempty"`
 }
 
 // model is the mutable capacity view of the partition during a search.
 type model struct {
 	hosts []mhost
 	thr   Thresholds
+	// atPeak: destinations fit at their peak use, not their use now
+	// (peak.go).
+	atPeak bool
 }
 
 type mhost struct {
 	h    *Host
 	lim  fit.Limit // demand and allocation limits
 	use  fit.Use   // demand and allocation carried
+	peak fit.Use   // the same at its recent peak (peak.go)
 	dest bool      // may receive servers
 	anti map[string]int
 }
@@ -132,7 +142,7 @@ func newModel(p *Problem) *model {
 	m := &model{hosts: make([]mhost, len(p.Hosts)), thr: p.Thresholds}
 	for i := range p.Hosts {
 		h := &p.Hosts[i]
-		mh := mhost{h: h, lim: p.Thresholds.Limit(h), use: h.Use(), dest: !h.Disabled && !h.Draining}
+		mh := mhost{h: h, lim: p.Thresholds.Limit(h), use: h.Use(), peak: h.PeakUse(), dest: !h.Disabled && !h.Draining}
 		for _, s := range h.Servers {
 			if s.Group != "" && s.Policy == "anti-affinity" {
 				if mh.anti == nil {
@@ -147,7 +157,7 @@ func newModel(p *Problem) *model {
 }
 
 func (m *model) clone() *model {
-	c := &model{hosts: slices.Clone(m.hosts), thr: m.thr}
+	c := &model{hosts: slices.Clone(m.hosts), thr: m.thr, atPeak: m.atPeak}
 	for i := range c.hosts {
 		if c.hosts[i].anti != nil {
 			c.hosts[i].anti = maps(c.hosts[i].anti)
@@ -168,13 +178,18 @@ func maps(in map[string]int) map[string]int {
 func (m *model) fits(i int, s *Server) bool { return m.fitsKeeping(i, s, 1) }
 
 // fitsKeeping reports whether s can be added to host i within keep (1 −
-// headroom) of its demand limits.
+// headroom) of its demand limits (with atPeak, at its peak use and the
+// server's peak: peak.go).
 func (m *model) fitsKeeping(i int, s *Server, keep float64) bool {
 	h := &m.hosts[i]
 	if !h.dest {
 		return false
 	}
-	if !fit.Fits(h.use, s.Use(), h.lim.Scaled(keep)) {
+	used, add := h.use, s.Use()
+	if m.atPeak {
+		used, add = h.peak, s.PeakUse()
+	}
+	if !fit.Fits(used, add, h.lim.Scaled(keep)) {
 		return false
 	}
 	if s.Policy == "anti-affinity" && h.anti[s.Group] > 0 {
@@ -186,6 +201,7 @@ func (m *model) fitsKeeping(i int, s *Server, keep float64) bool {
 func (m *model) add(i int, s *Server) {
 	h := &m.hosts[i]
 	h.use = h.use.Plus(s.Use())
+	h.peak = h.peak.Plus(s.PeakUse())
 	if s.Policy == "anti-affinity" {
 		if h.anti == nil {
 			h.anti = map[string]int{}
@@ -197,6 +213,7 @@ func (m *model) add(i int, s *Server) {
 func (m *model) remove(i int, s *Server) {
 	h := &m.hosts[i]
 	h.use = h.use.Plus(s.Use().Neg())
+	h.peak = h.peak.Plus(s.Use().Neg()) // what it carries now leaves (peak.go)
 	if s.Policy == "anti-affinity" && h.anti != nil {
 		h.anti[s.Group]--
 	}
@@ -207,15 +224,16 @@ func (m *model) over(i int) bool {
 	return fit.Overloaded(h.use, h.lim)
 }
 
-// headroom is the normalized spare demand capacity of host i.
+// headroom is the normalized spare demand capacity of host i, at peaks
+// (peak.go: without peaks, at demand now).
 func (m *model) headroom(i int) float64 {
 	h := &m.hosts[i]
 	c, r := 1.0, 1.0
 	if h.lim.CPU > 0 {
-		c = (h.lim.CPU - h.use.CPU) / h.lim.CPU
+		c = (h.lim.CPU - h.peak.CPU) / h.lim.CPU
 	}
 	if h.lim.RAM > 0 {
-		r = (h.lim.RAM - h.use.RAM) / h.lim.RAM
+		r = (h.lim.RAM - h.peak.RAM) / h.lim.RAM
 	}
 	return min(c, r)
 }
@@ -252,6 +270,12 @@ type evict struct {
 // converge, it first looks for a solution whose every move converges;
 // when there is none, it solves with them, fewest first.
 func Solve(p Problem, opt SolveOptions) Solution {
+	if why, ok := coolingHolds(&p); ok {
+		return Solution{Cooling: true, Reason: why}
+	}
+	if sol, ok := solveAtPeak(p, opt); ok { // peak.go
+		return sol
+	}
 	if opt.Migrations != nil && !opt.avoid && mayNotConverge(&p, opt.Migrations) {
 		strict := opt
 		strict.avoid = true
@@ -311,6 +335,7 @@ func solveTiers(p Problem, opt SolveOptions) Solution {
 // solveTier solves for events and, with others, every overloaded host.
 func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solution {
 	base := newModel(&p)
+	base.atPeak = opt.atPeak
 	s := &search{p: &p, opt: opt, base: base, best: Solution{Reason: "no viable placement in the partition"}}
 	idx := make(map[string]int, len(p.Hosts))
 	s.zone = make(map[string]string, len(p.Hosts))
@@ -496,7 +521,8 @@ func (s *search) bestDest(m *model, e evict) int {
 }
 
 func moveAction(s *Server, from, to string) Action {
-	return Action{Kind: LiveMigrate, Server: s.ID, From: from, To: to, Group: s.Group, Policy: s.Policy, VCPUs: s.VCPUs, RAMMB: s.RAMMB, CPU: s.CPU, RAM: s.RAM}
+	return Action{Kind: LiveMigrate, Server: s.ID, From: from, To: to, Group: s.Group, Policy: s.Policy, VCPUs: s.VCPUs, RAMMB: s.RAMMB, CPU: s.CPU, RAM: s.RAM,
+		PeakCPU: s.PeakCPU, PeakRAM: s.PeakRAM}
 }
 
 func shelveAction(s *Server, from string) Action {

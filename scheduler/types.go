@@ -62,6 +62,11 @@ type Server struct {
 	// server cooldown ago (Config.ServerCooldown): relief and
 	// consolidation leave them where they are; a drain moves them.
 	Cooling bool `json:",omitempty"`
+	// PeakCPU and PeakRAM are the highest demand the host's agent
+	// measured within its destination peak window (peak.go); 0 without
+	// one. Destinations are judged by peaks (PeakUse).
+	PeakCPU float64 `json:",omitempty"`
+	PeakRAM float64 `json:",omitempty"`
 }
 
 // Host is one host's snapshot: capacity, state and servers.
@@ -82,6 +87,11 @@ type Host struct {
 	Disabled bool `json:",omitempty"`
 	Draining bool `json:",omitempty"`
 	Servers  []Server
+	// PeakCPU and PeakRAM are the highest demand of the host as a whole
+	// its agent measured within its destination peak window (peak.go);
+	// 0 without one.
+	PeakCPU float64 `json:",omitempty"`
+	PeakRAM float64 `json:",omitempty"`
 }
 
 // Demand sums the measured demand of the host's servers.
@@ -140,6 +150,24 @@ func (h *Host) Use() fit.Use {
 // Use is what s adds to a host: its measured demand and its flavor.
 func (s *Server) Use() fit.Use {
 	return fit.Use{CPU: s.CPU, RAM: s.RAM, VCPUs: float64(s.VCPUs), RAMMB: float64(s.RAMMB)}
+}
+
+// PeakUse is what s adds to a destination under the peak rule (peak.go):
+// its recent peak demand (its demand now when higher, or without a peak)
+// and its flavor.
+func (s *Server) PeakUse() fit.Use {
+	u := s.Use()
+	u.CPU, u.RAM = max(u.CPU, s.PeakCPU), max(u.RAM, s.PeakRAM)
+	return u
+}
+
+// PeakUse is what h carries under the peak rule (peak.go): its recent
+// peak demand (its demand now when higher, or without a peak) and its
+// placement usage.
+func (h *Host) PeakUse() fit.Use {
+	u := h.Use()
+	u.CPU, u.RAM = max(u.CPU, h.PeakCPU), max(u.RAM, h.PeakRAM)
+	return u
 }
 
 // Fits reports whether server s fits on destination h under t, counting
@@ -211,6 +239,10 @@ type Action struct {
 	RAMMB int
 	CPU   float64
 	RAM   float64
+	// PeakCPU and PeakRAM: the server's recent peaks (Server.PeakCPU,
+	// peak.go), for the planner's checks of destinations; 0 without.
+	PeakCPU float64 `json:",omitempty"`
+	PeakRAM float64 `json:",omitempty"`
 }
 
 func (a Action) String() string {
