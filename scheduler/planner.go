@@ -144,7 +144,7 @@ func findPivot(m *model, idx map[string]int, rest []Action) (int, string, bool) 
 }
 
 func (a Action) asServer() Server {
-	return Server{ID: a.Server, Group: a.Group, Policy: a.Policy, VCPUs: a.VCPUs, RAMMB: a.RAMMB, CPU: a.CPU, RAM: a.RAM, PeakCPU: a.PeakCPU, PeakRAM: a.PeakRAM}
+	return Server{ID: a.Server, Group: a.Group, Policy: a.Policy, VCPUs: a.VCPUs, RAMMB: a.RAMMB, CPU: a.CPU, RAM: a.RAM}
 }
 
 // SolveAndPlan is the leader's whole computation for a SolveRequest:

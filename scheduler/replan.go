@@ -86,7 +86,6 @@ func applyDone(hosts []Host, done []Action) []Host {
 				h.Servers = slices.Delete(h.Servers, k, k+1)
 				h.UsedVCPUs = max(0, h.UsedVCPUs-float64(d.VCPUs))
 				h.UsedRAMMB = max(0, h.UsedRAMMB-float64(d.RAMMB))
-				h.PeakCPU, h.PeakRAM = max(0, h.PeakCPU-d.CPU), max(0, h.PeakRAM-d.RAM) // peak.go (0: none)
 			}
 		}
 		if d.Kind != LiveMigrate {
@@ -101,11 +100,6 @@ func applyDone(hosts []Host, done []Action) []Host {
 			h.Servers = append(h.Servers, d.asServer())
 			h.UsedVCPUs += float64(d.VCPUs)
 			h.UsedRAMMB += float64(d.RAMMB)
-			if h.PeakCPU > 0 || h.PeakRAM > 0 { // peak.go
-				s := d.asServer()
-				p := s.PeakUse()
-				h.PeakCPU, h.PeakRAM = h.PeakCPU+p.CPU, h.PeakRAM+p.RAM
-			}
 			k = len(h.Servers) - 1
 		}
 		h.Servers[k].Fixed, h.Servers[k].FixedReason = true, "moved by this partition's plan"

@@ -124,25 +124,29 @@ type Solution struct {
 type model struct {
 	hosts []mhost
 	thr   Thresholds
-	// atPeak: destinations fit at their peak use, not their use now
-	// (peak.go).
+	// atPeak: destinations fit at their servers' profiles, not their use
+	// now; vec is each server's profile on the model's steps (peak.go).
 	atPeak bool
+	vec    map[*Server][]float64
 }
 
 type mhost struct {
-	h    *Host
-	lim  fit.Limit // demand and allocation limits
-	use  fit.Use   // demand and allocation carried
-	peak fit.Use   // the same at its recent peak (peak.go)
-	dest bool      // may receive servers
-	anti map[string]int
+	h   *Host
+	lim fit.Limit // demand and allocation limits
+	use fit.Use   // demand and allocation carried
+	// prof and peakRAM: its CPU demand profile and RAM demand at its
+	// servers' recent peaks, with atPeak (peak.go).
+	prof    []float64
+	peakRAM float64
+	dest    bool // may receive servers
+	anti    map[string]int
 }
 
 func newModel(p *Problem) *model {
 	m := &model{hosts: make([]mhost, len(p.Hosts)), thr: p.Thresholds}
 	for i := range p.Hosts {
 		h := &p.Hosts[i]
-		mh := mhost{h: h, lim: p.Thresholds.Limit(h), use: h.Use(), peak: h.PeakUse(), dest: !h.Disabled && !h.Draining}
+		mh := mhost{h: h, lim: p.Thresholds.Limit(h), use: h.Use(), dest: !h.Disabled && !h.Draining}
 		for _, s := range h.Servers {
 			if s.Group != "" && s.Policy == "anti-affinity" {
 				if mh.anti == nil {
@@ -157,8 +161,11 @@ func newModel(p *Problem) *model {
 }
 
 func (m *model) clone() *model {
-	c := &model{hosts: slices.Clone(m.hosts), thr: m.thr, atPeak: m.atPeak}
+	c := &model{hosts: slices.Clone(m.hosts), thr: m.thr, atPeak: m.atPeak, vec: m.vec}
 	for i := range c.hosts {
+		if c.hosts[i].prof != nil {
+			c.hosts[i].prof = slices.Clone(c.hosts[i].prof)
+		}
 		if c.hosts[i].anti != nil {
 			c.hosts[i].anti = maps(c.hosts[i].anti)
 		}
@@ -185,11 +192,11 @@ func (m *model) fitsKeeping(i int, s *Server, keep float64) bool {
 	if !h.dest {
 		return false
 	}
-	used, add := h.use, s.Use()
 	if m.atPeak {
-		used, add = h.peak, s.PeakUse()
-	}
-	if !fit.Fits(used, add, h.lim.Scaled(keep)) {
+		if !m.fitsAtPeak(i, s, keep) {
+			return false
+		}
+	} else if !fit.Fits(h.use, s.Use(), h.lim.Scaled(keep)) {
 		return false
 	}
 	if s.Policy == "anti-affinity" && h.anti[s.Group] > 0 {
@@ -201,7 +208,7 @@ func (m *model) fitsKeeping(i int, s *Server, keep float64) bool {
 func (m *model) add(i int, s *Server) {
 	h := &m.hosts[i]
 	h.use = h.use.Plus(s.Use())
-	h.peak = h.peak.Plus(s.PeakUse())
+	m.addPeak(i, s, 1)
 	if s.Policy == "anti-affinity" {
 		if h.anti == nil {
 			h.anti = map[string]int{}
@@ -213,7 +220,7 @@ func (m *model) add(i int, s *Server) {
 func (m *model) remove(i int, s *Server) {
 	h := &m.hosts[i]
 	h.use = h.use.Plus(s.Use().Neg())
-	h.peak = h.peak.Plus(s.Use().Neg()) // what it carries now leaves (peak.go)
+	m.addPeak(i, s, -1)
 	if s.Policy == "anti-affinity" && h.anti != nil {
 		h.anti[s.Group]--
 	}
@@ -224,16 +231,20 @@ func (m *model) over(i int) bool {
 	return fit.Overloaded(h.use, h.lim)
 }
 
-// headroom is the normalized spare demand capacity of host i, at peaks
-// (peak.go: without peaks, at demand now).
+// headroom is the normalized spare demand capacity of host i (with
+// atPeak, at its profile's highest: peak.go).
 func (m *model) headroom(i int) float64 {
 	h := &m.hosts[i]
+	cpu, ram := h.use.CPU, h.use.RAM
+	if m.atPeak {
+		cpu, ram = slices.Max(h.prof), h.peakRAM
+	}
 	c, r := 1.0, 1.0
 	if h.lim.CPU > 0 {
-		c = (h.lim.CPU - h.peak.CPU) / h.lim.CPU
+		c = (h.lim.CPU - cpu) / h.lim.CPU
 	}
 	if h.lim.RAM > 0 {
-		r = (h.lim.RAM - h.peak.RAM) / h.lim.RAM
+		r = (h.lim.RAM - ram) / h.lim.RAM
 	}
 	return min(c, r)
 }
@@ -335,7 +346,9 @@ func solveTiers(p Problem, opt SolveOptions) Solution {
 // solveTier solves for events and, with others, every overloaded host.
 func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solution {
 	base := newModel(&p)
-	base.atPeak = opt.atPeak
+	if opt.atPeak {
+		base.withProfiles(&p) // peak.go
+	}
 	s := &search{p: &p, opt: opt, base: base, best: Solution{Reason: "no viable placement in the partition"}}
 	idx := make(map[string]int, len(p.Hosts))
 	s.zone = make(map[string]string, len(p.Hosts))
@@ -521,8 +534,7 @@ func (s *search) bestDest(m *model, e evict) int {
 }
 
 func moveAction(s *Server, from, to string) Action {
-	return Action{Kind: LiveMigrate, Server: s.ID, From: from, To: to, Group: s.Group, Policy: s.Policy, VCPUs: s.VCPUs, RAMMB: s.RAMMB, CPU: s.CPU, RAM: s.RAM,
-		PeakCPU: s.PeakCPU, PeakRAM: s.PeakRAM}
+	return Action{Kind: LiveMigrate, Server: s.ID, From: from, To: to, Group: s.Group, Policy: s.Policy, VCPUs: s.VCPUs, RAMMB: s.RAMMB, CPU: s.CPU, RAM: s.RAM}
 }
 
 func shelveAction(s *Server, from string) Action {

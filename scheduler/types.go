@@ -64,9 +64,12 @@ type Server struct {
 	Cooling bool `json:",omitempty"`
 	// PeakCPU and PeakRAM are the highest demand the host's agent
 	// measured within its destination peak window (peak.go); 0 without
-	// one. Destinations are judged by peaks (PeakUse).
-	PeakCPU float64 `json:",omitempty"`
-	PeakRAM float64 `json:",omitempty"`
+	// one. Profile is its CPU demand over that window, the highest of
+	// each step (Host.ProfileStep), oldest first, its last at
+	// Host.ProfileEnd. Destinations are judged by profiles.
+	PeakCPU float64   `json:",omitempty"`
+	PeakRAM float64   `json:",omitempty"`
+	Profile []float64 `json:",omitempty"`
 }
 
 // Host is one host's snapshot: capacity, state and servers.
@@ -87,11 +90,11 @@ type Host struct {
 	Disabled bool `json:",omitempty"`
 	Draining bool `json:",omitempty"`
 	Servers  []Server
-	// PeakCPU and PeakRAM are the highest demand of the host as a whole
-	// its agent measured within its destination peak window (peak.go);
-	// 0 without one.
-	PeakCPU float64 `json:",omitempty"`
-	PeakRAM float64 `json:",omitempty"`
+	// ProfileStep and ProfileEnd: the step of its servers' profiles
+	// (Server.Profile, peak.go) and the index of their last step (time
+	// since the Unix epoch over ProfileStep); 0 without a peak window.
+	ProfileStep time.Duration `json:",omitempty"`
+	ProfileEnd  int64         `json:",omitempty"`
 }
 
 // Demand sums the measured demand of the host's servers.
@@ -150,24 +153,6 @@ func (h *Host) Use() fit.Use {
 // Use is what s adds to a host: its measured demand and its flavor.
 func (s *Server) Use() fit.Use {
 	return fit.Use{CPU: s.CPU, RAM: s.RAM, VCPUs: float64(s.VCPUs), RAMMB: float64(s.RAMMB)}
-}
-
-// PeakUse is what s adds to a destination under the peak rule (peak.go):
-// its recent peak demand (its demand now when higher, or without a peak)
-// and its flavor.
-func (s *Server) PeakUse() fit.Use {
-	u := s.Use()
-	u.CPU, u.RAM = max(u.CPU, s.PeakCPU), max(u.RAM, s.PeakRAM)
-	return u
-}
-
-// PeakUse is what h carries under the peak rule (peak.go): its recent
-// peak demand (its demand now when higher, or without a peak) and its
-// placement usage.
-func (h *Host) PeakUse() fit.Use {
-	u := h.Use()
-	u.CPU, u.RAM = max(u.CPU, h.PeakCPU), max(u.RAM, h.PeakRAM)
-	return u
 }
 
 // Fits reports whether server s fits on destination h under t, counting
@@ -239,10 +224,6 @@ type Action struct {
 	RAMMB int
 	CPU   float64
 	RAM   float64
-	// PeakCPU and PeakRAM: the server's recent peaks (Server.PeakCPU,
-	// peak.go), for the planner's checks of destinations; 0 without.
-	PeakCPU float64 `json:",omitempty"`
-	PeakRAM float64 `json:",omitempty"`
 }
 
 func (a Action) String() string {
