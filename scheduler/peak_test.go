@@ -142,18 +142,7 @@ func TestCoolingOverloadEndsWithoutGrowing(t *testing.T) {
 		t.Fatalf("%+v, want cooling", sol)
 	}
 
-	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
-	h2.Observe(t0, hostWith("h2", 1))
-	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
-	h1.Step(only(t, h2.Ready(), MsgUpdate).Msg)
-	h2.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
-	req := only1(t, h2.Ready().Solve)
-	h2.SolveDone(req.PartID, req.Version, sol, Plan{}, nil)
-	rd := h2.Ready()
-	if len(sent(rd, MsgGrow)) != 0 || h2.Partition() != nil {
-		t.Fatalf("grew or kept the partition: %+v", rd.Messages)
-	}
-	d := only(t, rd, MsgDissolve).Msg
+	d := dissolvedBy(t, sol)
 	if d.Outcome != Aborted || d.Class != EndCooling {
 		t.Fatalf("dissolved %v/%v, want aborted/cooling", d.Outcome, d.Class)
 	}
@@ -162,10 +151,25 @@ func TestCoolingOverloadEndsWithoutGrowing(t *testing.T) {
 	}
 }
 
-func only1(t *testing.T, rs []SolveRequest) SolveRequest {
+// dissolvedBy is the dissolution of a two-host partition (h1's overload,
+// led by h2) whose solve answered sol; it fails when the partition grew
+// or stayed.
+func dissolvedBy(t *testing.T, sol Solution) Message {
 	t.Helper()
-	if len(rs) != 1 {
-		t.Fatalf("solve requests %+v", rs)
+	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
+	h2.Observe(t0, hostWith("h2", 1))
+	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
+	h1.Step(only(t, h2.Ready(), MsgUpdate).Msg)
+	h2.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
+	rd := h2.Ready()
+	if len(rd.Solve) != 1 {
+		t.Fatalf("solve requests %+v", rd.Solve)
 	}
-	return rs[0]
+	req := rd.Solve[0]
+	h2.SolveDone(req.PartID, req.Version, sol, Plan{}, nil)
+	rd = h2.Ready()
+	if len(sent(rd, MsgGrow)) != 0 || h2.Partition() != nil {
+		t.Fatalf("grew or kept the partition: %+v", rd.Messages)
+	}
+	return only(t, rd, MsgDissolve).Msg
 }
