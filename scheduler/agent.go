@@ -41,9 +41,10 @@ type Agent struct {
 	// last sample may list servers that left or miss some that came, so
 	// it offers no snapshot until the next sample (Observe).
 	stale   bool
-	window  []EventKind        // last N classifications
-	arrived map[string]arrival // server -> when first seen on the host
-	active  *Event             // own event being handled
+	window  []EventKind         // last N classifications
+	arrived map[string]arrival  // server -> when first seen on the host
+	peaks   map[string]*profile // server -> its demand within the peak window (peak.go)
+	active  *Event              // own event being handled
 	// resume: the own event a refused leader held, going on under its
 	// own id on the next tick (RefuseLeader); resumed counts its fresh
 	// partitions (their ids).

@@ -147,6 +147,13 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		a.dissolve(Aborted, EndNotWorth, sol.Reason)
 		return
 	}
+	if sol.Cooling {
+		// Only cooling servers could relieve the host: no larger
+		// partition does better before a cooldown ends (cooling.go).
+		a.record(Record{Kind: RecNoSolution, Event: p.Events[0], Reason: sol.Reason})
+		a.dissolve(Aborted, EndCooling, sol.Reason)
+		return
+	}
 	if a.growForRelief(sol, planErr) {
 		return // passed over: a solution that only fits
 	}

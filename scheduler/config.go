@@ -36,6 +36,12 @@ type Config struct {
 	// moves (Problem.MoveCost, movecost.go): a plan whose moves cost more
 	// points than it gains is refused. Both 0 (the default): off.
 	MoveCost, MoveCostPerSecond float64
+	// DestinationPeakWindow: the agent keeps, per server, its highest
+	// demand measured this long back (Server.PeakCPU, PeakRAM), and the
+	// solver judges destinations by their servers' peaks plus the
+	// incoming server's (peak.go). 0 (the default): destinations are
+	// judged by demand now.
+	DestinationPeakWindow time.Duration
 	// ConsolidationHeadroom is the fraction of a destination's demand
 	// limits that consolidation leaves free, so demand that wobbles does
 	// not make its destination the next overload. In [0, 1).
@@ -127,6 +133,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConsolidationCooldown < 0 {
 		errs = append(errs, errors.New("consolidation_cooldown must be >= 0"))
+	}
+	if c.DestinationPeakWindow < 0 {
+		errs = append(errs, errors.New("destination_peak_window must be >= 0"))
 	}
 	if c.ServerCooldown < 0 {
 		errs = append(errs, errors.New("server_cooldown must be >= 0"))

@@ -14,6 +14,7 @@ func (a *Agent) Observe(now time.Time, h Host) {
 	a.now = now
 	h.Servers = slices.Clone(h.Servers)
 	settling := a.settle(h.Servers)
+	a.notePeaks(&h)
 	a.host, a.hasHost, a.stale = h, true, false
 	k := NoEvent
 	switch {

@@ -92,6 +92,10 @@ const (
 	// cost, movecost.go): it was refused; the event is raised again after
 	// the retry backoff if it still holds.
 	EndNotWorth EndClass = "not_worth"
+	// EndCooling: the overloaded host stays overloaded without the
+	// servers moved onto it within the server cooldown (cooling.go); the
+	// event is raised again after the retry backoff if it still holds.
+	EndCooling EndClass = "cooling"
 )
 
 // endClasses maps each class to its outcome; EndUnknown has none.
@@ -103,6 +107,7 @@ var endClasses = map[EndClass]Outcome{
 	EndPaused: Aborted, EndExcluded: Aborted, EndStopping: Aborted, EndSolvedOthers: Aborted,
 	EndMemberLost: Aborted, EndTimeout: Aborted, EndRequestLost: Aborted, EndFork: Aborted,
 	EndAbsorbedLost: Aborted, EndLeaderRefused: Aborted, EndLeftForOwners: Aborted, EndNotWorth: Aborted,
+	EndCooling: Aborted,
 }
 
 // Outcome is the outcome the class belongs to (0 for EndUnknown and
@@ -168,6 +173,7 @@ func DeriveEndClass(o Outcome, reason string) EndClass {
 			{"request lost", EndRequestLost},
 			{"fork of ", EndFork},
 			{"not worth it", EndNotWorth},
+			{"moved within the server cooldown", EndCooling},
 			{"absorption message was lost", EndAbsorbedLost},
 			{"crashed", EndMemberLost},
 			{"initiator ", EndMemberLost},

@@ -76,22 +76,7 @@ func TestMoveCostConsolidationGain(t *testing.T) {
 // A refused plan ends the partition Aborted, class not_worth, without
 // growing it: the event is raised again after the retry backoff.
 func TestNotWorthEndsWithoutGrowing(t *testing.T) {
-	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
-	h2.Observe(t0, hostWith("h2", 1))
-	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
-	h1.Step(only(t, h2.Ready(), MsgUpdate).Msg)
-	h2.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
-	rd := h2.Ready()
-	if len(rd.Solve) != 1 {
-		t.Fatalf("solve requests %+v", rd.Solve)
-	}
-	req := rd.Solve[0]
-	h2.SolveDone(req.PartID, req.Version, Solution{NotWorth: true, Reason: "not worth it: 1 move(s) cost 9.0 points for a gain of 2.0"}, Plan{}, nil)
-	rd = h2.Ready()
-	if len(sent(rd, MsgGrow)) != 0 || h2.Partition() != nil {
-		t.Fatalf("grew or kept the partition: %+v", rd.Messages)
-	}
-	d := only(t, rd, MsgDissolve).Msg
+	d := dissolvedBy(t, Solution{NotWorth: true, Reason: "not worth it: 1 move(s) cost 9.0 points for a gain of 2.0"})
 	if d.Outcome != Aborted || d.Class != EndNotWorth {
 		t.Fatalf("dissolved %v/%v, want aborted/not_worth", d.Outcome, d.Class)
 	}

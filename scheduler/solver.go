@@ -63,6 +63,9 @@ type SolveOptions struct {
 	// avoid: the pass of Solve that leaves out moves predicted not to
 	// converge.
 	avoid bool
+	// atPeak: the pass of Solve that judges destinations at peaks
+	// (peak.go).
+	atPeak bool
 }
 
 // MigrationModel predicts a live migration: how long it takes, and
@@ -112,20 +115,31 @@ type Solution struct {
 	Gain     float64 `json:",omitempty"`
 	Cost     float64 `json:",omitempty"`
 	NotWorth bool    `json:",omitempty"`
+	// Cooling (OK false): every event is an overload only servers moved
+	// within the server cooldown could relieve (cooling.go).
+	Cooling bool `json:",omitempty"`
 }
 
 // model is the mutable capacity view of the partition during a search.
 type model struct {
 	hosts []mhost
 	thr   Thresholds
+	// atPeak: destinations fit at their servers' profiles, not their use
+	// now; vec is each server's profile on the model's steps (peak.go).
+	atPeak bool
+	vec    map[*Server][]float64
 }
 
 type mhost struct {
-	h    *Host
-	lim  fit.Limit // demand and allocation limits
-	use  fit.Use   // demand and allocation carried
-	dest bool      // may receive servers
-	anti map[string]int
+	h   *Host
+	lim fit.Limit // demand and allocation limits
+	use fit.Use   // demand and allocation carried
+	// prof and peakRAM: its CPU demand profile and RAM demand at its
+	// servers' recent peaks, with atPeak (peak.go).
+	prof    []float64
+	peakRAM float64
+	dest    bool // may receive servers
+	anti    map[string]int
 }
 
 func newModel(p *Problem) *model {
@@ -147,8 +161,11 @@ func newModel(p *Problem) *model {
 }
 
 func (m *model) clone() *model {
-	c := &model{hosts: slices.Clone(m.hosts), thr: m.thr}
+	c := &model{hosts: slices.Clone(m.hosts), thr: m.thr, atPeak: m.atPeak, vec: m.vec}
 	for i := range c.hosts {
+		if c.hosts[i].prof != nil {
+			c.hosts[i].prof = slices.Clone(c.hosts[i].prof)
+		}
 		if c.hosts[i].anti != nil {
 			c.hosts[i].anti = maps(c.hosts[i].anti)
 		}
@@ -168,13 +185,18 @@ func maps(in map[string]int) map[string]int {
 func (m *model) fits(i int, s *Server) bool { return m.fitsKeeping(i, s, 1) }
 
 // fitsKeeping reports whether s can be added to host i within keep (1 −
-// headroom) of its demand limits.
+// headroom) of its demand limits (with atPeak, at its peak use and the
+// server's peak: peak.go).
 func (m *model) fitsKeeping(i int, s *Server, keep float64) bool {
 	h := &m.hosts[i]
 	if !h.dest {
 		return false
 	}
-	if !fit.Fits(h.use, s.Use(), h.lim.Scaled(keep)) {
+	if m.atPeak {
+		if !m.fitsAtPeak(i, s, keep) {
+			return false
+		}
+	} else if !fit.Fits(h.use, s.Use(), h.lim.Scaled(keep)) {
 		return false
 	}
 	if s.Policy == "anti-affinity" && h.anti[s.Group] > 0 {
@@ -186,6 +208,7 @@ func (m *model) fitsKeeping(i int, s *Server, keep float64) bool {
 func (m *model) add(i int, s *Server) {
 	h := &m.hosts[i]
 	h.use = h.use.Plus(s.Use())
+	m.addPeak(i, s, 1)
 	if s.Policy == "anti-affinity" {
 		if h.anti == nil {
 			h.anti = map[string]int{}
@@ -197,6 +220,7 @@ func (m *model) add(i int, s *Server) {
 func (m *model) remove(i int, s *Server) {
 	h := &m.hosts[i]
 	h.use = h.use.Plus(s.Use().Neg())
+	m.addPeak(i, s, -1)
 	if s.Policy == "anti-affinity" && h.anti != nil {
 		h.anti[s.Group]--
 	}
@@ -207,15 +231,20 @@ func (m *model) over(i int) bool {
 	return fit.Overloaded(h.use, h.lim)
 }
 
-// headroom is the normalized spare demand capacity of host i.
+// headroom is the normalized spare demand capacity of host i (with
+// atPeak, at its profile's highest: peak.go).
 func (m *model) headroom(i int) float64 {
 	h := &m.hosts[i]
+	cpu, ram := h.use.CPU, h.use.RAM
+	if m.atPeak {
+		cpu, ram = slices.Max(h.prof), h.peakRAM
+	}
 	c, r := 1.0, 1.0
 	if h.lim.CPU > 0 {
-		c = (h.lim.CPU - h.use.CPU) / h.lim.CPU
+		c = (h.lim.CPU - cpu) / h.lim.CPU
 	}
 	if h.lim.RAM > 0 {
-		r = (h.lim.RAM - h.use.RAM) / h.lim.RAM
+		r = (h.lim.RAM - ram) / h.lim.RAM
 	}
 	return min(c, r)
 }
@@ -252,6 +281,12 @@ type evict struct {
 // converge, it first looks for a solution whose every move converges;
 // when there is none, it solves with them, fewest first.
 func Solve(p Problem, opt SolveOptions) Solution {
+	if why, ok := coolingHolds(&p); ok {
+		return Solution{Cooling: true, Reason: why}
+	}
+	if sol, ok := solveAtPeak(p, opt); ok { // peak.go
+		return sol
+	}
 	if opt.Migrations != nil && !opt.avoid && mayNotConverge(&p, opt.Migrations) {
 		strict := opt
 		strict.avoid = true
@@ -311,6 +346,9 @@ func solveTiers(p Problem, opt SolveOptions) Solution {
 // solveTier solves for events and, with others, every overloaded host.
 func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solution {
 	base := newModel(&p)
+	if opt.atPeak {
+		base.withProfiles(&p) // peak.go
+	}
 	s := &search{p: &p, opt: opt, base: base, best: Solution{Reason: "no viable placement in the partition"}}
 	idx := make(map[string]int, len(p.Hosts))
 	s.zone = make(map[string]string, len(p.Hosts))

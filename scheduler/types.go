@@ -62,6 +62,14 @@ type Server struct {
 	// server cooldown ago (Config.ServerCooldown): relief and
 	// consolidation leave them where they are; a drain moves them.
 	Cooling bool `json:",omitempty"`
+	// PeakCPU and PeakRAM are the highest demand the host's agent
+	// measured within its destination peak window (peak.go); 0 without
+	// one. Profile is its CPU demand over that window, the highest of
+	// each step (Host.ProfileStep), oldest first, its last at
+	// Host.ProfileEnd. Destinations are judged by profiles.
+	PeakCPU float64   `json:",omitempty"`
+	PeakRAM float64   `json:",omitempty"`
+	Profile []float64 `json:",omitempty"`
 }
 
 // Host is one host's snapshot: capacity, state and servers.
@@ -82,6 +90,11 @@ type Host struct {
 	Disabled bool `json:",omitempty"`
 	Draining bool `json:",omitempty"`
 	Servers  []Server
+	// ProfileStep and ProfileEnd: the step of its servers' profiles
+	// (Server.Profile, peak.go) and the index of their last step (time
+	// since the Unix epoch over ProfileStep); 0 without a peak window.
+	ProfileStep time.Duration `json:",omitempty"`
+	ProfileEnd  int64         `json:",omitempty"`
 }
 
 // Demand sums the measured demand of the host's servers.

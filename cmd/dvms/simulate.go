@@ -77,6 +77,7 @@ func simFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "placement-refresh-interval", Value: d.Runtime.PlacementRefresh, Usage: "the agents' [monitor] placement_refresh_interval: service, capacity and usage (three requests) every `DURATION` at rest"},
 		&cli.Float64Flag{Name: "relief-headroom", Value: d.Agent.ReliefHeadroom, Usage: "the agents' [scheduler] relief_headroom: a partition relieving an overload grows for destinations that keep this `FRACTION` of their limits free (0: any that fits, the partition stops at the first)"},
 		&cli.IntFlag{Name: "relief-partition", Value: d.Agent.ReliefPartition, Usage: "the agents' [scheduler] relief_partition: up to `N` hosts (then any destination that fits)"},
+		&cli.DurationFlag{Name: "destination-peak-window", Value: d.Agent.DestinationPeakWindow, Usage: "the agents' [scheduler] destination_peak_window: destinations are judged by their servers' highest demand within this `DURATION` (0: off, demand now)"},
 		&cli.DurationFlag{Name: "server-cooldown", Value: d.Agent.ServerCooldown, Usage: "the agents' [scheduler] server_cooldown: a server moved by dvms is not moved again by relief or consolidation for this `DURATION` (0: off)"},
 		&cli.Float64Flag{Name: "move-cost", Value: d.Agent.MoveCost, Usage: "the agents' [scheduler] move_cost: `POINTS` each live migration of relief or consolidation costs (a point is 1 % of a host's capacity; a plan costing more than it gains is refused; 0 with --move-cost-per-second 0: off)"},
 		&cli.Float64Flag{Name: "move-cost-per-second", Value: d.Agent.MoveCostPerSecond, Usage: "the agents' [scheduler] move_cost_per_second: `POINTS` per second of predicted migration time"},
@@ -153,6 +154,7 @@ func readSimConfig(c *cli.Context) (sim.Config, error) {
 	cfg.Runtime.Refresh, cfg.Runtime.PlacementRefresh = c.Duration("refresh-interval"), c.Duration("placement-refresh-interval")
 	cfg.Agent.Underload, cfg.Agent.Preempt = c.Bool("underload"), c.Bool("preempt")
 	cfg.Agent.ServerCooldown = c.Duration("server-cooldown")
+	cfg.Agent.DestinationPeakWindow = c.Duration("destination-peak-window")
 	cfg.Agent.MoveCost, cfg.Agent.MoveCostPerSecond = c.Float64("move-cost"), c.Float64("move-cost-per-second")
 	cfg.Agent.ReliefHeadroom, cfg.Agent.ReliefPartition = c.Float64("relief-headroom"), c.Int("relief-partition")
 	cfg.CentralPeriod = c.Duration("central-period")

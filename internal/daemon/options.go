@@ -157,6 +157,11 @@ var Options = []Option{
 		help: "A server dvms moved onto a host less than this long ago is not moved again by relief or consolidation (a drain moves it): " +
 			"no server goes back and forth while demand flaps. 0 turns it off; 1800 (30 minutes) suits demand that flaps.",
 		field: func(c *Config) any { return &c.Agent.ServerCooldown }},
+	{section: "scheduler", name: "destination_peak_window", kind: kindSeconds, def: "0", bounds: ">= 0",
+		help: "Relief and consolidation judge a destination by its servers' highest demand measured within this window plus the incoming server's, " +
+			"not by their demand now: a host whose flapping servers happen to be low does not look roomy. Overload detection stays on demand now. " +
+			"0 turns it off; at least one period of the demand's swings (e.g. 600 for demand that flaps every 10 minutes).",
+		field: func(c *Config) any { return &c.Agent.DestinationPeakWindow }},
 	{section: "scheduler", name: "move_cost", kind: kindFloat, def: "0", bounds: ">= 0", unit: "points per move",
 		help: "Moves that pay for themselves: each live migration of relief or consolidation costs this many points, plus move_cost_per_second; " +
 			"a plan whose moves cost more than it gains is refused (drains always go). A point is 1 % of a host's capacity: relieving a host gains how far it is above " +

@@ -231,7 +231,7 @@ var (
 		scheduler.EndRelieved, scheduler.EndNoSolution, scheduler.EndActionFailed, scheduler.EndMigrationAborted,
 		scheduler.EndVanished, scheduler.EndSkipped, scheduler.EndUnverified, scheduler.EndAdvise, scheduler.EndPaused,
 		scheduler.EndExcluded, scheduler.EndStopping, scheduler.EndSolvedOthers, scheduler.EndMemberLost, scheduler.EndTimeout,
-		scheduler.EndRequestLost, scheduler.EndFork, scheduler.EndAbsorbedLost, scheduler.EndLeaderRefused, scheduler.EndLeftForOwners, scheduler.EndNotWorth}
+		scheduler.EndRequestLost, scheduler.EndFork, scheduler.EndAbsorbedLost, scheduler.EndLeaderRefused, scheduler.EndLeftForOwners, scheduler.EndNotWorth, scheduler.EndCooling}
 	msgTypes    = []scheduler.MsgType{scheduler.MsgGrow, scheduler.MsgUpdate, scheduler.MsgHeartbeat, scheduler.MsgSnapshot, scheduler.MsgDissolve, scheduler.MsgMergeOffer, scheduler.MsgAbsorbed, scheduler.MsgNack}
 	actionKinds = []scheduler.ActionKind{scheduler.LiveMigrate, scheduler.Shelve, scheduler.ColdMigrate, scheduler.Notify}
 	// The reason classes an action of each outcome ends with.

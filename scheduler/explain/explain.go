@@ -237,6 +237,7 @@ func endWords(c string) string {
 		scheduler.EndAbsorbedLost:     "ended: absorbed by a merge whose message was lost",
 		scheduler.EndLeftForOwners:    "not drained: servers left on the host for their owners (maintenance action notify)",
 		scheduler.EndNotWorth:         "not moved: the moves would cost more than they gain (move_cost, move_cost_per_second); raised again after the retry backoff",
+		scheduler.EndCooling:          "not moved: only servers moved within the server cooldown could relieve the host (server_cooldown); raised again after the retry backoff",
 	}[scheduler.EndClass(c)]
 	if !ok {
 		return "ended (" + c + ")"

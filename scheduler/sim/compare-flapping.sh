@@ -1,7 +1,8 @@
 #!/bin/sh
 # compare-flapping.sh: `dvms simulate` on the flapping workload with the
-# move cost and server cooldown off and on, per seed, side by side, and
-# the ratios (on / off) of migrations and overloaded host-seconds.
+# defaults (off) and with the ON flags (by default the destination peak
+# window, the move cost and the server cooldown), per seed, side by side,
+# and the ratios (on / off) of migrations and overloaded host-seconds.
 #
 #   scheduler/sim/compare-flapping.sh [DVMS] [SEEDS] -- [ON FLAGS...]
 #
@@ -13,7 +14,7 @@ dvms=${1:-dvms}
 seeds=${2:-1 2 3}
 shift 2 2>/dev/null || shift $#
 [ "${1:-}" = "--" ] && shift
-[ $# -gt 0 ] || set -- --server-cooldown 30m --move-cost 0.5 --move-cost-per-second 0.05
+[ $# -gt 0 ] || set -- --destination-peak-window 8m --move-cost 0.5 --move-cost-per-second 0.1 --server-cooldown 30m
 hosts=${HOSTS:-1000}
 servers=${SERVERS:-12000}
 duration=${DURATION:-10m}

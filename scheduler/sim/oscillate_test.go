@@ -94,7 +94,8 @@ func TestFlappingWorkload(t *testing.T) {
 // On the virtual clock, the flapping workload moves servers again within
 // the window; with server_cooldown the agents move none again within it
 // (the observer would count each as a violation); with a move cost no
-// relief pays for itself, and the events end not_worth.
+// relief pays for itself, and the events end not_worth; with a
+// destination peak window relief moves otherwise.
 func TestVirtualFlappingCooldownAndMoveCost(t *testing.T) {
 	cfg := func() Config {
 		c := DefaultConfig()
@@ -116,6 +117,17 @@ func TestVirtualFlappingCooldownAndMoveCost(t *testing.T) {
 	}
 	if o := on.Oscillations; o == nil || on.Migrations.Total == 0 || o.MovedAgain != 0 || o.CooldownViolations != 0 || on.Safety.Violations != 0 {
 		t.Fatalf("cooldown: %+v, %d migrations, safety %+v", o, on.Migrations.Total, on.Safety)
+	}
+	// The destination peak window: the agents' profiles change where
+	// relief moves servers (peak.go), and nothing is unsafe.
+	c = cfg()
+	c.Agent.DestinationPeakWindow = 2 * time.Minute
+	peak, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peak.Migrations.Total == 0 || peak.Safety.Violations != 0 || peak.Migrations.Total == off.Migrations.Total && peak.OverloadSeconds == off.OverloadSeconds {
+		t.Fatalf("peak window: %d migrations (off %d), overload %v s (off %v), safety %+v", peak.Migrations.Total, off.Migrations.Total, peak.OverloadSeconds, off.OverloadSeconds, peak.Safety)
 	}
 	c = cfg()
 	c.Agent.MoveCost = 1000

@@ -1,0 +1,227 @@
+package scheduler
+
+// Destination peaks (Config.DestinationPeakWindow): the whole rule, agent
+// side and solver side, in this file.
+//
+// Demand that flaps makes a host whose flapping servers happen to be low
+// look roomy; a server moved there for an overload overloads it when they
+// turn high again, and relief moves again. With a peak window, each agent
+// keeps, per server on its host, a profile of its CPU demand over the
+// window: the highest demand measured in each of ProfileSteps steps,
+// aligned on the clock (step k covers [k·step, (k+1)·step) since the Unix
+// epoch, the same steps on every host), and its highest RAM demand. Its
+// snapshots carry them (Server.Profile, PeakCPU, PeakRAM; Host.ProfileEnd,
+// ProfileStep).
+//
+// The solver first judges destinations by profiles: a server fits a host
+// when, at every step of the window, the CPU demand of the host's servers
+// plus the incoming server's stays within the host's limit (and their
+// peak RAM too, with the allocation as always); relief and consolidation
+// headroom apply on top; the destination with the most room is the one
+// with the most room at its profile's highest step. So a server whose
+// demand was high while the host's was low fits (their swings
+// interleave), and one that would have overloaded the host at any moment
+// of the window does not. When no plan fits at peaks, the solver judges by
+// demand now, as without a window: a host is never left overloaded for
+// want of a peak fit. Whether a host is overloaded, and so which servers
+// must leave it, stays judged by its demand now; the planner's order and
+// the executor's re-check judge demand now too (they guard what happens
+// while the plan runs).
+//
+// Where the profile is short (a server arrived within the window: the
+// agent it left keeps no record once it left) or its host's snapshot is
+// older than the problem's latest, its missing steps count at its highest
+// known demand. Without a window (0, the default) no profile is kept and
+// nothing changes.
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/dvms-project/dvms/scheduler/fit"
+)
+
+// ProfileSteps is the number of steps of a server's profile: the step is
+// the destination peak window over ProfileSteps.
+const ProfileSteps = 16
+
+// profile is the agent's record of one server's demand per step.
+type profile struct {
+	end      int64     // the index of the last step
+	cpu, ram []float64 // the highest of each step, oldest first
+}
+
+// notePeaks records the host's servers' demand sampled now and sets their
+// Profile, PeakCPU and PeakRAM and the host's ProfileEnd and ProfileStep.
+// Servers gone from the host are forgotten.
+func (a *Agent) notePeaks(h *Host) {
+	w := a.cfg.DestinationPeakWindow
+	if w <= 0 {
+		return
+	}
+	step := max(w/ProfileSteps, time.Millisecond)
+	k := a.now.UnixNano() / int64(step)
+	h.ProfileStep, h.ProfileEnd = step, k
+	if a.peaks == nil {
+		a.peaks = make(map[string]*profile, len(h.Servers))
+	}
+	for i := range h.Servers {
+		s := &h.Servers[i]
+		p := a.peaks[s.ID]
+		if p == nil || k < p.end {
+			p = &profile{end: k}
+			a.peaks[s.ID] = p
+		}
+		p.record(k, s.CPU, s.RAM)
+		s.Profile = slices.Clone(p.cpu)
+		s.PeakCPU, s.PeakRAM = slices.Max(p.cpu), slices.Max(p.ram)
+	}
+	if len(a.peaks) == len(h.Servers) {
+		return // every server remembered is still here
+	}
+	present := make(map[string]bool, len(h.Servers))
+	for i := range h.Servers {
+		present[h.Servers[i].ID] = true
+	}
+	for id := range a.peaks {
+		if !present[id] {
+			delete(a.peaks, id)
+		}
+	}
+}
+
+// record adds a sample taken in step k (k >= p.end): steps without a
+// sample since the last take this one's demand.
+func (p *profile) record(k int64, cpu, ram float64) {
+	cpu, ram = math.Round(cpu*1000)/1000, math.Round(ram)
+	if len(p.cpu) > 0 && k == p.end {
+		n := len(p.cpu) - 1
+		p.cpu[n], p.ram[n] = max(p.cpu[n], cpu), max(p.ram[n], ram)
+		return
+	}
+	for gap := min(k-p.end, ProfileSteps); len(p.cpu) > 0 && gap > 0; gap-- {
+		p.cpu, p.ram = append(p.cpu, cpu), append(p.ram, ram)
+	}
+	if len(p.cpu) == 0 {
+		p.cpu, p.ram = append(p.cpu, cpu), append(p.ram, ram)
+	}
+	p.end = k
+	if n := len(p.cpu); n > ProfileSteps {
+		p.cpu = slices.Delete(p.cpu, 0, n-ProfileSteps)
+		p.ram = slices.Delete(p.ram, 0, n-ProfileSteps)
+	}
+}
+
+// profiled says whether every host of p carries profiles on one step.
+func profiled(p *Problem) bool {
+	if len(p.Hosts) == 0 {
+		return false
+	}
+	step := p.Hosts[0].ProfileStep
+	for i := range p.Hosts {
+		if p.Hosts[i].ProfileStep <= 0 || p.Hosts[i].ProfileStep != step {
+			return false
+		}
+	}
+	return true
+}
+
+// solveAtPeak is Solve's first pass when every host of p carries
+// profiles: destinations judged at peaks. It reports false when the pass
+// found no plan (nor a refusal): Solve then judges them by demand now.
+func solveAtPeak(p Problem, opt SolveOptions) (Solution, bool) {
+	if opt.atPeak || !profiled(&p) {
+		return Solution{}, false
+	}
+	opt.atPeak = true
+	sol := Solve(p, opt)
+	return sol, sol.OK || sol.NotWorth
+}
+
+// withProfiles sets m to judge destinations at peaks: each server's
+// profile on the problem's latest ProfileSteps steps, each host's the sum
+// of its servers'.
+func (m *model) withProfiles(p *Problem) {
+	end := int64(math.MinInt64)
+	for i := range p.Hosts {
+		end = max(end, p.Hosts[i].ProfileEnd)
+	}
+	m.atPeak, m.vec = true, map[*Server][]float64{}
+	for i := range p.Hosts {
+		h := &p.Hosts[i]
+		mh := &m.hosts[i]
+		mh.prof, mh.peakRAM = make([]float64, ProfileSteps), 0
+		for k := range h.Servers {
+			s := &h.Servers[k]
+			v := aligned(s, h.ProfileEnd, end)
+			m.vec[s] = v
+			for j := range v {
+				mh.prof[j] += v[j]
+			}
+			mh.peakRAM += max(s.RAM, s.PeakRAM)
+		}
+	}
+}
+
+// aligned is s's profile on the ProfileSteps steps ending at end, s's
+// host's snapshot ending at hostEnd; missing steps at its highest known.
+func aligned(s *Server, hostEnd, end int64) []float64 {
+	v := make([]float64, ProfileSteps)
+	high := max(s.CPU, s.PeakCPU)
+	first := hostEnd - int64(len(s.Profile)) + 1 // the step of s.Profile[0]
+	for j := range v {
+		k := end - ProfileSteps + 1 + int64(j)
+		if i := k - first; i >= 0 && i < int64(len(s.Profile)) {
+			v[j] = s.Profile[i]
+		} else {
+			v[j] = high
+		}
+	}
+	return v
+}
+
+// vector is s's profile in m: its own when the problem gave one, else its
+// highest known demand at every step (a server the planner made up).
+func (m *model) vector(s *Server) []float64 {
+	if v, ok := m.vec[s]; ok {
+		return v
+	}
+	v := make([]float64, ProfileSteps)
+	for j := range v {
+		v[j] = max(s.CPU, s.PeakCPU)
+	}
+	return v
+}
+
+// addPeak adds (sign 1) or takes off (-1) s's profile and peak RAM to
+// host i's, when m judges at peaks.
+func (m *model) addPeak(i int, s *Server, sign float64) {
+	h := &m.hosts[i]
+	if h.prof == nil {
+		return
+	}
+	for j, c := range m.vector(s) {
+		h.prof[j] += sign * c
+	}
+	h.peakRAM += sign * max(s.RAM, s.PeakRAM)
+}
+
+// fitsAtPeak reports whether s fits host i at every step of their
+// profiles and at their peak RAM, within keep of its demand limits, and
+// within its allocation.
+func (m *model) fitsAtPeak(i int, s *Server, keep float64) bool {
+	h := &m.hosts[i]
+	lim := h.lim.Scaled(keep)
+	used := fit.Use{RAM: h.peakRAM, VCPUs: h.use.VCPUs, RAMMB: h.use.RAMMB}
+	add := fit.Use{RAM: max(s.RAM, s.PeakRAM), VCPUs: float64(s.VCPUs), RAMMB: float64(s.RAMMB)}
+	if !fit.Fits(used, add, lim) {
+		return false
+	}
+	for j, c := range m.vector(s) {
+		if fit.Over(h.prof[j]+c, lim.CPU) {
+			return false
+		}
+	}
+	return true
+}
