@@ -67,7 +67,11 @@ func TestFunctionalAgents(t *testing.T) {
 		w.t = t
 		w.approveAndExplain(rest, bin, [3]string{"compute-5", "compute-7", "compute-8"}, "compute-6")
 	})
-	t.Run("MaintenanceActions", func(t *testing.T) { w.t = t; w.maintenanceActions(rest, bin, "compute-6") })
+	t.Run("MaintenanceActions", func(t *testing.T) {
+		w.t = t
+		// not compute-1 (the preemption phase's), compute-3 or compute-8 (the fault phase's)
+		w.maintenanceActions(rest, bin, "compute-6", "compute-7", "compute-5", "compute-4", "compute-2")
+	})
 	w.t = t
 	rest.stop(t)
 

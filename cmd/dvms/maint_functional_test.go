@@ -19,10 +19,13 @@ import (
 // stays, and `dvms drain --wait` ends at once, non-zero, saying so;
 // `dvms events` shows the cold-migrate action done and the event ended
 // left_for_owners. The host is enabled again and the notify server
-// deleted at the end, for the phases after this one.
-func (w *world) maintenanceActions(f *fleet, bin, host string) {
+// deleted at the end, for the phases after this one. host is the first of
+// candidates with room for the notify server (earlier phases' relief may
+// have filled one: Nova then finds no valid host for it).
+func (w *world) maintenanceActions(f *fleet, bin string, candidates ...string) {
 	t := w.t
 	const flavor = "dvmsft-notify"
+	host := w.roomyHost(2, 1, 512, candidates...)
 	name := w.boot.orDefault().prefix + "notify-" + host
 	w.osc("flavor", "create", "--vcpus", "1", "--ram", "512", "--disk", "1", "--property", nova.MetaMaintenanceAction+"=notify", flavor)
 	defer func() {
@@ -116,4 +119,27 @@ func (w *world) maintenanceActions(f *fleet, bin, host string) {
 			t.Logf("agent action: %+v", a)
 		}
 	}
+}
+
+// roomyHost is the first of candidates, enabled in Nova, that holds at
+// least servers of the tests' servers and has room in placement for
+// vcpus and ramMB more.
+func (w *world) roomyHost(servers, vcpus, ramMB int, candidates ...string) string {
+	w.t.Helper()
+	pl := w.placement()
+	for _, h := range candidates {
+		nh, err := w.fc.cl.Host(w.ctx, h)
+		if err != nil {
+			w.t.Fatalf("host %s: %v", h, err)
+		}
+		freeCPU := float64(nh.VCPUs-nh.ReservedVCPUs)*nh.CPUAllocRatio - float64(nh.VCPUsUsed)
+		freeRAM := float64(nh.RAMMB-nh.ReservedRAMMB)*nh.RAMAllocRatio - float64(nh.RAMMBUsed)
+		if nh.Service.Disabled() || len(pl[h]) < servers || freeCPU < float64(vcpus) || freeRAM < float64(ramMB) {
+			w.t.Logf("%s: %d of the tests' servers, %.0f vCPUs and %.0f MB free, disabled %v: not the host", h, len(pl[h]), freeCPU, freeRAM, nh.Service.Disabled())
+			continue
+		}
+		return h
+	}
+	w.t.Fatalf("none of %v holds %d of the tests' servers with room for %d vCPUs and %d MB", candidates, servers, vcpus, ramMB)
+	return ""
 }
