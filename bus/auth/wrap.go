@@ -135,18 +135,51 @@ func (w *Transport) SubscribeFrom(subject string, h bus.FromHandler) (bus.Subscr
 
 // open verifies data received on subject; reason is "" when it holds.
 func (w *Transport) open(subject string, data []byte, seen *replayCache) (sender string, payload []byte, reason string) {
-	v, reason := w.keys.Verify(subject, data)
+	v, reason := check(w.keys, w.cfg.Window, subject, data, w.cfg.Now(), seen)
 	if reason != "" {
 		return v.Host, nil, reason
 	}
-	now := w.cfg.Now()
-	if d := now.Sub(v.At); d > w.cfg.Window || d < -w.cfg.Window {
-		return v.Host, nil, DropStale
-	}
-	if !seen.add(v.Host, v.nonce, v.At.Add(w.cfg.Window), now) {
-		return v.Host, nil, DropReplay
-	}
 	return v.Host, v.Payload, ""
+}
+
+// check is what a subscription checks of an envelope received on
+// subject at now: its signature (Keyring.Verify), its signing time within
+// window of now (DropStale) and its nonce not seen within the window
+// (DropReplay, remembered in seen). v.Host is set whenever the envelope
+// names a host.
+func check(keys *Keyring, window time.Duration, subject string, data []byte, now time.Time, seen *replayCache) (v Verified, reason string) {
+	v, reason = keys.Verify(subject, data)
+	if reason != "" {
+		return v, reason
+	}
+	if d := now.Sub(v.At); d > window || d < -window {
+		return v, DropStale
+	}
+	if !seen.add(v.Host, v.nonce, v.At.Add(window), now) {
+		return v, DropReplay
+	}
+	return v, ""
+}
+
+// Opener checks envelopes as a Transport's subscription does (check),
+// for a reader that signs nothing, such as the command line following
+// the agents' journal updates.
+type Opener struct {
+	keys   *Keyring
+	window time.Duration
+	seen   *replayCache
+}
+
+// NewOpener checks envelopes against keys, window wide.
+func NewOpener(keys *Keyring, window time.Duration) *Opener {
+	return &Opener{keys: keys, window: window, seen: newReplayCache()}
+}
+
+// Open checks data received on subject at now; reason (a Drop* constant)
+// is "" when it holds, and v.Host is set whenever the envelope names a
+// host.
+func (o *Opener) Open(subject string, data []byte, now time.Time) (v Verified, reason string) {
+	return check(o.keys, o.window, subject, data, now, o.seen)
 }
 
 // Close implements bus.Transport (closes the wrapped transport).

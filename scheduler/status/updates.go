@@ -1,7 +1,6 @@
 package status
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -26,8 +25,9 @@ type UpdateReader struct {
 	// clock is dropped (0: DefaultUpdateWindow).
 	Window time.Duration
 
-	mu   sync.Mutex
-	seen map[[sha256.Size]byte]time.Time
+	once   sync.Once
+	opener *auth.Opener // the agents' own checks (auth.Opener), with Keys
+	window time.Duration
 }
 
 // DefaultUpdateWindow is the agents' own freshness window for signed
@@ -38,58 +38,46 @@ var DefaultUpdateWindow = auth.DefaultConfig().Window
 // why it is dropped ("" when taken).
 func (r *UpdateReader) Open(subject string, data []byte, now time.Time) (u journal.Update, reason string) {
 	payload := data
-	signer := ""
-	if r.Keys != nil {
-		v, why := r.Keys.Verify(subject, data)
-		if why != "" {
-			if v.Host == "" {
-				return u, "not signed (an agent without keys_dir, an older agent, or a forger)"
-			}
-			return u, fmt.Sprintf("signature of %s does not hold (%s)", v.Host, why)
+	if r.Keys == nil {
+		if _, p, ok := auth.Unverified(data); ok {
+			payload = p
 		}
-		window := r.window()
-		if d := now.Sub(v.At); d > window || d < -window {
-			return u, fmt.Sprintf("signed by %s at %s, not within %s of now: an old update passed on", v.Host, v.At.UTC().Format(time.RFC3339), window)
+		return decodeUpdate(payload)
+	}
+	r.once.Do(func() {
+		r.window = r.Window
+		if r.window <= 0 {
+			r.window = DefaultUpdateWindow
 		}
-		payload, signer = v.Payload, v.Host
-	} else if _, p, ok := auth.Unverified(data); ok {
-		payload = p
+		r.opener = auth.NewOpener(r.Keys, r.window)
+	})
+	v, why := r.opener.Open(subject, data, now)
+	switch why {
+	case "":
+	case auth.DropStale:
+		return u, fmt.Sprintf("signed by %s at %s, not within %s of now: an old update passed on", v.Host, v.At.UTC().Format(time.RFC3339), r.window)
+	case auth.DropReplay:
+		return u, fmt.Sprintf("update of %s already shown (passed on again)", v.Host)
+	default:
+		if v.Host == "" {
+			return u, "not signed (an agent without keys_dir, an older agent, or a forger)"
+		}
+		return u, fmt.Sprintf("signature of %s does not hold (%s)", v.Host, why)
 	}
-	if json.Unmarshal(payload, &u) != nil || u.V != 1 || u.Agent == "" {
-		return journal.Update{}, "malformed"
+	if u, why = decodeUpdate(v.Payload); why != "" {
+		return u, why
 	}
-	if r.Keys != nil && u.Agent != signer {
-		return journal.Update{}, fmt.Sprintf("update of %s signed by %s", u.Agent, signer)
-	}
-	if r.Keys != nil && !r.firstTime(sha256.Sum256(data), now, r.window()) {
-		return journal.Update{}, fmt.Sprintf("update of %s already shown (passed on again)", signer)
+	if u.Agent != v.Host {
+		return journal.Update{}, fmt.Sprintf("update of %s signed by %s", u.Agent, v.Host)
 	}
 	return u, ""
 }
 
-func (r *UpdateReader) window() time.Duration {
-	if r.Window <= 0 {
-		return DefaultUpdateWindow
+// decodeUpdate is the journal update in payload ("malformed" if it is
+// none).
+func decodeUpdate(payload []byte) (u journal.Update, reason string) {
+	if json.Unmarshal(payload, &u) != nil || u.V != 1 || u.Agent == "" {
+		return journal.Update{}, "malformed"
 	}
-	return r.Window
-}
-
-// firstTime notes an envelope and says whether it is new; envelopes are
-// forgotten two windows after they were seen (older ones are stale).
-func (r *UpdateReader) firstTime(sum [sha256.Size]byte, now time.Time, window time.Duration) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.seen == nil {
-		r.seen = map[[sha256.Size]byte]time.Time{}
-	}
-	for k, at := range r.seen {
-		if now.Sub(at) > 2*window {
-			delete(r.seen, k)
-		}
-	}
-	if _, ok := r.seen[sum]; ok {
-		return false
-	}
-	r.seen[sum] = now
-	return true
+	return u, ""
 }
