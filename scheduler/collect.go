@@ -139,19 +139,20 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 			ev = e
 		}
 	}
-	if sol.NotWorth {
-		// The moves would cost more than they gain: no larger partition
-		// changes that much; the event is raised again after the backoff
-		// if it still holds.
-		a.record(Record{Kind: RecNoSolution, Event: p.Events[0], Reason: sol.Reason})
-		a.dissolve(Aborted, EndNotWorth, sol.Reason)
-		return
+	// The moves would cost more than they gain (NotWorth), or only
+	// cooling servers could relieve the host (Cooling, cooling.go): no
+	// larger partition does better; the event is raised again after the
+	// backoff if it still holds.
+	var end EndClass
+	switch {
+	case sol.NotWorth:
+		end = EndNotWorth
+	case sol.Cooling:
+		end = EndCooling
 	}
-	if sol.Cooling {
-		// Only cooling servers could relieve the host: no larger
-		// partition does better before a cooldown ends (cooling.go).
+	if end != "" {
 		a.record(Record{Kind: RecNoSolution, Event: p.Events[0], Reason: sol.Reason})
-		a.dissolve(Aborted, EndCooling, sol.Reason)
+		a.dissolve(Aborted, end, sol.Reason)
 		return
 	}
 	if a.growForRelief(sol, planErr) {
