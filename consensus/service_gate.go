@@ -268,9 +268,16 @@ func admitRPC(node *RaftNode, peer string, cmd any, outside func(peer string) er
 	if node == nil {
 		return fmt.Errorf("%w: raft node not started", errRPCRefused)
 	}
-	if r, ok := cmd.(*raft.AppendEntriesRequest); ok {
+	switch r := cmd.(type) {
+	case *raft.AppendEntriesRequest:
 		if err := appendShape(r); err != nil {
 			return fmt.Errorf("%w: %s: %v", errRPCRefused, peer, err)
+		}
+	case *raft.InstallSnapshotRequest:
+		if r.SnapshotVersion > 0 {
+			if err := configurationDecodes(r.Configuration); err != nil {
+				return fmt.Errorf("%w: %s: snapshot configuration: %v", errRPCRefused, peer, err)
+			}
 		}
 	}
 	f := node.r.GetConfiguration()
@@ -308,6 +315,11 @@ func admitRPC(node *RaftNode, peer string, cmd any, outside func(peer string) er
 				return fmt.Errorf("%w: %s gives address %s, the group has %s", errRPCRefused, peer, a, s.Address)
 			}
 		}
+		if term, ok := rpcTerm(cmd); ok {
+			if cur := node.r.CurrentTerm(); term > cur && term-cur > maxTermStep {
+				return fmt.Errorf("%w: %s speaks in term %d, %d past this node's %d (at most %d)", errRPCRefused, peer, term, term-cur, cur, uint64(maxTermStep))
+			}
+		}
 		if term, ok := leaderTerm(cmd); ok && claims != nil {
 			if node.r.State() == raft.Leader && term == node.r.CurrentTerm() {
 				return fmt.Errorf("%w: %s leads in term %d, which this node leads", errRPCRefused, peer, term)
@@ -319,6 +331,30 @@ func admitRPC(node *RaftNode, peer string, cmd any, outside func(peer string) er
 		return nil
 	}
 	return fmt.Errorf("%w: %s is not in the group", errRPCRefused, peer)
+}
+
+// maxTermStep bounds how far past a node's current term a voter's RPC
+// may take it. Raft moves a node to any higher term it hears of, so a
+// voter's key could send term 2^64-1, after which the next election wraps
+// the term to 0 and no candidate wins again. An honest group moves its
+// term by one an election (pre-vote keeps a cut-off node from counting up
+// alone): a million elections past a node's term is not a group that node
+// was part of, and at this step a forger needs 2^44 accepted RPCs to wrap.
+const maxTermStep = 1 << 20
+
+// rpcTerm is the term an RPC moves its receiver to when it is higher.
+func rpcTerm(cmd any) (uint64, bool) {
+	switch r := cmd.(type) {
+	case *raft.AppendEntriesRequest:
+		return r.Term, true
+	case *raft.InstallSnapshotRequest:
+		return r.Term, true
+	case *raft.RequestVoteRequest:
+		return r.Term, true
+	case *raft.RequestPreVoteRequest:
+		return r.Term, true
+	}
+	return 0, false
 }
 
 // leaderTerm is the term of an RPC only a leader sends (AppendEntries,
@@ -358,8 +394,9 @@ func (c *termClaims) claim(peer string, term uint64) error {
 }
 
 // appendShape refuses entries no leader sends: not numbered on from the
-// entry they follow (PrevLogEntry) one by one, or of a term above the
-// request's or below the entry before them. hashicorp/raft stores such
+// entry they follow (PrevLogEntry) one by one, of a term above the
+// request's or below the entry before them, or configuration entries
+// that do not decode. hashicorp/raft stores such
 // entries as they come and, with a commit index past a gap, panics
 // applying the entries it does not have ("log not found"): a voter's key
 // could crash every follower with one RPC.
@@ -374,7 +411,28 @@ func appendShape(r *raft.AppendEntriesRequest) error {
 		case e.Term > r.Term || e.Term < term:
 			return fmt.Errorf("entry %d of term %d (request of term %d, previous entry's %d)", e.Index, e.Term, r.Term, term)
 		}
+		if e.Type == raft.LogConfiguration {
+			if err := configurationDecodes(e.Data); err != nil {
+				return fmt.Errorf("entry %d: configuration: %v", e.Index, err)
+			}
+		}
 		next, term = next+1, e.Term
 	}
+	return nil
+}
+
+// configurationDecodes reports whether buf is a configuration raft can
+// read. hashicorp/raft decodes the configuration of a snapshot it is sent
+// and of each configuration entry it stores with DecodeConfiguration,
+// which panics on bytes that do not decode: one RPC from a voter's key
+// would end the agent. Its panic is the only way that function reports
+// an error, so it is recovered here, on bytes raft has not seen yet.
+func configurationDecodes(buf []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	raft.DecodeConfiguration(buf)
 	return nil
 }
