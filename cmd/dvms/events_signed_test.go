@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dvms-project/dvms/bus"
+	"github.com/dvms-project/dvms/bus/auth"
 	"github.com/dvms-project/dvms/internal/testbus"
 	"github.com/dvms-project/dvms/internal/testlog"
 	"github.com/dvms-project/dvms/scheduler/journal"
@@ -107,5 +110,59 @@ func TestEventsFollowVerifiesUpdates(t *testing.T) {
 	out, _ = follow(false, "forged-signed-by-c3", "forged-unsigned")
 	if !strings.Contains(out, "honest") {
 		t.Errorf("without --keys-dir c1's update not shown:\n%s", out)
+	}
+}
+
+// `dvms events --follow` judges an update's age by the agents' own
+// message_window: an update c1 signed 60 s ago (its clock behind) is
+// dropped as old under the default 30 s, shown once --config's
+// [DEFAULT] message_window is 120, and dropped again with
+// --message-window 45s, which overrides the file.
+func TestEventsFollowMessageWindow(t *testing.T) {
+	url := testbus.Server(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	keys := testbus.NewKeys(t, t.TempDir(), "c1")
+	signer, err := auth.LoadSigner(keys.Dir, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := auth.DefaultConfig()
+	cfg.Now = func() time.Time { return time.Now().Add(-time.Minute) }
+	c1, err := auth.Wrap(testbus.Connect(t, ctx, url, "c1"), signer, keys.Ring, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(t.TempDir(), "dvms.conf")
+	if err := os.WriteFile(conf, []byte("[DEFAULT]\nmessage_window = 120\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(journal.Update{V: 1, Agent: "c1", At: time.Now(), Event: "ev-1", Kind: "overload", Host: "c1", Record: "event-raised", Reason: "late-clock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow := func(want string, extra ...string) (stdout string) {
+		t.Helper()
+		var out, errs testlog.Buffer
+		fctx, stop := context.WithCancel(ctx)
+		done := make(chan int, 1)
+		args := append([]string{"dvms", "events", "--follow", "--nats-url", url, "--region", "g", "--timeout", "200ms", "--keys-dir", keys.Dir}, extra...)
+		go func() { done <- runContext(fctx, args, &out, &errs) }()
+		defer func() {
+			stop()
+			<-done
+		}()
+		waitUntil(t, 20*time.Second, want, func() bool {
+			_ = c1.Publish(ctx, bus.EventsSubject("g"), data)
+			return strings.Contains(out.String()+errs.String(), want)
+		})
+		return out.String()
+	}
+	if out := follow("not within 30s of now"); strings.Contains(out, "late-clock") {
+		t.Errorf("an update signed a minute ago shown under the default window:\n%s", out)
+	}
+	follow("late-clock", "--config", conf)
+	if out := follow("not within 45s of now", "--config", conf, "--message-window", "45s"); strings.Contains(out, "late-clock") {
+		t.Errorf("--message-window 45s did not override the file's 120 s:\n%s", out)
 	}
 }

@@ -51,6 +51,7 @@ func withOperatorConfig(cmd *cli.Command) {
 var operatorFlags = []struct{ flag, option string }{
 	{"nats-url", "nats_url"}, {"nats-creds", "creds_file"}, {"nats-nkey", "nkey_seed"},
 	{"nats-ca", "tls_ca"}, {"key", "signing_key"}, {"region", "region"}, {"keys-dir", "keys_dir"},
+	{"message-window", "message_window"},
 }
 
 // operatorConfigFile is the file to read: --config, else the default
@@ -88,6 +89,9 @@ func applyOperatorConfig(c *cli.Context) error {
 		if !has[f.flag] || !c.IsSet(f.flag) {
 			continue
 		}
+		if f.option == "message_window" {
+			continue // a duration flag: parsed by its flag, checked by its command
+		}
 		if err := checkOperatorValue(f.option, c.String(f.flag)); err != nil {
 			return usageError(fmt.Errorf("--%s: %w", f.flag, err))
 		}
@@ -102,6 +106,9 @@ func applyOperatorConfig(c *cli.Context) error {
 	}
 	from := map[string]string{"nats_url": op.NATSURL, "creds_file": op.CredsFile, "nkey_seed": op.NkeySeed,
 		"tls_ca": op.TLSCA, "signing_key": op.SigningKey, "region": op.Region, "keys_dir": op.KeysDir}
+	if op.MessageWindow > 0 {
+		from["message_window"] = op.MessageWindow.String()
+	}
 	for _, f := range operatorFlags {
 		if v := from[f.option]; v != "" && has[f.flag] && !c.IsSet(f.flag) {
 			if err := c.Set(f.flag, v); err != nil {

@@ -77,6 +77,8 @@ func init() {
 				&cli.StringFlag{Name: "since", Usage: "only events changed `SINCE`: a duration ago (10m) or an RFC 3339 time"},
 				&cli.BoolFlag{Name: "steps", Usage: "show each event's partition steps too"},
 				&cli.BoolFlag{Name: "follow", Usage: "then print each step and action as the agents note them, until interrupted (one line each; JSON lines with -f json)"},
+				&cli.DurationFlag{Name: "message-window", EnvVars: []string{"DVMS_MESSAGE_WINDOW"}, Value: status.DefaultUpdateWindow,
+					Usage: "with --follow and --keys-dir, drop an update signed further than this `DURATION` from now, as the agents do (default: [DEFAULT] message_window of --config)"},
 			),
 			Action: runEvents,
 		},
@@ -328,7 +330,11 @@ func runEvents(c *cli.Context) error {
 		}
 		// With keys, an update is shown only when the agent it names
 		// signed it, lately, and once (status.UpdateReader).
-		ur := &status.UpdateReader{Keys: keys}
+		window := c.Duration("message-window")
+		if window <= 0 {
+			return usageError(fmt.Errorf("--message-window %s: must be > 0", window))
+		}
+		ur := &status.UpdateReader{Keys: keys, Window: window}
 		var mu sync.Mutex
 		sub, err := tr.Subscribe(bus.EventsSubject(c.String("region")), func(subject string, data []byte) {
 			u, why := ur.Open(subject, data, time.Now())

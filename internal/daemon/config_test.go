@@ -124,6 +124,7 @@ var notOptions = map[string]string{
 	"SchedAPIHTTP.MaxInFlight":   "internal: the service's bound on requests in progress",
 	"SchedAPIHTTP.MaxBody":       "internal: 8 MiB, far above a RequestSpec with thousands of hosts",
 	"SchedAPIHTTP.Region":        "[DEFAULT] region, the metrics' region label, set when the service starts",
+	"Operator.MessageWindow":     "[DEFAULT] message_window, the agents' own, which dvms events --follow falls back to",
 }
 
 // Every configuration field is an option or listed in notOptions: a new

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 )
 
 // Operator is the [operator] section: how the operator commands (dvms
@@ -20,13 +21,17 @@ type Operator struct {
 	// KeysDir holds the agents' public keys: their status answers are
 	// verified against them.
 	KeysDir string
+	// MessageWindow is the agents' [DEFAULT] message_window when the
+	// configuration sets it (0 otherwise): dvms events --follow drops a
+	// signed update further than this from its clock, as an agent would.
+	MessageWindow time.Duration
 }
 
 // operatorUses are the options LoadOperator reads: the section, and the
 // agents' options it falls back to.
 func operatorUses(o *Option) bool {
 	switch o.section + " " + o.name {
-	case "DEFAULT region", "DEFAULT keys_dir", "nats url", "nats tls_ca":
+	case "DEFAULT region", "DEFAULT keys_dir", "DEFAULT message_window", "nats url", "nats tls_ca":
 		return true
 	}
 	return o.section == "operator"
@@ -56,6 +61,9 @@ func LoadOperator(src Source) (Operator, error) {
 	}
 	if op.KeysDir == "" && set("DEFAULT", "keys_dir") {
 		op.KeysDir = c.KeysDir
+	}
+	if set("DEFAULT", "message_window") {
+		op.MessageWindow = c.MessageWindow
 	}
 	for _, f := range []struct{ name, path string }{
 		{"creds_file", op.CredsFile}, {"nkey_seed", op.NkeySeed}, {"tls_ca", op.TLSCA}, {"signing_key", op.SigningKey}, {"keys_dir", op.KeysDir},
