@@ -50,6 +50,10 @@ type Agent struct {
 	// partitions (their ids).
 	resume  *Event
 	resumed int
+	// refused: the keys this agent refuses (RefuseLeader, until
+	// MemberUp): the partitions of its events avoid them
+	// (Partition.Avoid).
+	refused map[string]bool
 	backoff time.Duration
 	retryAt time.Time
 
@@ -165,6 +169,7 @@ func (a *Agent) ownRing() {
 
 // MemberUp adds a (re)joined member to the ring.
 func (a *Agent) MemberUp(id string) {
+	delete(a.refused, id)
 	if i, ok := slices.BinarySearch(a.ring, id); !ok {
 		a.ownRing()
 		a.ring = slices.Insert(a.ring, i, id)

@@ -38,6 +38,10 @@ func (a *Agent) RefuseLeader(now time.Time, leader, taken, why string) {
 	if now.After(a.now) {
 		a.now = now
 	}
+	if a.refused == nil {
+		a.refused = map[string]bool{}
+	}
+	a.refused[leader] = true
 	defer a.forgiveBackoff()
 	if p := a.part; p != nil && (p.Leader == leader || p.ID == taken && !a.leader() && p.State != Finishing) {
 		held, backoff, window := a.active, a.backoff, slices.Clone(a.window)
@@ -81,6 +85,20 @@ func (a *Agent) forgiveBackoff() {
 	}
 }
 
+// avoid is the Partition.Avoid of this agent's new partitions: the keys
+// it refuses, at most MaxAvoid (nil when none).
+func (a *Agent) avoid() []string {
+	if len(a.refused) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(a.refused))
+	for k := range a.refused {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys[:min(len(keys), MaxAvoid)]
+}
+
 // resumeOrEnd (maybeStart, free and not stale): the event a refused
 // leader held (RefuseLeader) goes on under its own id in a fresh
 // partition when its condition (k, not held back: c) still holds, and
@@ -99,7 +117,7 @@ func (a *Agent) resumeOrEnd(k EventKind, c HoldClass) bool {
 	a.active = &ev
 	a.setPart(&Partition{
 		ID: fmt.Sprintf("p-%s-r%d", ev.ID, a.resumed), Version: 1, Initiator: a.cfg.ID, Leader: a.cfg.ID,
-		Nodes: []string{a.cfg.ID}, State: Growing, Events: []Event{ev},
+		Nodes: []string{a.cfg.ID}, State: Growing, Events: []Event{ev}, Avoid: a.avoid(),
 	})
 	a.forward()
 	return true

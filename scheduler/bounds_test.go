@@ -100,3 +100,55 @@ func TestRefuseLeaderForgivesTheBackoff(t *testing.T) {
 		t.Fatalf("after the refusal: backoff %s, next try at +%s; want %s and at most +%s", h1.backoff, h1.retryAt.Sub(t0), base, base)
 	}
 }
+
+// The partitions of an agent's events avoid the keys it refuses
+// (Partition.Avoid): a member forwarding the request goes past them, and
+// an agent named there does not join it but passes the request on. Its
+// other members still have the key in their rings: without this, the
+// key joined or claimed the initiator's fresh partition again, the
+// initiator (which sends a key it refuses no snapshot) left it again,
+// and its event never got a plan.
+func TestRefusedKeysAreAvoidedByTheInitiatorsPartitions(t *testing.T) {
+	h1, h2, h3 := newAgent(t, "h1"), newAgent(t, "h2"), newAgent(t, "h3")
+	h1.RefuseLeader(t0, "h3", "", "leader h3 refused: test")
+	h1.Ready()
+	grow := only(t, overload(t, h1), MsgGrow)
+	if !slices.Equal(grow.Msg.Part.Avoid, []string{"h3"}) {
+		t.Fatalf("h1's partition avoids %v, want [h3]", grow.Msg.Part.Avoid)
+	}
+	if grow.To != "h2" {
+		t.Fatalf("h1's request went to %s, want h2", grow.To)
+	}
+
+	// h2 joins, finds no solution and forwards the request: past h3.
+	h2.Observe(t0, hostWith("h2", 1))
+	h2.Ready()
+	h2.Step(grow.Msg)
+	up := only(t, h2.Ready(), MsgUpdate).Msg
+	s1 := hostWith("h1", 6)
+	h2.Step(Message{Type: MsgSnapshot, From: "h1", PartID: up.PartID, Version: up.Version, Host: &s1})
+	if len(h2.Ready().Solve) != 1 {
+		t.Fatal("h2 did not solve with every snapshot in")
+	}
+	h2.SolveDone(up.PartID, up.Version, Solution{Reason: "test: none"}, Plan{}, nil)
+	if g := only(t, h2.Ready(), MsgGrow); g.To != "h4" || !slices.Equal(g.Msg.Part.Avoid, []string{"h3"}) {
+		t.Fatalf("h2 forwarded the request to %s avoiding %v, want h4 avoiding [h3]", g.To, g.Msg.Part.Avoid)
+	}
+
+	// The avoided agent, free, passes the request on instead of joining.
+	h3.Observe(t0, hostWith("h3", 1))
+	h3.Ready()
+	h3.Step(grow.Msg)
+	if h3.Partition() != nil {
+		t.Fatal("h3 joined a partition whose initiator avoids it")
+	}
+	if g := only(t, h3.Ready(), MsgGrow); g.To != "h4" {
+		t.Fatalf("h3 passed the request to %s, want h4", g.To)
+	}
+
+	// The refusal over (MemberUp), the next partition avoids nobody.
+	h1.MemberUp("h3")
+	if av := h1.avoid(); av != nil {
+		t.Errorf("avoids %v after the refusal ended", av)
+	}
+}

@@ -153,7 +153,7 @@ func (a *Agent) maybeStart() {
 	a.active = &ev
 	a.setPart(&Partition{ // a leader now, from a fresh leading
 		ID: "p-" + ev.ID, Version: 1, Initiator: a.cfg.ID, Leader: a.cfg.ID,
-		Nodes: []string{a.cfg.ID}, State: Growing, Events: []Event{ev},
+		Nodes: []string{a.cfg.ID}, State: Growing, Events: []Event{ev}, Avoid: a.avoid(),
 	})
 	a.record(Record{Kind: RecEventRaised, Event: ev})
 	a.forward()
