@@ -50,6 +50,13 @@ type Agent struct {
 	// partitions (their ids).
 	resume  *Event
 	resumed int
+	// resumeEnd: the class and reason the resumed event ends with if
+	// its condition is gone by then (leader_refused when empty); goneOn:
+	// the times the active event went on after its partition was lost
+	// (goOn, at most maxGoOn).
+	resumeEnd EndClass
+	resumeWhy string
+	goneOn    int
 	// refused: the keys this agent refuses (RefuseLeader, until
 	// MemberUp): the partitions of its events avoid them
 	// (Partition.Avoid).

@@ -55,6 +55,7 @@ func (a *Agent) RefuseLeader(now time.Time, leader, taken, why string) {
 			// tick (resumeOrEnd), not ended and raised again.
 			a.dissolveMine(Aborted, EndLeaderRefused, why)
 			a.resume, a.window, a.retryAt, a.backoff = held, window, a.now, backoff
+			a.resumeEnd, a.resumeWhy = "", ""
 			a.MemberDown(leader)
 			return
 		}
@@ -107,10 +108,14 @@ func (a *Agent) avoid() []string {
 func (a *Agent) resumeOrEnd(k EventKind, c HoldClass) bool {
 	ev := *a.resume
 	a.resume = nil
+	class, why := EndLeaderRefused, "its partition's leader was refused and its condition no longer holds"
+	if a.resumeEnd != "" {
+		class, why = a.resumeEnd, a.resumeWhy+"; its condition no longer holds"
+	}
+	a.resumeEnd, a.resumeWhy = "", ""
 	if k != ev.Kind || c != "" {
 		a.active = nil
-		a.record(Record{Kind: RecEventEnded, Event: ev, Outcome: Aborted, Class: EndLeaderRefused,
-			Reason: "its partition's leader was refused and its condition no longer holds", Nodes: []string{a.cfg.ID}, Size: 1})
+		a.record(Record{Kind: RecEventEnded, Event: ev, Outcome: Aborted, Class: class, Reason: why, Nodes: []string{a.cfg.ID}, Size: 1})
 		return false
 	}
 	a.resumed++

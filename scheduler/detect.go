@@ -149,6 +149,7 @@ func (a *Agent) maybeStart() {
 		return
 	}
 	a.seq++
+	a.goneOn = 0
 	ev := Event{ID: fmt.Sprintf("ev-%s-%s-%d", a.cfg.ID, a.cfg.Incarnation, a.seq), Kind: k, Host: a.cfg.ID, Detected: a.now}
 	a.active = &ev
 	a.setPart(&Partition{ // a leader now, from a fresh leading
