@@ -57,6 +57,10 @@ type Agent struct {
 	resumeEnd EndClass
 	resumeWhy string
 	goneOn    int
+	// resumeAt: a lost partition's event goes on no sooner (goOn: after
+	// the runtime saw the partition's end, which may hold the agent while
+	// granted moves end: adopt.go).
+	resumeAt time.Time
 	// refused: the keys this agent refuses (RefuseLeader, until
 	// MemberUp): the partitions of its events avoid them
 	// (Partition.Avoid).

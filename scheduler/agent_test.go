@@ -228,6 +228,10 @@ func TestPartitionTimeout(t *testing.T) {
 	if e := records(rd, RecEventEnded); len(e) != 0 {
 		t.Fatalf("event end %+v: the initiator's untried event goes on", e)
 	}
+	if p := h1.Partition(); p != nil {
+		t.Fatalf("a fresh partition %+v in the tick that ended the last: the runtime has not seen its end", p)
+	}
+	h1.Tick(t0.Add(4100 * time.Millisecond))
 	if p := h1.Partition(); p == nil || p.Events[0].ID != up.Part.Events[0].ID || p.Leader != "h1" {
 		t.Fatalf("the event did not go on in a fresh partition of h1's: %+v", p)
 	}

@@ -111,6 +111,9 @@ func (a *Agent) resumeOrEnd(k EventKind, c HoldClass) bool {
 	class, why := EndLeaderRefused, "its partition's leader was refused and its condition no longer holds"
 	if a.resumeEnd != "" {
 		class, why = a.resumeEnd, a.resumeWhy+"; its condition no longer holds"
+		if k == ev.Kind {
+			why = a.resumeWhy + "; held back (" + string(c) + ")"
+		}
 	}
 	a.resumeEnd, a.resumeWhy = "", ""
 	if k != ev.Kind || c != "" {

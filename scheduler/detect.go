@@ -142,6 +142,9 @@ func (a *Agent) maybeStart() {
 	k := a.holds()
 	c := a.holdOf(k)
 	a.held(k, c)
+	if a.resume != nil && a.now.Before(a.resumeAt) {
+		return // goOn: the runtime sees the partition's end first
+	}
 	if a.resume != nil && a.resumeOrEnd(k, c) {
 		return
 	}

@@ -138,6 +138,7 @@ func (a *Agent) goOn(o Outcome, c EndClass, reason string) bool {
 	a.dissolveMine(o, c, reason)
 	a.goneOn++
 	a.resume, a.resumeEnd, a.resumeWhy, a.window, a.retryAt = held, c, reason, window, a.now
+	a.resumeAt = a.now.Add(time.Nanosecond) // not in the tick that ended it
 	return true
 }
 
