@@ -50,6 +50,21 @@ type Agent struct {
 	// partitions (their ids).
 	resume  *Event
 	resumed int
+	// resumeEnd: the class and reason the resumed event ends with if
+	// its condition is gone by then (leader_refused when empty); goneOn:
+	// the times the active event went on after its partition was lost
+	// (goOn, at most maxGoOn).
+	resumeEnd EndClass
+	resumeWhy string
+	goneOn    int
+	// resumeAt: a lost partition's event goes on no sooner (goOn: after
+	// the runtime saw the partition's end, which may hold the agent while
+	// granted moves end: adopt.go).
+	resumeAt time.Time
+	// refused: the keys this agent refuses (RefuseLeader, until
+	// MemberUp): the partitions of its events avoid them
+	// (Partition.Avoid).
+	refused map[string]bool
 	backoff time.Duration
 	retryAt time.Time
 
@@ -165,6 +180,7 @@ func (a *Agent) ownRing() {
 
 // MemberUp adds a (re)joined member to the ring.
 func (a *Agent) MemberUp(id string) {
+	delete(a.refused, id)
 	if i, ok := slices.BinarySearch(a.ring, id); !ok {
 		a.ownRing()
 		a.ring = slices.Insert(a.ring, i, id)

@@ -199,28 +199,41 @@ func overloadSamples(a *Agent, n int) {
 }
 
 // §5.6: a member that hears nothing from its leader for
-// partition_timeout dissolves the partition.
+// partition_timeout dissolves the partition. The member is its
+// initiator, and no plan ran: its event goes on in a fresh partition
+// (goOn), not ended.
 func TestPartitionTimeout(t *testing.T) {
 	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
 	h2.Observe(t0, hostWith("h2", 1))
 	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
-	h1.Step(only(t, h2.Ready(), MsgUpdate).Msg)
+	up := only(t, h2.Ready(), MsgUpdate).Msg
+	h1.Step(up)
 	h1.Ready()
 	h1.Tick(t0.Add(3 * time.Second))
-	if h1.Partition() == nil {
+	if p := h1.Partition(); p == nil || p.ID != up.PartID {
 		t.Fatal("dissolved before the timeout")
 	}
 	h1.Tick(t0.Add(3600 * time.Millisecond))
 	rd := h1.Ready()
-	if h1.Partition() != nil {
+	if p := h1.Partition(); p != nil && p.ID == up.PartID {
 		t.Fatal("not dissolved after the timeout")
 	}
 	d := only(t, rd, MsgDissolve)
 	if d.To != "h2" {
 		t.Fatalf("dissolve sent to %s", d.To)
 	}
-	if e := records(rd, RecEventEnded); len(e) != 1 || e[0].Outcome != Aborted {
-		t.Fatalf("event end %+v", e)
+	if r := records(rd, RecDissolved); len(r) != 1 || r[0].Class != EndTimeout {
+		t.Fatalf("dissolved %+v, want partition_timeout", r)
+	}
+	if e := records(rd, RecEventEnded); len(e) != 0 {
+		t.Fatalf("event end %+v: the initiator's untried event goes on", e)
+	}
+	if p := h1.Partition(); p != nil {
+		t.Fatalf("a fresh partition %+v in the tick that ended the last: the runtime has not seen its end", p)
+	}
+	h1.Tick(t0.Add(4100 * time.Millisecond))
+	if p := h1.Partition(); p == nil || p.Events[0].ID != up.Part.Events[0].ID || p.Leader != "h1" {
+		t.Fatalf("the event did not go on in a fresh partition of h1's: %+v", p)
 	}
 }
 

@@ -38,6 +38,10 @@ func (a *Agent) RefuseLeader(now time.Time, leader, taken, why string) {
 	if now.After(a.now) {
 		a.now = now
 	}
+	if a.refused == nil {
+		a.refused = map[string]bool{}
+	}
+	a.refused[leader] = true
 	defer a.forgiveBackoff()
 	if p := a.part; p != nil && (p.Leader == leader || p.ID == taken && !a.leader() && p.State != Finishing) {
 		held, backoff, window := a.active, a.backoff, slices.Clone(a.window)
@@ -51,6 +55,7 @@ func (a *Agent) RefuseLeader(now time.Time, leader, taken, why string) {
 			// tick (resumeOrEnd), not ended and raised again.
 			a.dissolveMine(Aborted, EndLeaderRefused, why)
 			a.resume, a.window, a.retryAt, a.backoff = held, window, a.now, backoff
+			a.resumeEnd, a.resumeWhy = "", ""
 			a.MemberDown(leader)
 			return
 		}
@@ -81,6 +86,20 @@ func (a *Agent) forgiveBackoff() {
 	}
 }
 
+// avoid is the Partition.Avoid of this agent's new partitions: the keys
+// it refuses, at most MaxAvoid (nil when none).
+func (a *Agent) avoid() []string {
+	if len(a.refused) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(a.refused))
+	for k := range a.refused {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys[:min(len(keys), MaxAvoid)]
+}
+
 // resumeOrEnd (maybeStart, free and not stale): the event a refused
 // leader held (RefuseLeader) goes on under its own id in a fresh
 // partition when its condition (k, not held back: c) still holds, and
@@ -89,17 +108,24 @@ func (a *Agent) forgiveBackoff() {
 func (a *Agent) resumeOrEnd(k EventKind, c HoldClass) bool {
 	ev := *a.resume
 	a.resume = nil
+	class, why := EndLeaderRefused, "its partition's leader was refused and its condition no longer holds"
+	if a.resumeEnd != "" {
+		class, why = a.resumeEnd, a.resumeWhy+"; its condition no longer holds"
+		if k == ev.Kind {
+			why = a.resumeWhy + "; held back (" + string(c) + ")"
+		}
+	}
+	a.resumeEnd, a.resumeWhy = "", ""
 	if k != ev.Kind || c != "" {
 		a.active = nil
-		a.record(Record{Kind: RecEventEnded, Event: ev, Outcome: Aborted, Class: EndLeaderRefused,
-			Reason: "its partition's leader was refused and its condition no longer holds", Nodes: []string{a.cfg.ID}, Size: 1})
+		a.record(Record{Kind: RecEventEnded, Event: ev, Outcome: Aborted, Class: class, Reason: why, Nodes: []string{a.cfg.ID}, Size: 1})
 		return false
 	}
 	a.resumed++
 	a.active = &ev
 	a.setPart(&Partition{
 		ID: fmt.Sprintf("p-%s-r%d", ev.ID, a.resumed), Version: 1, Initiator: a.cfg.ID, Leader: a.cfg.ID,
-		Nodes: []string{a.cfg.ID}, State: Growing, Events: []Event{ev},
+		Nodes: []string{a.cfg.ID}, State: Growing, Events: []Event{ev}, Avoid: a.avoid(),
 	})
 	a.forward()
 	return true

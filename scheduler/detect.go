@@ -142,6 +142,9 @@ func (a *Agent) maybeStart() {
 	k := a.holds()
 	c := a.holdOf(k)
 	a.held(k, c)
+	if a.resume != nil && a.now.Before(a.resumeAt) {
+		return // goOn: the runtime sees the partition's end first
+	}
 	if a.resume != nil && a.resumeOrEnd(k, c) {
 		return
 	}
@@ -149,11 +152,12 @@ func (a *Agent) maybeStart() {
 		return
 	}
 	a.seq++
+	a.goneOn = 0
 	ev := Event{ID: fmt.Sprintf("ev-%s-%s-%d", a.cfg.ID, a.cfg.Incarnation, a.seq), Kind: k, Host: a.cfg.ID, Detected: a.now}
 	a.active = &ev
 	a.setPart(&Partition{ // a leader now, from a fresh leading
 		ID: "p-" + ev.ID, Version: 1, Initiator: a.cfg.ID, Leader: a.cfg.ID,
-		Nodes: []string{a.cfg.ID}, State: Growing, Events: []Event{ev},
+		Nodes: []string{a.cfg.ID}, State: Growing, Events: []Event{ev}, Avoid: a.avoid(),
 	})
 	a.record(Record{Kind: RecEventRaised, Event: ev})
 	a.forward()

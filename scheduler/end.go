@@ -75,6 +75,9 @@ func (a *Agent) dissolve(o Outcome, c EndClass, reason string) {
 // merged partition may solve its initiator's event but not all).
 func (a *Agent) end(o Outcome, c EndClass, reason string, solved []string) {
 	p := a.part
+	if a.goOn(o, c, reason) {
+		return
+	}
 	a.dissolveMine(o, c, reason)
 	if a.active == nil {
 		return
@@ -105,6 +108,38 @@ func (a *Agent) end(o Outcome, c EndClass, reason string, solved []string) {
 	}
 	a.retryAt = a.now.Add(a.backoff)
 	a.backoff = min(2*a.backoff, a.cfg.MaxRetryBackoff)
+}
+
+// maxGoOn bounds the times one event goes on after its partition was
+// lost (goOn): a partition that keeps losing its initiator the same way
+// ends the event as before.
+const maxGoOn = 3
+
+// goOn: this agent's own event, carried by its partition, goes on under
+// its own id in a fresh partition on the next tick (as one a refused
+// leader held: resumeOrEnd) when the partition was lost before any plan
+// of it ran: a member was lost (the leader removed this initiator, which
+// is alive: no snapshot in time, a conflicting leader it nacked; or the
+// leader crashed), or the leader went silent (partition timeout). The
+// event was not tried, nor found unsolvable: ending it and raising it
+// again after the retry backoff only lost that time, and a key that
+// splits or drops partitions made every event it touched end so. At most
+// maxGoOn times per event; its window of samples is kept, and it ends
+// with this class if its condition is gone by the next tick. Reports
+// whether it went on (the partition is dissolved for this agent).
+func (a *Agent) goOn(o Outcome, c EndClass, reason string) bool {
+	p, held := a.part, a.active
+	if o != Aborted || c != EndMemberLost && c != EndTimeout || held == nil || a.retired || a.goneOn >= maxGoOn ||
+		a.planRan || p.State == Finishing || p.Initiator != a.cfg.ID ||
+		!slices.ContainsFunc(p.Events, func(e Event) bool { return e.ID == held.ID }) {
+		return false
+	}
+	window := slices.Clone(a.window)
+	a.dissolveMine(o, c, reason)
+	a.goneOn++
+	a.resume, a.resumeEnd, a.resumeWhy, a.window, a.retryAt = held, c, reason, window, a.now
+	a.resumeAt = a.now.Add(time.Nanosecond) // not in the tick that ended it
+	return true
 }
 
 // dissolveMine dissolves the agent's partition for it (its event aside).

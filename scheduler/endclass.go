@@ -68,9 +68,13 @@ const (
 	EndSolvedOthers EndClass = "solved_others"
 	// EndMemberLost: the initiator or the leader crashed, the initiator
 	// was removed (no snapshot in time, it refused), or this agent was
-	// removed from the partition.
+	// removed from the partition. The initiator's own event, if no plan
+	// of the partition ran, goes on in a fresh partition instead (at most
+	// maxGoOn times: goOn) and ends so only if its condition is gone by
+	// then or after those.
 	EndMemberLost EndClass = "member_lost"
-	// EndTimeout: no word from the leader in time.
+	// EndTimeout: no word from the leader in time (the initiator's
+	// untried event goes on as for EndMemberLost).
 	EndTimeout EndClass = "partition_timeout"
 	// EndRequestLost: the partition's request made no progress.
 	EndRequestLost EndClass = "request_lost"

@@ -13,7 +13,7 @@ import (
 // forward sends the partition's request to the next node outside it.
 func (a *Agent) forward() {
 	a.lead.phase, a.lead.progress = phWaiting, a.now
-	next, ok := a.nextOutside(a.part.Initiator, a.cfg.ID, a.part)
+	next, ok := a.nextOutside(a.part.Initiator, a.cfg.ID, a.part, a.part.Avoid)
 	if !ok {
 		a.tourDone(false) // no node outside the partition: a tour is trivially complete
 		return
@@ -75,13 +75,13 @@ func (a *Agent) growOwn(m Message) bool {
 }
 
 // growIdle: a free agent joins the request's partition and leads it,
-// unless its host drains, it stops or it is excluded: then it passes the
-// request on.
+// unless its host drains, it stops, it is excluded or the partition's
+// initiator avoids it (Partition.Avoid): then it passes the request on.
 func (a *Agent) growIdle(m Message) {
 	if !a.growAdmissible(m) {
 		return
 	}
-	if !a.host.Draining && !a.retired && !a.excluded && !a.adopting {
+	if !a.host.Draining && !a.retired && !a.excluded && !a.adopting && !slices.Contains(m.Part.Avoid, a.cfg.ID) {
 		a.join(m.Part)
 		return
 	}
@@ -100,7 +100,7 @@ func (a *Agent) growMember(m Message) {
 	// merged partition, whose members are spread over the ring, would
 	// end tours early and give up without having met the other Blocked
 	// partitions.
-	next, ok := a.nextOutside(p.Initiator, a.cfg.ID, mine)
+	next, ok := a.nextOutside(p.Initiator, a.cfg.ID, mine, p.Avoid)
 	if !ok || a.orderDist(p.Initiator, a.cfg.ID, mine.Leader) < a.orderDist(p.Initiator, a.cfg.ID, next) {
 		a.send(mine.Leader, m) // back home: the leader decides
 		return
@@ -172,7 +172,7 @@ func (a *Agent) passOn(m Message) {
 	if skip == nil {
 		skip = &Partition{}
 	}
-	next, ok := a.nextOutside(p.Initiator, a.cfg.ID, skip)
+	next, ok := a.nextOutside(p.Initiator, a.cfg.ID, skip, p.Avoid)
 	if !ok {
 		// Every other node is in this agent's partition: the request has
 		// passed every node it could find free, so its tour is over and

@@ -58,7 +58,18 @@ type Partition struct {
 	// Peak is the most nodes the partition had, when its plan released
 	// members it did not use (0: it never did).
 	Peak int `json:",omitempty"`
+	// Avoid: the keys the initiator refused (its runtime's bounds on one
+	// key: RefuseLeader) when it started the partition, at most
+	// MaxAvoid. The partition's request goes past them and an agent
+	// named there does not join it: the members' rings still hold a key
+	// only the initiator refused, and a partition it joined or claimed
+	// would make the initiator leave again (it sends a key it refuses no
+	// snapshot). The initiator's word binds only its own partition.
+	Avoid []string `json:",omitempty"`
 }
+
+// MaxAvoid bounds Partition.Avoid.
+const MaxAvoid = 64
 
 // size is the most nodes the partition had.
 func (p *Partition) size() int { return max(len(p.Nodes), p.Peak) }
@@ -68,6 +79,7 @@ func (p *Partition) clone() *Partition {
 	c.Nodes = slices.Clone(p.Nodes)
 	c.Events = slices.Clone(p.Events)
 	c.Moved = slices.Clone(p.Moved)
+	c.Avoid = slices.Clone(p.Avoid)
 	return &c
 }
 
@@ -266,6 +278,9 @@ func (m *Message) validate() error {
 		}
 		if len(p.Nodes) > MaxNodes || len(p.Events) > MaxNodes || len(p.Moved) > MaxNodes {
 			return fmt.Errorf("partition %s: %d nodes, %d events, %d moves: more than %d", p.ID, len(p.Nodes), len(p.Events), len(p.Moved), MaxNodes)
+		}
+		if len(p.Avoid) > MaxAvoid {
+			return fmt.Errorf("partition %s: %d keys to avoid: more than %d", p.ID, len(p.Avoid), MaxAvoid)
 		}
 		if p.Replans < 0 {
 			return fmt.Errorf("partition %s: %d re-plans", p.ID, p.Replans)

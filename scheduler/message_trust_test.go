@@ -22,15 +22,18 @@ func TestDecodeRejectsForgedShapes(t *testing.T) {
 	}
 	otherEvent := trustPart("h2", "h3")
 	otherEvent.Events[0].Host = "h1" // h2's partition claiming h1's maintenance
+	avoidsMany := trustPart("h1", "h2")
+	avoidsMany.Avoid = many[:MaxAvoid+1]
 	noKind := trustPart("h1")
 	noKind.Events[0].Kind = NoEvent // the executor does not re-check kindless events
 	for name, m := range map[string]Message{
-		"event without a kind":     {Type: MsgGrow, From: "h1", PartID: "p", Part: noKind},
-		"snapshot of another host": {Type: MsgSnapshot, From: "h2", PartID: "p", Host: &Host{Name: "h1", Draining: true}},
-		"event of another host":    {Type: MsgGrow, From: "h2", PartID: "p", Part: otherEvent},
-		"repeated node":            {Type: MsgGrow, From: "h1", PartID: "p", Part: trustPart("h1", "h2", "h2")},
-		"empty node":               {Type: MsgGrow, From: "h1", PartID: "p", Part: trustPart("h1", "")},
-		"more than MaxNodes":       {Type: MsgGrow, From: "n0", PartID: "p", Part: trustPart(many...)},
+		"event without a kind":      {Type: MsgGrow, From: "h1", PartID: "p", Part: noKind},
+		"snapshot of another host":  {Type: MsgSnapshot, From: "h2", PartID: "p", Host: &Host{Name: "h1", Draining: true}},
+		"event of another host":     {Type: MsgGrow, From: "h2", PartID: "p", Part: otherEvent},
+		"repeated node":             {Type: MsgGrow, From: "h1", PartID: "p", Part: trustPart("h1", "h2", "h2")},
+		"empty node":                {Type: MsgGrow, From: "h1", PartID: "p", Part: trustPart("h1", "")},
+		"more than MaxNodes":        {Type: MsgGrow, From: "n0", PartID: "p", Part: trustPart(many...)},
+		"avoids more than MaxAvoid": {Type: MsgGrow, From: "h1", PartID: "p", Part: avoidsMany},
 	} {
 		t.Run(name, func(t *testing.T) {
 			data, err := Encode(m)

@@ -114,14 +114,15 @@ func (a *Agent) orderFor(initiator string) *order {
 }
 
 // nextOutside is the node after from, in the order of initiator's
-// requests, that is not in p.
-func (a *Agent) nextOutside(initiator, from string, p *Partition) (string, bool) {
+// requests, that is not in p nor in avoid (the request's
+// Partition.Avoid).
+func (a *Agent) nextOutside(initiator, from string, p *Partition, avoid []string) (string, bool) {
 	o := a.orderFor(initiator)
 	n := len(o.nodes)
 	i := o.index(from)
 	for k := 1; k <= n; k++ {
 		c := o.nodes[(i+k)%n]
-		if c != from && !p.has(c) {
+		if c != from && !p.has(c) && !slices.Contains(avoid, c) {
 			return c, true
 		}
 	}

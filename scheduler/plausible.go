@@ -7,7 +7,7 @@ package scheduler
 // cannot hide is how its word compares with its peers': the other members
 // of the partition report theirs. A host whose servers, by its word, use a
 // far smaller share of their flavors' RAM than the partition's typical
-// host's (PlausibleRAM of the median share) is implausible and no
+// host's (PlausibleRAM of the upper quartile of the shares) is implausible and no
 // destination: the planner marks it disabled for the plan and the
 // executor's re-check skips a move into a host whose answer is
 // implausible. RAM only: a guest's RAM does not drop on its own once
@@ -17,7 +17,8 @@ package scheduler
 import "slices"
 
 // PlausibleRAM: a host whose servers' reported RAM over their flavors'
-// RAM is under this fraction of the median of its partition's hosts is
+// RAM is under this fraction of the upper quartile of its partition's
+// hosts' is
 // implausible.
 const PlausibleRAM = 0.25
 
@@ -52,8 +53,12 @@ func HostRAMShare(h *Host) (float64, bool) {
 		func(i int) int { return h.Servers[i].RAMMB })
 }
 
-// WordReference is the median RAM share of hosts (ok false with fewer
-// than two hosts with servers: no peers to compare a word with).
+// WordReference is the upper quartile of hosts' RAM shares (nearest
+// rank; ok false with fewer than two hosts with servers: no peers to
+// compare a word with). Not the median: adversaries that take partitions
+// over bring their own hosts in, and where liars with servers are half a
+// partition's hosts the median is a liar's share; the upper quartile is an
+// honest host's while liars are fewer than three quarters of them.
 func WordReference(hosts []Host) (ref float64, ok bool) {
 	var shares []float64
 	for i := range hosts {
@@ -65,11 +70,7 @@ func WordReference(hosts []Host) (ref float64, ok bool) {
 		return 0, false
 	}
 	slices.Sort(shares)
-	n := len(shares)
-	if n%2 == 1 {
-		return shares[n/2], true
-	}
-	return (shares[n/2-1] + shares[n/2]) / 2, true
+	return shares[(3*len(shares)+3)/4-1], true
 }
 
 // Implausible says whether a host whose word gives share, in a partition

@@ -110,8 +110,10 @@ type bounds struct {
 	stint stint
 	// refusals to hand to the agent (agent goroutine: check).
 	refusals []refusal
-	// current: the partition this agent is in (observe).
-	current string
+	// current: the partition this agent is in (observe); initiator:
+	// this agent initiated it (its own event's partition).
+	current   string
+	initiator bool
 	// memberDown: hosts membership says are down (not put back in the
 	// ring when their refusal ends).
 	memberDown map[string]bool
@@ -207,10 +209,19 @@ func (b *bounds) admit(now time.Time, key string, m scheduler.Message) bool {
 	kb := b.key(leader)
 	if now.Before(kb.refusedUntil) {
 		b.drop(now, leader, BoundRefused, m)
-		if m.Type == scheduler.MsgUpdate && p.ID == b.current && kb.claimLeaves < maxClaimLeaves {
+		if m.Type == scheduler.MsgUpdate && p.ID == b.current && (kb.claimLeaves < maxClaimLeaves || b.initiator) {
 			// A refused key claims this agent's partition: its other
 			// members may have followed it (scheduler.Agent.RefuseLeader).
-			kb.claimLeaves++
+			// The partition of this agent's own event it leaves every
+			// time, whatever maxClaimLeaves: the event goes on in a fresh
+			// partition, where staying would lose it (the key, or the
+			// members that followed it, remove an initiator that sends
+			// them no snapshot, and the partition ends member_lost).
+			// This agent's own copy says it is the initiator, not the
+			// key's message.
+			if !b.initiator {
+				kb.claimLeaves++
+			}
 			b.claimed = p.ID
 			b.refusals = append(b.refusals, refusal{key: leader, taken: p.ID, why: "leader " + leader + " refused: it claimed this partition"})
 		}
@@ -280,9 +291,9 @@ func (b *bounds) drop(now time.Time, key, reason string, m scheduler.Message) {
 // observe notes the agent's partition after a step (agent goroutine).
 func (b *bounds) observe(now time.Time, p *scheduler.Partition) {
 	b.mu.Lock()
-	b.current = ""
+	b.current, b.initiator = "", false
 	if p != nil {
-		b.current = p.ID
+		b.current, b.initiator = p.ID, p.Initiator == b.self
 	}
 	b.mu.Unlock()
 	if p == nil || p.Leader == b.self {

@@ -210,3 +210,50 @@ func TestBoundsRefusalForgivesTheFramed(t *testing.T) {
 		t.Fatalf("the fair leader was blamed for the partition the refused key claimed: %+v", rs)
 	}
 }
+
+// A refused key that claims partitions: this agent leaves at most
+// maxClaimLeaves of the others' partitions per refusal, but the
+// partition of its own event every time (staying, its event would end
+// member_lost: the key, or the members that followed it, remove an
+// initiator that sends them no snapshot). Its own copy says whose
+// partition it is, not the key's message.
+func TestBoundsClaimOfTheInitiatorsPartition(t *testing.T) {
+	b := newBounds(BoundsConfig{LeadTimeout: 5 * time.Second, LeadWindow: time.Minute}, "self", zerolog.Nop())
+	t0 := time.Unix(0, 0)
+	b.mu.Lock()
+	b.refuse(t0, "evil", "held this agent")
+	b.mu.Unlock()
+	_ = b.check(t0)
+	claim := func(d time.Duration, p *scheduler.Partition) []refusal {
+		t.Helper()
+		b.observe(t0.Add(d), p)
+		taken := *p
+		taken.Leader, taken.Version = "evil", p.Version+2
+		taken.Initiator = "self" // the key's word: not believed
+		if b.admit(t0.Add(d), "evil", scheduler.Message{Type: scheduler.MsgUpdate, From: "evil", PartID: p.ID, Version: taken.Version, Part: &taken}) {
+			t.Fatal("the refused key's claim was admitted")
+		}
+		rs := b.check(t0.Add(d))
+		b.observe(t0.Add(d), nil)
+		return rs
+	}
+	taken := func(rs []refusal, id string) bool {
+		return slices.ContainsFunc(rs, func(r refusal) bool { return r.key == "evil" && r.taken == id })
+	}
+	for i := range maxClaimLeaves + 2 {
+		id := fmt.Sprintf("other%d", i)
+		p := boundsPart(id, "fair")
+		p.Nodes = append(p.Nodes, "self")
+		if got, want := taken(claim(time.Duration(i)*time.Second, p), id), i < maxClaimLeaves; got != want {
+			t.Fatalf("claim %d of another's partition: left %v, want %v (maxClaimLeaves %d)", i+1, got, want, maxClaimLeaves)
+		}
+	}
+	for i := range 2 {
+		id := fmt.Sprintf("mine%d", i)
+		p := boundsPart(id, "self")
+		p.Leader, p.Nodes = "fair", []string{"self", "fair"}
+		if !taken(claim(time.Duration(10+i)*time.Second, p), id) {
+			t.Fatalf("claim %d of this agent's own event's partition past maxClaimLeaves: not left", i+1)
+		}
+	}
+}

@@ -333,7 +333,7 @@ type flight struct {
 	// vouched: destinations whose answer after a move into them listed
 	// the server at what it carried.
 	vouched map[string]bool
-	// wordRef: the median RAM share of the plan's snapshot hosts, what a
+	// wordRef: the reference RAM share (scheduler.WordReference) of the plan's snapshot hosts, what a
 	// destination's answer is judged plausible against (ok false: no
 	// reference), see scheduler/plausible.go.
 	wordRef   float64

@@ -251,7 +251,7 @@ func (f *flight) implausible(host string, servers []nova.Server, d map[string]no
 	if !ok || !scheduler.Implausible(share, f.wordRef) {
 		return skip{}
 	}
-	return skipf(ReasonDestinationImplausible, "destination %s reports its servers at %.0f %% of their flavors' RAM, the plan's hosts at %.0f %% (the median): implausibly low", host, 100*share, 100*f.wordRef)
+	return skipf(ReasonDestinationImplausible, "destination %s reports its servers at %.0f %% of their flavors' RAM, the plan's hosts at %.0f %% (their upper quartile): implausibly low", host, 100*share, 100*f.wordRef)
 }
 
 // implausibleIn names the hosts of a partition's snapshot whose word is
