@@ -66,6 +66,9 @@ type SolveOptions struct {
 	// atPeak: the pass of Solve that judges destinations at peaks
 	// (peak.go).
 	atPeak bool
+	// conv: whether a move of the problem may not converge, once per
+	// Solve (its peak pass asks too).
+	conv *convergence
 }
 
 // MigrationModel predicts a live migration: how long it takes, and
@@ -300,10 +303,13 @@ func Solve(p Problem, opt SolveOptions) Solution {
 	if why, ok := coolingHolds(&p); ok {
 		return Solution{Cooling: true, Reason: why}
 	}
+	if opt.Migrations != nil && opt.conv == nil {
+		opt.conv = &convergence{} // shared with the peak pass: same hosts
+	}
 	if sol, ok := solveAtPeak(p, opt); ok { // peak.go
 		return sol
 	}
-	if opt.Migrations != nil && !opt.avoid && mayNotConverge(&p, opt.Migrations) {
+	if opt.Migrations != nil && !opt.avoid && opt.conv.may(&p, opt.Migrations) {
 		strict := opt
 		strict.avoid = true
 		if sol := Solve(p, strict); sol.OK {
@@ -311,6 +317,18 @@ func Solve(p Problem, opt SolveOptions) Solution {
 		}
 	}
 	return solveForRelief(p, opt) // relief.go
+}
+
+// convergence is mayNotConverge's answer for one problem, computed once
+// (every server to every host: a large partition's Solve spent a third
+// of its time there, twice).
+type convergence struct{ done, yes bool }
+
+func (c *convergence) may(p *Problem, mm MigrationModel) bool {
+	if !c.done {
+		c.done, c.yes = true, mayNotConverge(p, mm)
+	}
+	return c.yes
 }
 
 // mayNotConverge says whether some server of p, moved to some other host

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // A clone shares its hosts' profiles and anti-affinity counts with the
@@ -54,5 +55,37 @@ func TestExactLoneFits(t *testing.T) {
 	sol := Solve(p, DefaultSolveOptions())
 	if !sol.OK || sol.MovedMB != 3072 || len(sol.Moves) != 2 {
 		t.Fatalf("solution %+v, want s1 and s2 to dst", sol)
+	}
+}
+
+// countingModel predicts every move converges in a second and counts the
+// questions about moving server s (of a host no plan relieves) to host
+// to: only the sweep of mayNotConverge asks those.
+type countingModel struct {
+	s, to string
+	n     int
+}
+
+func (c *countingModel) Migration(a Action) (time.Duration, bool) {
+	if a.Server == c.s && a.To == c.to {
+		c.n++
+	}
+	return time.Second, true
+}
+
+// Whether some move may not converge is asked once per Solve, not again
+// by its peak pass: every server to every host is a large partition's
+// most expensive question.
+func TestSolveAsksConvergenceOnce(t *testing.T) {
+	p := Problem{Events: []Event{{Kind: Overload, Host: "src"}}, Hosts: peakHosts(2.5), Thresholds: DefaultThresholds(), MoveCost: 0.5}
+	// No destination fits at peaks (the peak pass fails), flappy does now.
+	mm := &countingModel{s: "s", to: "flappy"} // s is steady's
+	opt := DefaultSolveOptions()
+	opt.Migrations = mm
+	if sol := Solve(p, opt); !sol.OK {
+		t.Fatalf("no solution: %+v", sol)
+	}
+	if mm.n != 1 {
+		t.Fatalf("the model was asked %d times about s to flappy, want once", mm.n)
 	}
 }
