@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // PartState is the state of a partition (DESIGN §5.1).
@@ -199,7 +200,14 @@ func Encode(m Message) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", m.Type, err)
 	}
-	return json.Marshal(wire{V: WireVersion, Msg: body})
+	// What json.Marshal(wire{...}) writes, without compacting the body
+	// again (json.Marshal's output is compact already).
+	out := make([]byte, 0, len(body)+16)
+	out = append(out, `{"v":`...)
+	out = strconv.AppendInt(out, WireVersion, 10)
+	out = append(out, `,"m":`...)
+	out = append(out, body...)
+	return append(out, '}'), nil
 }
 
 // Decode parses and validates a message. It never panics; every problem

@@ -66,6 +66,9 @@ type SolveOptions struct {
 	// atPeak: the pass of Solve that judges destinations at peaks
 	// (peak.go).
 	atPeak bool
+	// conv: whether a move of the problem may not converge, once per
+	// Solve (its peak pass asks too).
+	conv *convergence
 }
 
 // MigrationModel predicts a live migration: how long it takes, and
@@ -140,6 +143,9 @@ type mhost struct {
 	peakRAM float64
 	dest    bool // may receive servers
 	anti    map[string]int
+	// shared: prof and anti may be another model's too (clone shares
+	// them); the first change copies them (own).
+	shared bool
 }
 
 func newModel(p *Problem) *model {
@@ -160,17 +166,28 @@ func newModel(p *Problem) *model {
 	return m
 }
 
+// clone copies m; the hosts' profiles and anti-affinity counts are
+// shared until either model changes them (own): the exact search clones
+// the model for every subset it tries, and most hosts are never touched.
 func (m *model) clone() *model {
-	c := &model{hosts: slices.Clone(m.hosts), thr: m.thr, atPeak: m.atPeak, vec: m.vec}
-	for i := range c.hosts {
-		if c.hosts[i].prof != nil {
-			c.hosts[i].prof = slices.Clone(c.hosts[i].prof)
-		}
-		if c.hosts[i].anti != nil {
-			c.hosts[i].anti = maps(c.hosts[i].anti)
-		}
+	for i := range m.hosts {
+		m.hosts[i].shared = true
 	}
-	return c
+	return &model{hosts: slices.Clone(m.hosts), thr: m.thr, atPeak: m.atPeak, vec: m.vec}
+}
+
+// own gives host h its own copies of what clone shares, before a change.
+func (h *mhost) own() {
+	if !h.shared {
+		return
+	}
+	h.shared = false
+	if h.prof != nil {
+		h.prof = slices.Clone(h.prof)
+	}
+	if h.anti != nil {
+		h.anti = maps(h.anti)
+	}
 }
 
 func maps(in map[string]int) map[string]int {
@@ -207,6 +224,7 @@ func (m *model) fitsKeeping(i int, s *Server, keep float64) bool {
 
 func (m *model) add(i int, s *Server) {
 	h := &m.hosts[i]
+	h.own()
 	h.use = h.use.Plus(s.Use())
 	m.addPeak(i, s, 1)
 	if s.Policy == "anti-affinity" {
@@ -219,6 +237,7 @@ func (m *model) add(i int, s *Server) {
 
 func (m *model) remove(i int, s *Server) {
 	h := &m.hosts[i]
+	h.own()
 	h.use = h.use.Plus(s.Use().Neg())
 	m.addPeak(i, s, -1)
 	if s.Policy == "anti-affinity" && h.anti != nil {
@@ -284,10 +303,13 @@ func Solve(p Problem, opt SolveOptions) Solution {
 	if why, ok := coolingHolds(&p); ok {
 		return Solution{Cooling: true, Reason: why}
 	}
+	if opt.Migrations != nil && opt.conv == nil {
+		opt.conv = &convergence{} // shared with the peak pass: same hosts
+	}
 	if sol, ok := solveAtPeak(p, opt); ok { // peak.go
 		return sol
 	}
-	if opt.Migrations != nil && !opt.avoid && mayNotConverge(&p, opt.Migrations) {
+	if opt.Migrations != nil && !opt.avoid && opt.conv.may(&p, opt.Migrations) {
 		strict := opt
 		strict.avoid = true
 		if sol := Solve(p, strict); sol.OK {
@@ -295,6 +317,18 @@ func Solve(p Problem, opt SolveOptions) Solution {
 		}
 	}
 	return solveForRelief(p, opt) // relief.go
+}
+
+// convergence is mayNotConverge's answer for one problem, computed once
+// (every server to every host: a large partition's Solve spent a third
+// of its time there, twice).
+type convergence struct{ done, yes bool }
+
+func (c *convergence) may(p *Problem, mm MigrationModel) bool {
+	if !c.done {
+		c.done, c.yes = true, mayNotConverge(p, mm)
+	}
+	return c.yes
 }
 
 // mayNotConverge says whether some server of p, moved to some other host
@@ -466,13 +500,16 @@ func (s *search) expired() bool {
 // false when one server fits nowhere.
 func (s *search) place(m *model, ev []evict) ([]Action, bool) {
 	order := slices.Clone(ev)
-	slices.SortStableFunc(order, func(a, b evict) int {
-		if c := cmp.Compare(b.s.CPU, a.s.CPU); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.s.RAMMB, a.s.RAMMB)
-	})
+	slices.SortStableFunc(order, byDemand)
 	return s.placeInOrder(m, order)
+}
+
+// byDemand orders evictions biggest demand first (CPU, then RAM).
+func byDemand(a, b evict) int {
+	if c := cmp.Compare(b.s.CPU, a.s.CPU); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.s.RAMMB, a.s.RAMMB)
 }
 
 // placeInOrder places the servers in the given order.
@@ -702,6 +739,7 @@ func (s *search) exact(src int, cands []*Server) {
 		bound = func() float64 { return s.bestCost }
 	}
 	n := len(cands)
+	lone := s.loneFits(src, cands)
 	base0 := 0.0
 	for _, e := range s.ev0 {
 		base0 += weight(e.src, e.s)
@@ -746,8 +784,8 @@ func (s *search) exact(src int, cands []*Server) {
 				use = use.Plus(cands[j].Use().Neg())
 			}
 		}
-		if fit.Overloaded(use, h.lim) {
-			continue
+		if fit.Overloaded(use, h.lim) || sub.mask&^lone != 0 {
+			continue // not fixed, or a server of it fits nowhere
 		}
 		ev := slices.Clone(s.ev0)
 		for j := 0; j < n; j++ {
@@ -764,6 +802,30 @@ func (s *search) exact(src int, cands []*Server) {
 	if k := len(subs); k < 1<<n-1 && k%64 == 0 && s.expired() {
 		s.best.TimedOut = true
 	}
+}
+
+// loneFits is the mask of cands (servers of host src) that each could
+// go somewhere on their own: a destination bestDest would take with every
+// other eviction off its host and nothing placed yet. Placing others only
+// fills destinations, so a subset with a server outside the mask cannot be
+// placed, and exact skips it without copying the model. (Only src's
+// servers leave src, and src is never their destination; the other
+// evictions leave in place's order, so every other host's use is the one
+// place starts from, to the bit.)
+func (s *search) loneFits(src int, cands []*Server) uint32 {
+	m := s.base.clone()
+	order := slices.Clone(s.ev0)
+	slices.SortStableFunc(order, byDemand)
+	for _, e := range order {
+		m.remove(e.src, e.s)
+	}
+	var mask uint32
+	for j, sv := range cands {
+		if s.bestDest(m, evict{src: src, s: sv, relieve: true}) >= 0 {
+			mask |= 1 << j
+		}
+	}
+	return mask
 }
 
 // preempt evicts the lowest-priority servers first, places the most

@@ -14,7 +14,10 @@ dvms=${1:-dvms}
 seeds=${2:-1 2 3}
 shift 2 2>/dev/null || shift $#
 [ "${1:-}" = "--" ] && shift
-[ $# -gt 0 ] || set -- --destination-peak-window 8m --move-cost 0.5 --move-cost-per-second 0.1 --server-cooldown 30m
+# The default ON flags: a peak window of one flap period (the profile has
+# seen both halves of a swing), a cooldown a little longer than half a
+# period (a server cannot follow one swing back), moves priced.
+[ $# -gt 0 ] || set -- --destination-peak-window 4m --move-cost 0.5 --move-cost-per-second 0.1 --server-cooldown 3m
 hosts=${HOSTS:-1000}
 servers=${SERVERS:-12000}
 duration=${DURATION:-10m}
