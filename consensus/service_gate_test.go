@@ -208,36 +208,6 @@ func TestServiceRaftRPCForgedByAVoter(t *testing.T) {
 	entry := func(index, term uint64) *raft.Log {
 		return &raft.Log{Index: index, Term: term, Type: raft.LogCommand, Data: dissolve, AppendedAt: time.Now()}
 	}
-	for _, a := range c.live() {
-		if a == forger {
-			continue
-		}
-		last, lastTerm := a.svc.LastLog()
-		term := a.svc.Status().Term
-		target := raft.ServerAddress(a.svc.RaftAddr())
-		for name, req := range map[string]*raft.AppendEntriesRequest{
-			"an entry numbered 2^40 after none": {Term: 1 << 40, LeaderCommitIndex: 1 << 40, Entries: []*raft.Log{entry(1<<40, 1<<40)}},
-			"an entry past the log's end":       {Term: term + 1, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last + 3, Entries: []*raft.Log{entry(last+3, term+1)}},
-			"entries with a gap":                {Term: term + 1, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last + 3, Entries: []*raft.Log{entry(last+1, term+1), entry(last+3, term+1)}},
-			"an entry in the leader's term":     {Term: term, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last + 1, Entries: []*raft.Log{entry(last+1, term)}},
-			"a heartbeat 2^40 terms on":         {Term: term + 1<<40, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last},
-			"a configuration that does not decode": {Term: term + 1, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last,
-				Entries: []*raft.Log{{Index: last + 1, Term: term + 1, Type: raft.LogConfiguration, Data: []byte("not msgpack"), AppendedAt: time.Now()}}},
-		} {
-			req.RPCHeader = raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(forger.id), Addr: addr}
-			req.Leader = addr
-			var resp raft.AppendEntriesResponse
-			err := tr.AppendEntries(raft.ServerID(a.id), target, req, &resp)
-			if err == nil || !strings.Contains(err.Error(), "raft rpc refused") {
-				t.Errorf("%s took %s from voter %s (err %v, resp %+v)", a.id, name, forger.id, err, resp)
-			}
-		}
-	}
-	// The other RPCs that carry a term: a vote request 2^40 terms on (Raft
-	// moves a node to any higher term it hears of: near 2^64 the next
-	// election wraps), a snapshot in the term the leader leads (it would
-	// replace the arbiter's state with the forger's) and one whose
-	// configuration does not decode (raft panics decoding it).
 	snap := []byte(`{}`)
 	conf := raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(forger.id), Address: raft.ServerAddress(addr)}}})
 	for _, a := range c.live() {
@@ -248,6 +218,27 @@ func TestServiceRaftRPCForgedByAVoter(t *testing.T) {
 		term := a.svc.Status().Term
 		target := raft.ServerAddress(a.svc.RaftAddr())
 		hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(forger.id), Addr: addr}
+		for name, req := range map[string]*raft.AppendEntriesRequest{
+			"an entry numbered 2^40 after none": {Term: 1 << 40, LeaderCommitIndex: 1 << 40, Entries: []*raft.Log{entry(1<<40, 1<<40)}},
+			"an entry past the log's end":       {Term: term + 1, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last + 3, Entries: []*raft.Log{entry(last+3, term+1)}},
+			"entries with a gap":                {Term: term + 1, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last + 3, Entries: []*raft.Log{entry(last+1, term+1), entry(last+3, term+1)}},
+			"an entry in the leader's term":     {Term: term, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last + 1, Entries: []*raft.Log{entry(last+1, term)}},
+			"a heartbeat 2^40 terms on":         {Term: term + 1<<40, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last},
+			"a configuration that does not decode": {Term: term + 1, PrevLogEntry: last, PrevLogTerm: lastTerm, LeaderCommitIndex: last,
+				Entries: []*raft.Log{{Index: last + 1, Term: term + 1, Type: raft.LogConfiguration, Data: []byte("not msgpack"), AppendedAt: time.Now()}}},
+		} {
+			req.RPCHeader, req.Leader = hdr, addr
+			var resp raft.AppendEntriesResponse
+			err := tr.AppendEntries(raft.ServerID(a.id), target, req, &resp)
+			if err == nil || !strings.Contains(err.Error(), "raft rpc refused") {
+				t.Errorf("%s took %s from voter %s (err %v, resp %+v)", a.id, name, forger.id, err, resp)
+			}
+		}
+		// The other RPCs that carry a term: a vote request 2^40 terms on
+		// (Raft moves a node to any higher term it hears of: near 2^64 the
+		// next election wraps), a snapshot in the term the leader leads
+		// (it would replace the arbiter's state with the forger's) and one
+		// whose configuration does not decode (raft panics decoding it).
 		var vresp raft.RequestVoteResponse
 		err := tr.RequestVote(raft.ServerID(a.id), target, &raft.RequestVoteRequest{RPCHeader: hdr, Term: term + 1<<40, LastLogIndex: last, LastLogTerm: lastTerm}, &vresp)
 		if err == nil || !strings.Contains(err.Error(), "raft rpc refused") {
