@@ -139,15 +139,16 @@ func solveAtPeak(p Problem, opt SolveOptions) (Solution, bool) {
 	return sol, sol.OK || sol.NotWorth
 }
 
-// withProfiles sets m to judge destinations at peaks: each server's
-// profile on the problem's latest ProfileSteps steps, each host's the sum
-// of its servers'.
-func (m *model) withProfiles(p *Problem) {
+// withProfiles gives m the profiles of p: each server's on the problem's
+// latest ProfileSteps steps, each host's the sum of its servers'. With
+// atPeak m judges destinations at peaks; without, it judges them by
+// demand now and ranks what fits by the profiles (graded choice below).
+func (m *model) withProfiles(p *Problem, atPeak bool) {
 	end := int64(math.MinInt64)
 	for i := range p.Hosts {
 		end = max(end, p.Hosts[i].ProfileEnd)
 	}
-	m.atPeak, m.vec = true, map[*Server][]float64{}
+	m.atPeak, m.graded, m.vec = atPeak, true, map[*Server][]float64{}
 	for i := range p.Hosts {
 		h := &p.Hosts[i]
 		mh := &m.hosts[i]
@@ -224,4 +225,53 @@ func (m *model) fitsAtPeak(i int, s *Server, keep float64) bool {
 		}
 	}
 	return true
+}
+
+// Graded choice. Whenever the hosts carry profiles, a plan's moves are
+// also ranked by what the window says of the future: the steps of the
+// window at which a host's profile is over its CPU limit are steps at
+// which it would overload again if the window repeats (a flapping server
+// turns high again). Among the plans a pass finds, the solver keeps the
+// one that leaves the fewest such steps over the partition's hosts (after
+// moves not predicted to converge and moves across zones, before cost or
+// bytes), and each server goes to the destination it adds the fewest such
+// steps to (then the one with the most room). At peaks (the first pass)
+// destinations never gain one, and the rank picks the evictions that fix
+// the source best; by demand now (no plan fits at peaks) it picks, of the
+// destinations that fit now, the ones whose window shows room when the
+// server is high: relief that falls back to demand now no longer takes a
+// host because its flapping servers happen to be low.
+
+// overSteps is the number of steps at which host i's profile is over its
+// CPU limit (0 without profiles).
+func (m *model) overSteps(i int) int {
+	h := &m.hosts[i]
+	n := 0
+	for _, c := range h.prof {
+		if fit.Over(c, h.lim.CPU) {
+			n++
+		}
+	}
+	return n
+}
+
+// futureOver is the sum of overSteps over m's hosts.
+func (m *model) futureOver() int {
+	n := 0
+	for i := range m.hosts {
+		n += m.overSteps(i)
+	}
+	return n
+}
+
+// overStepsWith is overSteps(i) with s added to host i.
+func (m *model) overStepsWith(i int, s *Server) int {
+	h := &m.hosts[i]
+	n := 0
+	for j, c := range m.vector(s) {
+		if fit.Over(h.prof[j]+c, h.lim.CPU) {
+			n++
+		}
+	}
+	return n
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,6 +133,9 @@ type model struct {
 	// now; vec is each server's profile on the model's steps (peak.go).
 	atPeak bool
 	vec    map[*Server][]float64
+	// graded: the hosts carry profiles (prof), with or without atPeak;
+	// plans and destinations are ranked by them (peak.go: graded choice).
+	graded bool
 }
 
 type mhost struct {
@@ -173,7 +178,7 @@ func (m *model) clone() *model {
 	for i := range m.hosts {
 		m.hosts[i].shared = true
 	}
-	return &model{hosts: slices.Clone(m.hosts), thr: m.thr, atPeak: m.atPeak, vec: m.vec}
+	return &model{hosts: slices.Clone(m.hosts), thr: m.thr, atPeak: m.atPeak, vec: m.vec, graded: m.graded}
 }
 
 // own gives host h its own copies of what clone shares, before a change.
@@ -380,8 +385,8 @@ func solveTiers(p Problem, opt SolveOptions) Solution {
 // solveTier solves for events and, with others, every overloaded host.
 func solveTier(p Problem, opt SolveOptions, events []Event, others bool) Solution {
 	base := newModel(&p)
-	if opt.atPeak {
-		base.withProfiles(&p) // peak.go
+	if opt.atPeak || profiled(&p) {
+		base.withProfiles(&p, opt.atPeak) // peak.go
 	}
 	s := &search{p: &p, opt: opt, base: base, best: Solution{Reason: "no viable placement in the partition"}}
 	idx := make(map[string]int, len(p.Hosts))
@@ -486,9 +491,11 @@ type search struct {
 	bestCross int
 	bestUnc   int
 	bestCost  float64
-	found     bool
-	goal      map[int]bool      // hosts of the events' overloads (bestDest)
-	zone      map[string]string // host -> availability zone
+	// bestFuture: the steps over of the best plan's model (graded).
+	bestFuture int
+	found      bool
+	goal       map[int]bool      // hosts of the events' overloads (bestDest)
+	zone       map[string]string // host -> availability zone
 }
 
 func (s *search) expired() bool {
@@ -536,7 +543,7 @@ func (s *search) placeInOrder(m *model, ev []evict) ([]Action, bool) {
 // across sites does not move another site's load over the WAN for an
 // event that is not that host's (the solver's next tier leaves it).
 func (s *search) bestDest(m *model, e evict) int {
-	bi, bh, bsame := -1, math.Inf(-1), false
+	bi, bh, bsame, bsteps := -1, math.Inf(-1), false, 0
 	keep := 1.0
 	switch {
 	case e.consolidate:
@@ -560,11 +567,15 @@ func (s *search) bestDest(m *model, e evict) int {
 		if bsame && !same {
 			continue
 		}
+		steps := 0
+		if m.graded && !m.atPeak { // peak.go: graded choice
+			steps = m.overStepsWith(i, e.s) - m.overSteps(i)
+		}
 		m.add(i, e.s)
 		h := m.headroom(i)
 		m.remove(i, e.s)
-		if h > bh || (same && !bsame) {
-			bi, bh, bsame = i, h, same
+		if (same && !bsame) || bi < 0 || steps < bsteps || steps == bsteps && h > bh {
+			bi, bh, bsame, bsteps = i, h, same, steps
 		}
 	}
 	return bi
@@ -587,9 +598,11 @@ func (s *search) converges(a Action) bool {
 	return ok
 }
 
-// offer keeps acts when they beat the best so far: fewer moves predicted
-// not to converge, then fewer across zones, then fewer bytes.
-func (s *search) offer(acts []Action) {
+// offer keeps acts (m: the model once they are done) when they beat the
+// best so far: fewer moves predicted not to converge, then fewer across
+// zones, then (graded) fewer steps over in m's profiles, then fewer
+// bytes.
+func (s *search) offer(acts []Action, m *model) {
 	mb, cross, unc := 0, 0, 0
 	var took time.Duration
 	cost := 0.0
@@ -616,10 +629,19 @@ func (s *search) offer(acts []Action) {
 	if s.p.costOn() {
 		cheaper = cost < s.bestCost
 	}
+	future := 0
+	if m.graded {
+		future = m.futureOver()
+		if lam := gradeLambda(); lam > 0 && s.p.costOn() {
+			cheaper = cost+lam*float64(future) < s.bestCost+lam*float64(s.bestFuture)
+		} else {
+			cheaper = future < s.bestFuture || future == s.bestFuture && cheaper
+		}
+	}
 	if s.found && (unc > s.bestUnc || unc == s.bestUnc && (cross > s.bestCross || cross == s.bestCross && !cheaper)) {
 		return
 	}
-	s.found, s.bestMB, s.bestCross, s.bestUnc, s.bestCost = true, mb, cross, unc, cost
+	s.found, s.bestMB, s.bestCross, s.bestUnc, s.bestCost, s.bestFuture = true, mb, cross, unc, cost, future
 	s.best = Solution{OK: true, Moves: acts, MovedMB: mb, CrossZone: cross, Unconverging: unc, MigrationTime: took,
 		Reason: s.note, Unmovable: s.unmovable, TimedOut: s.best.TimedOut}
 }
@@ -664,8 +686,9 @@ func (s *search) solve() {
 	}
 	for _, less := range strategies {
 		if ev, ok := s.evictions(cands, func(c []*Server) { slices.SortStableFunc(c, less) }); ok {
-			if acts, ok := s.place(s.base.clone(), ev); ok {
-				s.offer(acts)
+			m := s.base.clone()
+			if acts, ok := s.place(m, ev); ok {
+				s.offer(acts, m)
 			}
 		}
 	}
@@ -682,8 +705,9 @@ func (s *search) solve() {
 		shuffle := func(c []*Server) { rnd.Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] }) }
 		if ev, ok := s.evictions(cands, shuffle); ok {
 			rnd.Shuffle(len(ev), func(i, j int) { ev[i], ev[j] = ev[j], ev[i] })
-			if acts, ok := s.placeInOrder(s.base.clone(), ev); ok {
-				s.offer(acts)
+			m := s.base.clone()
+			if acts, ok := s.placeInOrder(m, ev); ok {
+				s.offer(acts, m)
 			}
 		}
 	}
@@ -731,6 +755,7 @@ func (s *search) exact(src int, cands []*Server) {
 	type subset struct {
 		mask uint32
 		w    float64
+		over int // graded: src's steps over once the subset left
 	}
 	weight := func(i int, sv *Server) float64 { return float64(sv.RAMMB) }
 	bound := func() float64 { return float64(s.bestMB) }
@@ -748,6 +773,60 @@ func (s *search) exact(src int, cands []*Server) {
 	for j, sv := range cands {
 		ws[j] = weight(src, sv)
 	}
+	// Graded (peak.go): a subset's plan leaves at least the steps over of
+	// src without it and of the hosts no eviction leaves (arrivals only
+	// add); subsets go fewest such steps first.
+	graded := s.base.graded
+	lam := 0.0
+	if graded && s.p.costOn() {
+		lam = gradeLambda()
+	}
+	others := 0
+	var vecs [][]float64
+	if graded {
+		left := map[int]bool{src: true}
+		for _, e := range s.ev0 {
+			left[e.src] = true
+		}
+		for i := range s.base.hosts {
+			if !left[i] {
+				others += s.base.overSteps(i)
+			}
+		}
+		vecs = make([][]float64, n)
+		for j, sv := range cands {
+			vecs[j] = s.base.vector(sv)
+		}
+	}
+	srcOver := func(mask uint32) int {
+		h := &s.base.hosts[src]
+		k := 0
+		for t, c := range h.prof {
+			for j := 0; j < n; j++ {
+				if mask&(1<<j) != 0 {
+					c -= vecs[j][t]
+				}
+			}
+			if fit.Over(c, h.lim.CPU) {
+				k++
+			}
+		}
+		return k
+	}
+	// worse says whether a subset's plan cannot beat the best so far.
+	worse := func(sub subset) bool {
+		if !s.found {
+			return false
+		}
+		if !graded {
+			return base0+sub.w >= bound()
+		}
+		lb := sub.over + others
+		if lam > 0 {
+			return base0+sub.w+lam*float64(lb) >= s.bestCost+lam*float64(s.bestFuture)
+		}
+		return lb > s.bestFuture || lb == s.bestFuture && base0+sub.w >= bound()
+	}
 	// With a solution found, the search ends at the first subset that
 	// costs as much: those are left out before sorting (they would sort
 	// last, so every subset kept has the same rank).
@@ -759,20 +838,39 @@ func (s *search) exact(src int, cands []*Server) {
 				w += ws[j]
 			}
 		}
-		if s.found && base0+w >= bound() {
+		sub := subset{mask: mask, w: w}
+		if graded {
+			sub.over = srcOver(mask)
+		}
+		if worse(sub) {
 			continue
 		}
-		subs = append(subs, subset{mask, w})
+		subs = append(subs, sub)
 	}
 	// Cheapest first, ties in mask order (the order they were made in):
-	// a stable sort's order, without its cost.
-	slices.SortFunc(subs, func(a, b subset) int { return cmp.Or(cmp.Compare(a.w, b.w), cmp.Compare(a.mask, b.mask)) })
+	// a stable sort's order, without its cost. Graded: fewest steps over
+	// first (or, with lam, the least cost plus lam per step).
+	slices.SortFunc(subs, func(a, b subset) int {
+		if graded {
+			if lam > 0 {
+				if c := cmp.Compare(a.w+lam*float64(a.over), b.w+lam*float64(b.over)); c != 0 {
+					return c
+				}
+			} else if c := cmp.Compare(a.over, b.over); c != 0 {
+				return c
+			}
+		}
+		return cmp.Or(cmp.Compare(a.w, b.w), cmp.Compare(a.mask, b.mask))
+	})
 	for k, sub := range subs {
 		if k%64 == 0 && s.expired() {
 			s.best.TimedOut = true
 			return
 		}
-		if s.found && base0+sub.w >= bound() {
+		if worse(sub) {
+			if graded {
+				continue // sorted by another key: a later one may not be
+			}
 			return
 		}
 		// Whether the subset fixes the host needs only its use (as
@@ -793,8 +891,9 @@ func (s *search) exact(src int, cands []*Server) {
 				ev = append(ev, evict{src: src, s: cands[j], relieve: true})
 			}
 		}
-		if acts, ok := s.place(s.base.clone(), ev); ok {
-			s.offer(acts)
+		m := s.base.clone()
+		if acts, ok := s.place(m, ev); ok {
+			s.offer(acts, m)
 			return
 		}
 	}
@@ -855,6 +954,12 @@ func (s *search) preempt(cands [][]*Server) {
 		}
 		acts = append(acts, shelveAction(e.s, m.hosts[e.src].h.Name))
 	}
-	s.offer(acts)
+	s.offer(acts, m)
 	s.best.Reason = join("preempted: lowest-priority servers shelved", s.note)
+}
+
+// gradeLambda is an experiment's knob (DVMS_GRADE_LAMBDA): points per step.
+func gradeLambda() float64 {
+	v, _ := strconv.ParseFloat(os.Getenv("DVMS_GRADE_LAMBDA"), 64)
+	return v
 }

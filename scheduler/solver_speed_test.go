@@ -13,7 +13,7 @@ func TestModelCloneSharesUntilChanged(t *testing.T) {
 	anti := Server{ID: "a", VCPUs: 1, RAMMB: 1024, CPU: 0.5, RAM: 100, PeakCPU: 0.5, Profile: flat(0.5), Group: "g", Policy: "anti-affinity"}
 	p := Problem{Hosts: []Host{profiledHost("h0", anti), profiledHost("h1")}, Thresholds: DefaultThresholds()}
 	base := newModel(&p)
-	base.withProfiles(&p)
+	base.withProfiles(&p, true)
 	prof0, anti0 := slices.Clone(base.hosts[0].prof), base.hosts[0].anti["g"]
 
 	c := base.clone()
