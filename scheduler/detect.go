@@ -30,6 +30,7 @@ func (a *Agent) Observe(now time.Time, h Host) {
 	if len(a.window) > a.cfg.N {
 		a.window = a.window[len(a.window)-a.cfg.N:]
 	}
+	a.noteOverFor()
 	a.maybeStart()
 }
 
@@ -92,6 +93,19 @@ func (a *Agent) settle(ss []Server) bool {
 		}
 	}
 	return any
+}
+
+// noteOverFor sets the host's OverFor: since when an overload has held
+// (K of the last N samples), without a break.
+func (a *Agent) noteOverFor() {
+	if a.holds() != Overload {
+		a.overSince = time.Time{}
+		return
+	}
+	if a.overSince.IsZero() {
+		a.overSince = a.now
+	}
+	a.host.OverFor = a.now.Sub(a.overSince)
 }
 
 func movable(ss []Server) []Server {

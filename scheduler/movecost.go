@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // Moves that pay for themselves: relief and consolidation propose a plan
@@ -74,6 +75,27 @@ func overPoints(m *model, i int) float64 {
 	return pts
 }
 
+// LastingUnit: an overload that has held longer than this counts as many
+// times over as it has held LastingUnits (lasting).
+const LastingUnit = time.Minute
+
+// lasting is how many times an overload that has held for d counts: 1
+// for a fresh one, d/LastingUnit past LastingUnit. An overload is expected
+// to last about as long again as it has (the longer it has held, the less
+// it is a swing about to turn); one that a plan did not pay for is raised
+// again after the retry backoff and, while it holds, pays at last: a
+// move cost never leaves a host overloaded for good.
+func lasting(d time.Duration) float64 { return max(1, float64(d)/float64(LastingUnit)) }
+
+// overFor is how long host i is expected to stay overloaded: as long as
+// its overload has held (Host.OverFor), or, with profiles, as long as its
+// profile was over its limit within the window if that is longer (a
+// swing that overloads it comes back with the window).
+func (s *search) overFor(i int) time.Duration {
+	h := s.base.hosts[i].h
+	return max(h.OverFor, time.Duration(s.base.overSteps(i))*h.ProfileStep)
+}
+
 // EmptiedHostGain is the gain, in points, of emptying an underloaded host.
 const EmptiedHostGain = 100
 
@@ -85,7 +107,7 @@ func (s *search) pays() {
 	}
 	gain := 0.0
 	for _, i := range s.over {
-		gain += overPoints(s.base, i)
+		gain += overPoints(s.base, i) * lasting(s.overFor(i))
 	}
 	emptied := map[string]bool{}
 	for _, e := range s.ev0 {

@@ -84,3 +84,66 @@ func TestNotWorthEndsWithoutGrowing(t *testing.T) {
 		t.Fatalf("an older agent's reason derives %v", c)
 	}
 }
+
+// An overload that lasts counts for more: its gain is multiplied by the
+// minutes it is expected to last, as long as it has held (Host.OverFor)
+// or, with profiles, as long as the window saw its host over its limit.
+// Here a move costs 28 points against 25 points over now: refused for a
+// fresh overload, paid for one that has held 2 minutes, and for one whose
+// window was over at 8 steps of 15 s.
+func TestLastingOverloadPays(t *testing.T) {
+	solve := func(hosts []Host) Solution {
+		opt := DefaultSolveOptions()
+		opt.Migrations = durations{"busy": 40 * time.Second, "quiet": 3 * time.Second}
+		return Solve(Problem{Events: []Event{{ID: "e", Kind: Overload, Host: "src"}}, Hosts: hosts, Thresholds: DefaultThresholds(),
+			MoveCost: 10, MoveCostPerSecond: 6}, opt)
+	}
+	hosts := costHosts()
+	hosts[0].OverFor = 30 * time.Second
+	if sol := solve(hosts); !sol.NotWorth || sol.Gain != 25 {
+		t.Fatalf("held 30 s: %+v, want refused for a gain of 25", sol)
+	}
+	hosts[0].OverFor = 2 * time.Minute
+	if sol := solve(hosts); !sol.OK || sol.Gain != 50 || sol.Cost != 28 {
+		t.Fatalf("held 2 min: %+v, want the plan for a gain of 50", sol)
+	}
+	hosts = costHosts()
+	for i := range hosts {
+		hosts[i].ProfileStep, hosts[i].ProfileEnd = 15*time.Second, 100
+	}
+	swing := flat(0.5)
+	for j := ProfileSteps / 2; j < ProfileSteps; j++ {
+		swing[j] = 2.5
+	}
+	hosts[0].Servers[0].Profile, hosts[0].Servers[0].PeakCPU = flat(2.5), 2.5
+	hosts[0].Servers[1].Profile, hosts[0].Servers[1].PeakCPU = swing, 2.5
+	if sol := solve(hosts); !sol.OK || sol.Gain != 50 {
+		t.Fatalf("over at 8 steps of 15 s: %+v, want the plan for a gain of 50", sol)
+	}
+}
+
+// The agent says how long its host's overload has held (K of N samples),
+// and forgets it once the overload no longer holds.
+func TestAgentNotesHowLongAnOverloadHeld(t *testing.T) {
+	a := newAgent(t, "h1")
+	a.retired = true // sampling only: no partition
+	at := func(s int, cpu float64) time.Duration {
+		a.Observe(t0.Add(time.Duration(s)*time.Second), hostWith("h1", cpu))
+		return a.host.OverFor
+	}
+	for s := 0; s < a.cfg.K-1; s++ {
+		if d := at(s, 5); d != 0 {
+			t.Fatalf("sample %d: over for %v before K samples", s, d)
+		}
+	}
+	at(a.cfg.K-1, 5) // holds from here
+	if d := at(a.cfg.K+89, 5); d != 90*time.Second {
+		t.Fatalf("over for %v, want 90 s", d)
+	}
+	for s := a.cfg.K + 90; a.holds() == Overload; s++ {
+		at(s, 1)
+	}
+	if a.host.OverFor != 0 {
+		t.Fatalf("over for %v once the overload no longer holds", a.host.OverFor)
+	}
+}

@@ -227,20 +227,15 @@ func (m *model) fitsAtPeak(i int, s *Server, keep float64) bool {
 	return true
 }
 
-// Graded choice. Whenever the hosts carry profiles, a plan's moves are
-// also ranked by what the window says of the future: the steps of the
-// window at which a host's profile is over its CPU limit are steps at
-// which it would overload again if the window repeats (a flapping server
-// turns high again). Among the plans a pass finds, the solver keeps the
-// one that leaves the fewest such steps over the partition's hosts (after
-// moves not predicted to converge and moves across zones, before cost or
-// bytes), and each server goes to the destination it adds the fewest such
-// steps to (then the one with the most room). At peaks (the first pass)
-// destinations never gain one, and the rank picks the evictions that fix
-// the source best; by demand now (no plan fits at peaks) it picks, of the
-// destinations that fit now, the ones whose window shows room when the
-// server is high: relief that falls back to demand now no longer takes a
-// host because its flapping servers happen to be low.
+// Graded choice. When the hosts carry profiles and no plan fits at
+// peaks, the solver judges destinations by demand now; of those that fit
+// now, each server goes to the one it adds the fewest steps over its CPU
+// limit to (the steps of the window at which the host's profile plus the
+// server's would have been over; then the one with the most room now).
+// Relief that falls back to demand now so no longer takes a host because
+// its flapping servers happen to be low now: that host overloads again
+// when they turn high, and relief moves again. The host's own steps over
+// also say how long an overload is expected to last (movecost.go).
 
 // overSteps is the number of steps at which host i's profile is over its
 // CPU limit (0 without profiles).

@@ -192,26 +192,3 @@ func TestGradedFallbackPrefersFewerStepsOver(t *testing.T) {
 		t.Fatalf("%+v, want mover to spiky (over at 1 step, not 8)", sol)
 	}
 }
-
-// Graded choice of evictions: of two servers that each fix the source
-// now, the one whose leaving also keeps the source under its limit over
-// the window goes, though it moves more bytes. cheap (1 core, flat)
-// leaves the source over at 8 steps when swinger (1 now, 2 in the first
-// half of the window) stays.
-func TestGradedEvictionFixesTheWindow(t *testing.T) {
-	swing := flat(1)
-	for j := range ProfileSteps / 2 {
-		swing[j] = 2
-	}
-	hosts := []Host{
-		profiledHost("src",
-			Server{ID: "pinned", VCPUs: 2, RAMMB: 1024, CPU: 2.5, RAM: 100, PeakCPU: 2.5, PeakRAM: 100, Profile: flat(2.5), Fixed: true, FixedReason: "pinned"},
-			Server{ID: "cheap", VCPUs: 1, RAMMB: 1024, CPU: 1, RAM: 100, PeakCPU: 1, PeakRAM: 100, Profile: flat(1)},
-			Server{ID: "swinger", VCPUs: 2, RAMMB: 4096, CPU: 1, RAM: 100, PeakCPU: 2, PeakRAM: 100, Profile: swing}),
-		profiledHost("roomy"),
-	}
-	sol := solvePeak(hosts)
-	if !sol.OK || len(sol.Moves) != 1 || sol.Moves[0].Server != "swinger" {
-		t.Fatalf("%+v, want swinger to leave (cheap leaves the source over at 8 steps)", sol)
-	}
-}

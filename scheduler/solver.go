@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -133,8 +131,8 @@ type model struct {
 	// now; vec is each server's profile on the model's steps (peak.go).
 	atPeak bool
 	vec    map[*Server][]float64
-	// graded: the hosts carry profiles (prof), with or without atPeak;
-	// plans and destinations are ranked by them (peak.go: graded choice).
+	// graded: the hosts carry profiles (prof), with or without atPeak:
+	// what fits is ranked by them (peak.go: graded choice).
 	graded bool
 }
 
@@ -491,11 +489,9 @@ type search struct {
 	bestCross int
 	bestUnc   int
 	bestCost  float64
-	// bestFuture: the steps over of the best plan's model (graded).
-	bestFuture int
-	found      bool
-	goal       map[int]bool      // hosts of the events' overloads (bestDest)
-	zone       map[string]string // host -> availability zone
+	found     bool
+	goal      map[int]bool      // hosts of the events' overloads (bestDest)
+	zone      map[string]string // host -> availability zone
 }
 
 func (s *search) expired() bool {
@@ -537,7 +533,9 @@ func (s *search) placeInOrder(m *model, ev []evict) ([]Action, bool) {
 }
 
 // bestDest is the destination in the source's zone, else in any zone,
-// with the most headroom left once the server is there, or -1. A server
+// with the most headroom left once the server is there, or -1. With
+// profiles judged by demand now, the fewest steps over they add come
+// before headroom (peak.go: graded choice). A server
 // leaving an overloaded host that is not an event's (another member a
 // plan relieves on the way) stays in its zone: a partition that grew
 // across sites does not move another site's load over the WAN for an
@@ -568,7 +566,7 @@ func (s *search) bestDest(m *model, e evict) int {
 			continue
 		}
 		steps := 0
-		if m.graded && !m.atPeak { // peak.go: graded choice
+		if m.graded && !m.atPeak {
 			steps = m.overStepsWith(i, e.s) - m.overSteps(i)
 		}
 		m.add(i, e.s)
@@ -598,11 +596,9 @@ func (s *search) converges(a Action) bool {
 	return ok
 }
 
-// offer keeps acts (m: the model once they are done) when they beat the
-// best so far: fewer moves predicted not to converge, then fewer across
-// zones, then (graded) fewer steps over in m's profiles, then fewer
-// bytes.
-func (s *search) offer(acts []Action, m *model) {
+// offer keeps acts when they beat the best so far: fewer moves predicted
+// not to converge, then fewer across zones, then fewer bytes.
+func (s *search) offer(acts []Action) {
 	mb, cross, unc := 0, 0, 0
 	var took time.Duration
 	cost := 0.0
@@ -629,19 +625,10 @@ func (s *search) offer(acts []Action, m *model) {
 	if s.p.costOn() {
 		cheaper = cost < s.bestCost
 	}
-	future := 0
-	if m.graded {
-		future = m.futureOver()
-		if lam := gradeLambda(); lam > 0 && s.p.costOn() {
-			cheaper = cost+lam*float64(future) < s.bestCost+lam*float64(s.bestFuture)
-		} else {
-			cheaper = future < s.bestFuture || future == s.bestFuture && cheaper
-		}
-	}
 	if s.found && (unc > s.bestUnc || unc == s.bestUnc && (cross > s.bestCross || cross == s.bestCross && !cheaper)) {
 		return
 	}
-	s.found, s.bestMB, s.bestCross, s.bestUnc, s.bestCost, s.bestFuture = true, mb, cross, unc, cost, future
+	s.found, s.bestMB, s.bestCross, s.bestUnc, s.bestCost = true, mb, cross, unc, cost
 	s.best = Solution{OK: true, Moves: acts, MovedMB: mb, CrossZone: cross, Unconverging: unc, MigrationTime: took,
 		Reason: s.note, Unmovable: s.unmovable, TimedOut: s.best.TimedOut}
 }
@@ -686,9 +673,8 @@ func (s *search) solve() {
 	}
 	for _, less := range strategies {
 		if ev, ok := s.evictions(cands, func(c []*Server) { slices.SortStableFunc(c, less) }); ok {
-			m := s.base.clone()
-			if acts, ok := s.place(m, ev); ok {
-				s.offer(acts, m)
+			if acts, ok := s.place(s.base.clone(), ev); ok {
+				s.offer(acts)
 			}
 		}
 	}
@@ -705,9 +691,8 @@ func (s *search) solve() {
 		shuffle := func(c []*Server) { rnd.Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] }) }
 		if ev, ok := s.evictions(cands, shuffle); ok {
 			rnd.Shuffle(len(ev), func(i, j int) { ev[i], ev[j] = ev[j], ev[i] })
-			m := s.base.clone()
-			if acts, ok := s.placeInOrder(m, ev); ok {
-				s.offer(acts, m)
+			if acts, ok := s.placeInOrder(s.base.clone(), ev); ok {
+				s.offer(acts)
 			}
 		}
 	}
@@ -755,7 +740,6 @@ func (s *search) exact(src int, cands []*Server) {
 	type subset struct {
 		mask uint32
 		w    float64
-		over int // graded: src's steps over once the subset left
 	}
 	weight := func(i int, sv *Server) float64 { return float64(sv.RAMMB) }
 	bound := func() float64 { return float64(s.bestMB) }
@@ -773,60 +757,6 @@ func (s *search) exact(src int, cands []*Server) {
 	for j, sv := range cands {
 		ws[j] = weight(src, sv)
 	}
-	// Graded (peak.go): a subset's plan leaves at least the steps over of
-	// src without it and of the hosts no eviction leaves (arrivals only
-	// add); subsets go fewest such steps first.
-	graded := s.base.graded
-	lam := 0.0
-	if graded && s.p.costOn() {
-		lam = gradeLambda()
-	}
-	others := 0
-	var vecs [][]float64
-	if graded {
-		left := map[int]bool{src: true}
-		for _, e := range s.ev0 {
-			left[e.src] = true
-		}
-		for i := range s.base.hosts {
-			if !left[i] {
-				others += s.base.overSteps(i)
-			}
-		}
-		vecs = make([][]float64, n)
-		for j, sv := range cands {
-			vecs[j] = s.base.vector(sv)
-		}
-	}
-	srcOver := func(mask uint32) int {
-		h := &s.base.hosts[src]
-		k := 0
-		for t, c := range h.prof {
-			for j := 0; j < n; j++ {
-				if mask&(1<<j) != 0 {
-					c -= vecs[j][t]
-				}
-			}
-			if fit.Over(c, h.lim.CPU) {
-				k++
-			}
-		}
-		return k
-	}
-	// worse says whether a subset's plan cannot beat the best so far.
-	worse := func(sub subset) bool {
-		if !s.found {
-			return false
-		}
-		if !graded {
-			return base0+sub.w >= bound()
-		}
-		lb := sub.over + others
-		if lam > 0 {
-			return base0+sub.w+lam*float64(lb) >= s.bestCost+lam*float64(s.bestFuture)
-		}
-		return lb > s.bestFuture || lb == s.bestFuture && base0+sub.w >= bound()
-	}
 	// With a solution found, the search ends at the first subset that
 	// costs as much: those are left out before sorting (they would sort
 	// last, so every subset kept has the same rank).
@@ -838,39 +768,20 @@ func (s *search) exact(src int, cands []*Server) {
 				w += ws[j]
 			}
 		}
-		sub := subset{mask: mask, w: w}
-		if graded {
-			sub.over = srcOver(mask)
-		}
-		if worse(sub) {
+		if s.found && base0+w >= bound() {
 			continue
 		}
-		subs = append(subs, sub)
+		subs = append(subs, subset{mask, w})
 	}
 	// Cheapest first, ties in mask order (the order they were made in):
-	// a stable sort's order, without its cost. Graded: fewest steps over
-	// first (or, with lam, the least cost plus lam per step).
-	slices.SortFunc(subs, func(a, b subset) int {
-		if graded {
-			if lam > 0 {
-				if c := cmp.Compare(a.w+lam*float64(a.over), b.w+lam*float64(b.over)); c != 0 {
-					return c
-				}
-			} else if c := cmp.Compare(a.over, b.over); c != 0 {
-				return c
-			}
-		}
-		return cmp.Or(cmp.Compare(a.w, b.w), cmp.Compare(a.mask, b.mask))
-	})
+	// a stable sort's order, without its cost.
+	slices.SortFunc(subs, func(a, b subset) int { return cmp.Or(cmp.Compare(a.w, b.w), cmp.Compare(a.mask, b.mask)) })
 	for k, sub := range subs {
 		if k%64 == 0 && s.expired() {
 			s.best.TimedOut = true
 			return
 		}
-		if worse(sub) {
-			if graded {
-				continue // sorted by another key: a later one may not be
-			}
+		if s.found && base0+sub.w >= bound() {
 			return
 		}
 		// Whether the subset fixes the host needs only its use (as
@@ -891,9 +802,8 @@ func (s *search) exact(src int, cands []*Server) {
 				ev = append(ev, evict{src: src, s: cands[j], relieve: true})
 			}
 		}
-		m := s.base.clone()
-		if acts, ok := s.place(m, ev); ok {
-			s.offer(acts, m)
+		if acts, ok := s.place(s.base.clone(), ev); ok {
+			s.offer(acts)
 			return
 		}
 	}
@@ -954,12 +864,6 @@ func (s *search) preempt(cands [][]*Server) {
 		}
 		acts = append(acts, shelveAction(e.s, m.hosts[e.src].h.Name))
 	}
-	s.offer(acts, m)
+	s.offer(acts)
 	s.best.Reason = join("preempted: lowest-priority servers shelved", s.note)
-}
-
-// gradeLambda is an experiment's knob (DVMS_GRADE_LAMBDA): points per step.
-func gradeLambda() float64 {
-	v, _ := strconv.ParseFloat(os.Getenv("DVMS_GRADE_LAMBDA"), 64)
-	return v
 }

@@ -95,6 +95,10 @@ type Host struct {
 	// since the Unix epoch over ProfileStep); 0 without a peak window.
 	ProfileStep time.Duration `json:",omitempty"`
 	ProfileEnd  int64         `json:",omitempty"`
+	// OverFor: how long the host has been overloaded (K of the last N
+	// samples) as of this snapshot, by its agent's samples; 0 when it is
+	// not. A relief's gain grows with it (movecost.go).
+	OverFor time.Duration `json:",omitempty"`
 }
 
 // Demand sums the measured demand of the host's servers.
