@@ -178,6 +178,9 @@ func (a *Agent) expect(cs []Carried) {
 		if a.carried == nil {
 			a.carried = map[string]*profile{}
 		}
+		if _, ok := a.carried[c.Server]; !ok && len(a.carried) >= maxCarried {
+			continue // its missing steps count at its peak, as without one
+		}
 		p := &profile{end: c.End, cpu: slices.Clone(c.Profile), ram: make([]float64, len(c.Profile))}
 		for i := range p.ram {
 			p.ram[i] = math.Round(c.PeakRAM) // the source sends its peak only
@@ -185,6 +188,10 @@ func (a *Agent) expect(cs []Carried) {
 		a.carried[c.Server] = p
 	}
 }
+
+// maxCarried bounds the profiles an agent keeps for servers on their way
+// to its host: far more than a host receives within a window.
+const maxCarried = 1024
 
 // validCarried checks profiles decoded from the bus: bounded, named,
 // finite and non-negative.
