@@ -44,6 +44,7 @@ type Agent struct {
 	window  []EventKind         // last N classifications
 	arrived map[string]arrival  // server -> when first seen on the host
 	peaks   map[string]*profile // server -> its demand within the peak window (peak.go)
+	carried map[string]*profile // server on its way here -> its source's profile (peak.go)
 	// overSince: when the host's overload began to hold (Host.OverFor).
 	overSince time.Time
 	active    *Event // own event being handled

@@ -179,7 +179,10 @@ func (a *Agent) SolveDone(partID string, version uint64, sol Solution, plan Plan
 		p.Version++
 		l.phase, a.planRan = phExecuting, true
 		up := a.update()
+		up.Carried = a.carry(plan) // the moving servers' profiles (peak.go)
+		a.expect(up.Carried)
 		a.broadcast(up)
+		up.Carried = nil
 		for _, n := range released {
 			a.send(n, up) // not a member any more: it frees itself (onUpdate)
 		}

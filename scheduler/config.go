@@ -39,7 +39,8 @@ type Config struct {
 	// DestinationPeakWindow: the agent keeps, per server, its highest
 	// demand measured this long back (Server.PeakCPU, PeakRAM), and the
 	// solver judges destinations by their servers' peaks plus the
-	// incoming server's (peak.go). 0 (the default): destinations are
+	// incoming server's (peak.go); a moved server's profile goes with
+	// it to its destination's agent. 0 (the default): destinations are
 	// judged by demand now.
 	DestinationPeakWindow time.Duration
 	// ConsolidationHeadroom is the fraction of a destination's demand

@@ -61,6 +61,7 @@ func (a *Agent) onUpdate(m Message) {
 	default:
 		if mine.State == Finishing || p.State == Finishing {
 			a.planRan = true // a re-plan makes it Growing again (PlanSkipped)
+			a.expect(m.Carried)
 		}
 		// A leader whose partition a node that joined leads now is a
 		// member from here (setPart drops its leading).

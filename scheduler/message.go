@@ -181,6 +181,10 @@ type Message struct {
 	Class EndClass `json:",omitempty"`
 	// Solved lists the events a Solved dissolution solved (Dissolve).
 	Solved []string `json:",omitempty"`
+	// Carried: the profiles of the servers a plan moves, for their
+	// destinations (the Update that makes the partition Finishing, with a
+	// destination peak window: peak.go).
+	Carried []Carried `json:",omitempty"`
 }
 
 // WireVersion is the encoding version of messages on the bus.
@@ -308,6 +312,12 @@ func (m *Message) validate() error {
 	}
 	if m.Hops < 0 {
 		return errors.New("negative hops")
+	}
+	if len(m.Carried) > 0 && m.Type != MsgUpdate {
+		return fmt.Errorf("%s carrying profiles", m.Type)
+	}
+	if err := validCarried(m.Carried); err != nil {
+		return err
 	}
 	return nil
 }

@@ -26,6 +26,17 @@ func TestDecodeRejectsForgedShapes(t *testing.T) {
 	avoidsMany.Avoid = many[:MaxAvoid+1]
 	noKind := trustPart("h1")
 	noKind.Events[0].Kind = NoEvent // the executor does not re-check kindless events
+	finishing := trustPart("h1", "h2")
+	finishing.State = Finishing
+	carried := func(c Carried) Message {
+		return Message{Type: MsgUpdate, From: "h1", PartID: "p", Part: finishing, Carried: []Carried{c}}
+	}
+	good := Carried{Server: "s", To: "h2", Step: 15e9, End: 100, Profile: []float64{1, 2}, PeakRAM: 512}
+	long, negative, unnamed, noStep := good, good, good, good
+	long.Profile = make([]float64, ProfileSteps+1)
+	negative.Profile = []float64{1, -2}
+	unnamed.Server = ""
+	noStep.Step = 0
 	for name, m := range map[string]Message{
 		"event without a kind":      {Type: MsgGrow, From: "h1", PartID: "p", Part: noKind},
 		"snapshot of another host":  {Type: MsgSnapshot, From: "h2", PartID: "p", Host: &Host{Name: "h1", Draining: true}},
@@ -34,6 +45,11 @@ func TestDecodeRejectsForgedShapes(t *testing.T) {
 		"empty node":                {Type: MsgGrow, From: "h1", PartID: "p", Part: trustPart("h1", "")},
 		"more than MaxNodes":        {Type: MsgGrow, From: "n0", PartID: "p", Part: trustPart(many...)},
 		"avoids more than MaxAvoid": {Type: MsgGrow, From: "h1", PartID: "p", Part: avoidsMany},
+		"profile of 17 steps":       carried(long),
+		"negative demand":           carried(negative),
+		"profile of no server":      carried(unnamed),
+		"profile without a step":    carried(noStep),
+		"profile on a snapshot":     {Type: MsgSnapshot, From: "h1", PartID: "p", Host: &Host{Name: "h1"}, Carried: []Carried{good}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			data, err := Encode(m)
@@ -49,6 +65,7 @@ func TestDecodeRejectsForgedShapes(t *testing.T) {
 	for name, m := range map[string]Message{
 		"own snapshot": {Type: MsgSnapshot, From: "h1", PartID: "p", Host: &Host{Name: "h1"}},
 		"own event":    {Type: MsgGrow, From: "h1", PartID: "p", Part: trustPart("h1", "h2")},
+		"a profile":    carried(good),
 	} {
 		data, _ := Encode(m)
 		if _, err := Decode(data); err != nil {

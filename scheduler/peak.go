@@ -28,13 +28,21 @@ package scheduler
 // the executor's re-check judge demand now too (they guard what happens
 // while the plan runs).
 //
-// Where the profile is short (a server arrived within the window: the
-// agent it left keeps no record once it left) or its host's snapshot is
-// older than the problem's latest, its missing steps count at its highest
-// known demand. Without a window (0, the default) no profile is kept and
-// nothing changes.
+// A moved server's profile travels with it: the leader sends, with the
+// update that starts its plan (Message.Carried), the profile of each
+// server the plan moves as its source's snapshot had it, and the
+// destination's agent starts the server's profile from it when the server
+// arrives (its steps since the source's last are filled as any gap is).
+// Without it, a server that just arrived has no record on its new host and
+// its host looks full at every step for a whole window after each move.
+// Where the profile is still short (a server that arrived within the
+// window and whose profile did not come: the update was lost, the leader
+// had none) or its host's snapshot is older than the problem's latest, its
+// missing steps count at its highest known demand. Without a window (0,
+// the default) no profile is kept and nothing changes.
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -70,12 +78,17 @@ func (a *Agent) notePeaks(h *Host) {
 		s := &h.Servers[i]
 		p := a.peaks[s.ID]
 		if p == nil || k < p.end {
-			p = &profile{end: k}
+			p = a.arrival(s.ID, k)
 			a.peaks[s.ID] = p
 		}
 		p.record(k, s.CPU, s.RAM)
 		s.Profile = slices.Clone(p.cpu)
 		s.PeakCPU, s.PeakRAM = slices.Max(p.cpu), slices.Max(p.ram)
+	}
+	for id, c := range a.carried {
+		if k-c.end >= ProfileSteps {
+			delete(a.carried, id) // the server never came within the window
+		}
 	}
 	if len(a.peaks) == len(h.Servers) {
 		return // every server remembered is still here
@@ -89,6 +102,114 @@ func (a *Agent) notePeaks(h *Host) {
 			delete(a.peaks, id)
 		}
 	}
+}
+
+// arrival is the profile a server new on the host (or whose record is
+// ahead of the clock) starts from in step k: the one its source's agent
+// recorded (Carried), when its leader sent one that is not ahead of k
+// nor older than the window, else an empty one.
+func (a *Agent) arrival(id string, k int64) *profile {
+	c, ok := a.carried[id]
+	delete(a.carried, id)
+	if !ok || c.end > k || k-c.end >= ProfileSteps {
+		return &profile{end: k}
+	}
+	return c
+}
+
+// Carried is the demand profile of a server a plan moves, as its source's
+// snapshot had it (Server.Profile, PeakRAM; Host.ProfileStep, ProfileEnd):
+// its leader sends it to the destination's agent (Message.Carried).
+type Carried struct {
+	Server  string
+	To      string
+	Step    time.Duration
+	End     int64
+	Profile []float64
+	PeakRAM float64 `json:",omitempty"`
+}
+
+// carry lists the profiles of the servers plan moves (nil without a
+// peak window): from the snapshot the plan was built on, each with its
+// source's step and end.
+func (a *Agent) carry(plan Plan) []Carried {
+	if a.cfg.DestinationPeakWindow <= 0 {
+		return nil
+	}
+	src := make(map[string]*Host, len(plan.Snapshot))
+	for i := range plan.Snapshot {
+		src[plan.Snapshot[i].Name] = &plan.Snapshot[i]
+	}
+	var out []Carried
+	for _, step := range plan.Steps {
+		for _, act := range step {
+			h := src[act.From]
+			if act.Kind != LiveMigrate || h == nil || h.ProfileStep <= 0 {
+				continue
+			}
+			for i := range h.Servers {
+				if s := &h.Servers[i]; s.ID == act.Server && len(s.Profile) > 0 {
+					out = append(out, Carried{Server: s.ID, To: act.To, Step: h.ProfileStep, End: h.ProfileEnd,
+						Profile: s.Profile[max(0, len(s.Profile)-ProfileSteps):], PeakRAM: s.PeakRAM})
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// expect keeps the profiles of the servers coming to this agent's host
+// (To), on its own step, until they arrive (notePeaks) or are older than
+// the window. Only judging at peaks reads them: a forged profile makes
+// the host look fuller or emptier at peaks in the solver's first pass,
+// never what the executor re-checks before each move (demand now), nor
+// whether a host is overloaded.
+func (a *Agent) expect(cs []Carried) {
+	w := a.cfg.DestinationPeakWindow
+	if w <= 0 {
+		return
+	}
+	step := max(w/ProfileSteps, time.Millisecond)
+	for _, c := range cs {
+		if c.To != a.cfg.ID || c.Step != step || len(c.Profile) == 0 {
+			continue
+		}
+		if a.carried == nil {
+			a.carried = map[string]*profile{}
+		}
+		if _, ok := a.carried[c.Server]; !ok && len(a.carried) >= maxCarried {
+			continue // its missing steps count at its peak, as without one
+		}
+		p := &profile{end: c.End, cpu: slices.Clone(c.Profile), ram: make([]float64, len(c.Profile))}
+		for i := range p.ram {
+			p.ram[i] = math.Round(c.PeakRAM) // the source sends its peak only
+		}
+		a.carried[c.Server] = p
+	}
+}
+
+// maxCarried bounds the profiles an agent keeps for servers on their way
+// to its host: far more than a host receives within a window.
+const maxCarried = 1024
+
+// validCarried checks profiles decoded from the bus: bounded, named,
+// finite and non-negative.
+func validCarried(cs []Carried) error {
+	if len(cs) > MaxNodes {
+		return fmt.Errorf("%d carried profiles: more than %d", len(cs), MaxNodes)
+	}
+	for _, c := range cs {
+		if c.Server == "" || c.To == "" || c.Step <= 0 || len(c.Profile) == 0 || len(c.Profile) > ProfileSteps {
+			return fmt.Errorf("carried profile of %q to %q: step %v, %d steps", c.Server, c.To, c.Step, len(c.Profile))
+		}
+		for _, v := range append([]float64{c.PeakRAM}, c.Profile...) {
+			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("carried profile of %q: value %v", c.Server, v)
+			}
+		}
+	}
+	return nil
 }
 
 // record adds a sample taken in step k (k >= p.end): steps without a

@@ -192,3 +192,62 @@ func TestGradedFallbackPrefersFewerStepsOver(t *testing.T) {
 		t.Fatalf("%+v, want mover to spiky (over at 1 step, not 8)", sol)
 	}
 }
+
+// A moved server's profile travels with it: the leader (h2) sends, with
+// the update that starts its plan, the profile its snapshot had of the
+// server it moves to h1 (over the wire), and h1's agent starts the
+// server's profile from it when it arrives, instead of from nothing (and
+// the solver counting it at its peak at every step). Without a window the
+// update carries nothing.
+func TestMovedServerCarriesItsProfile(t *testing.T) {
+	for _, window := range []time.Duration{160 * time.Second, 0} { // 10 s steps
+		cfg := func(id string) Config {
+			c := DefaultConfig(id)
+			c.DestinationPeakWindow = window
+			return c
+		}
+		h1, err := NewAgent(cfg("h1"), ring5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h2, err := NewAgent(cfg("h2"), ring5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, cpu := range []float64{3, 1, 1, 1} {
+			h2.Observe(t0.Add(time.Duration(i-3)*10*time.Second), hostWith("h2", cpu))
+		}
+		h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
+		h1.Step(only(t, h2.Ready(), MsgUpdate).Msg)
+		h2.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
+		req := h2.Ready().Solve[0]
+		move := Action{Kind: LiveMigrate, Server: "h2-s", From: "h2", To: "h1", VCPUs: 2, RAMMB: 1024, CPU: 1, RAM: 512}
+		sol := Solution{OK: true, Moves: []Action{move}, Solved: []string{req.Problem.Events[0].ID}}
+		h2.SolveDone(req.PartID, req.Version, sol, Plan{Steps: [][]Action{{move}}, Snapshot: req.Problem.Hosts}, nil)
+		data, err := Encode(only(t, h2.Ready(), MsgUpdate).Msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, err := Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if window == 0 {
+			if up.Carried != nil {
+				t.Fatalf("without a window the update carries %+v", up.Carried)
+			}
+			continue
+		}
+		h1.Step(up)
+		arrived := hostWith("h1", 2)
+		arrived.Servers = append(arrived.Servers, hostWith("h2", 1).Servers...)
+		h1.Observe(t0.Add(20*time.Second), arrived)
+		s := h1.host.Servers[1]
+		if want := []float64{3, 1, 1, 1, 1, 1}; s.ID != "h2-s" || !slices.Equal(s.Profile, want) || s.PeakCPU != 3 || s.PeakRAM != 512 {
+			t.Fatalf("arrived %s: profile %v peak %v/%v, want %v, 3, 512 (its source's steps, the gap filled)", s.ID, s.Profile, s.PeakCPU, s.PeakRAM, want)
+		}
+		if len(h1.carried) != 0 {
+			t.Fatalf("kept %d carried profiles after the arrival", len(h1.carried))
+		}
+	}
+}
