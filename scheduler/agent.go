@@ -45,9 +45,11 @@ type Agent struct {
 	arrived map[string]arrival  // server -> when first seen on the host
 	peaks   map[string]*profile // server -> its demand within the peak window (peak.go)
 	carried map[string]*profile // server on its way here -> its source's profile (peak.go)
-	// overSince: when the host's overload began to hold (Host.OverFor).
-	overSince time.Time
-	active    *Event // own event being handled
+	// overFor: how long the host's overload has held since a server
+	// last left it (Host.OverFor); overAt: the sample it was counted to.
+	overFor time.Duration
+	overAt  time.Time
+	active  *Event // own event being handled
 	// resume: the own event a refused leader held, going on under its
 	// own id on the next tick (RefuseLeader); resumed counts its fresh
 	// partitions (their ids).

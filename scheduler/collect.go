@@ -50,12 +50,13 @@ func (a *Agent) maybeSolve() {
 	}
 	l.phase = phSolving
 	relief := a.reliefHeadroom()
+	fewer := relief > 0 && a.mayGrowForRelief()
 	a.rd.Solve = append(a.rd.Solve, SolveRequest{
 		PartID: a.part.ID, Version: a.part.Version, Limits: a.cfg.Limits, Timeout: a.cfg.SolveTimeout,
 		// Preemption is the last resort: only once the partition cannot
 		// grow (Blocked after a full tour — a re-plan of such a partition
 		// too —, or the whole ring).
-		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds, Headroom: a.cfg.ConsolidationHeadroom, ReliefHeadroom: relief,
+		Problem: Problem{Events: slices.Clone(a.part.Events), Hosts: hosts, Thresholds: a.cfg.Thresholds, Headroom: a.cfg.ConsolidationHeadroom, ReliefHeadroom: relief, FewerMoves: fewer,
 			MoveCost: a.cfg.MoveCost, MoveCostPerSecond: a.cfg.MoveCostPerSecond,
 			Preempt: a.cfg.Preempt && (a.part.State == Blocked || a.part.Replans > 0 && a.part.Tours > 0 || len(a.part.Nodes) >= len(a.ring))},
 	})

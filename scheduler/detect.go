@@ -13,7 +13,7 @@ import (
 func (a *Agent) Observe(now time.Time, h Host) {
 	a.now = now
 	h.Servers = slices.Clone(h.Servers)
-	settling := a.settle(h.Servers)
+	settling, left := a.settle(h.Servers)
 	a.notePeaks(&h)
 	a.host, a.hasHost, a.stale = h, true, false
 	k := NoEvent
@@ -30,7 +30,7 @@ func (a *Agent) Observe(now time.Time, h Host) {
 	if len(a.window) > a.cfg.N {
 		a.window = a.window[len(a.window)-a.cfg.N:]
 	}
-	a.noteOverFor()
+	a.noteOverFor(left)
 	a.maybeStart()
 }
 
@@ -44,7 +44,7 @@ type arrival struct {
 // settle marks the servers that arrived on the host less than the
 // consolidation cooldown ago (Settling) and those dvms moved here less
 // than the server cooldown ago (Cooling), and reports whether one is
-// settling. Servers present at the agent's first sample count as
+// settling and whether one left since the last sample. Servers present at the agent's first sample count as
 // settled and cool (an agent restarted forgets the moves before).
 //
 // A server that arrives while a plan runs or has just run on a
@@ -52,7 +52,7 @@ type arrival struct {
 // only between their partition's members. This costs no request to
 // Nova; a boot or an operator's migration that lands at that moment
 // counts too (it cools, it is not lost).
-func (a *Agent) settle(ss []Server) bool {
+func (a *Agent) settle(ss []Server) (settling, left bool) {
 	first := a.arrived == nil
 	if first {
 		a.arrived = make(map[string]arrival, len(ss))
@@ -81,7 +81,7 @@ func (a *Agent) settle(ss []Server) bool {
 	if len(a.arrived) == len(ss) {
 		// Every server remembered is still here (the usual sample): no
 		// map to build. Server ids are unique on a host.
-		return any
+		return any, false
 	}
 	present := make(map[string]bool, len(ss))
 	for k := range ss {
@@ -90,23 +90,35 @@ func (a *Agent) settle(ss []Server) bool {
 	for id := range a.arrived {
 		if !present[id] {
 			delete(a.arrived, id)
+			left = true
 		}
 	}
-	return any
+	return any, left
 }
 
-// noteOverFor sets the host's OverFor: since when an overload has held
-// (K of the last N samples), without a break.
-func (a *Agent) noteOverFor() {
-	if a.holds() != Overload {
-		a.overSince = time.Time{}
-		return
+// noteOverFor sets the host's OverFor: how long an overload has held (K
+// of the last N samples) on it since a server last left it (left: one
+// left since the last sample). An overload that comes back with a swing
+// adds up: relief refused for a short one is paid for once it has come
+// back often enough (movecost.go). A gap between samples counts at most
+// maxOverGap.
+func (a *Agent) noteOverFor(left bool) {
+	if left {
+		a.overFor, a.overAt = 0, time.Time{}
 	}
-	if a.overSince.IsZero() {
-		a.overSince = a.now
+	if a.holds() == Overload {
+		if !a.overAt.IsZero() {
+			a.overFor += min(a.now.Sub(a.overAt), maxOverGap)
+		}
+		a.overAt = a.now
+	} else {
+		a.overAt = time.Time{}
 	}
-	a.host.OverFor = a.now.Sub(a.overSince)
+	a.host.OverFor = a.overFor
 }
+
+// maxOverGap bounds what one gap between samples adds to OverFor.
+const maxOverGap = 10 * time.Second
 
 func movable(ss []Server) []Server {
 	var out []Server

@@ -122,28 +122,54 @@ func TestLastingOverloadPays(t *testing.T) {
 	}
 }
 
-// The agent says how long its host's overload has held (K of N samples),
-// and forgets it once the overload no longer holds.
+// The agent says how long its host has been overloaded (K of N
+// samples) since a server last left it: an overload that comes back adds
+// to the last, and a server leaving starts the count again.
 func TestAgentNotesHowLongAnOverloadHeld(t *testing.T) {
 	a := newAgent(t, "h1")
 	a.retired = true // sampling only: no partition
-	at := func(s int, cpu float64) time.Duration {
-		a.Observe(t0.Add(time.Duration(s)*time.Second), hostWith("h1", cpu))
+	at := func(s int, cpu float64, ids ...string) time.Duration {
+		h := hostWith("h1", cpu)
+		for _, id := range ids {
+			h.Servers = append(h.Servers, Server{ID: id, VCPUs: 1, RAMMB: 512, RAM: 100})
+		}
+		a.Observe(t0.Add(time.Duration(s)*time.Second), h)
 		return a.host.OverFor
 	}
 	for s := 0; s < a.cfg.K-1; s++ {
-		if d := at(s, 5); d != 0 {
+		if d := at(s, 5, "x"); d != 0 {
 			t.Fatalf("sample %d: over for %v before K samples", s, d)
 		}
 	}
-	at(a.cfg.K-1, 5) // holds from here
-	if d := at(a.cfg.K+89, 5); d != 90*time.Second {
-		t.Fatalf("over for %v, want 90 s", d)
+	s := a.cfg.K - 1
+	at(s, 5, "x") // holds from here
+	for range 90 {
+		s++
+		at(s, 5, "x")
 	}
-	for s := a.cfg.K + 90; a.holds() == Overload; s++ {
-		at(s, 1)
+	if a.host.OverFor != 90*time.Second {
+		t.Fatalf("over for %v, want 90 s", a.host.OverFor)
 	}
-	if a.host.OverFor != 0 {
-		t.Fatalf("over for %v once the overload no longer holds", a.host.OverFor)
+	if d := at(s+30, 5, "x"); d != 100*time.Second {
+		t.Fatalf("over for %v after a 30 s gap, want 100 s (a gap counts 10 s at most)", d)
+	}
+	s += 30
+	for a.holds() == Overload {
+		s++
+		at(s, 1, "x")
+	}
+	if d := at(s+60, 1, "x"); d < 100*time.Second {
+		t.Fatalf("over for %v once the overload stopped holding, want what it held", d)
+	}
+	s += 61
+	for a.holds() != Overload { // the swing comes back: it adds up
+		s++
+		at(s, 5, "x")
+	}
+	if d := at(s+5, 5, "x"); d < 105*time.Second {
+		t.Fatalf("over for %v after the overload came back, want more than before", d)
+	}
+	if d := at(s+6, 5); d != 0 {
+		t.Fatalf("over for %v after a server left, want 0", d)
 	}
 }

@@ -38,8 +38,12 @@ type reliefState struct {
 	// grow for a destination with room; its request is out.
 	deferred bool
 	// off: its request came back (or was lost) while deferred: it solves
-	// for any destination that fits from now on.
+	// for any destination that fits from now on, or, after fewer, with
+	// the headroom as before (room for more moves beats no room).
 	off bool
+	// fewer: it grew for room for fewer moves (Solution.FewerUnmet), a
+	// plan with room but more moves in hand.
+	fewer bool
 }
 
 // reliefFirstFit: a partition grows for relief headroom only when a
@@ -56,7 +60,7 @@ func firstFitNear(fitAt int) bool { return fitAt <= reliefFirstFit }
 // Config.ReliefHeadroom while the partition may grow for it, else 0 (any
 // destination that fits).
 func (a *Agent) reliefHeadroom() float64 {
-	if a.mayGrowForRelief() {
+	if a.mayGrowForRelief() || a.lead.relief.fewer {
 		return a.cfg.ReliefHeadroom // growing may still find a host with room
 	}
 	return 0
@@ -102,17 +106,18 @@ func (a *Agent) oneZone() bool {
 // hosts, the partition grows for one with room instead, and
 // growForRelief reports true (the solution is passed over).
 func (a *Agent) growForRelief(sol Solution, planErr error) bool {
-	if !sol.OK || !sol.ReliefUnmet || planErr != nil {
-		return false
+	if !sol.OK || !sol.ReliefUnmet || planErr != nil || a.lead.relief.off {
+		return false // off: growth is over, what fits will do
 	}
 	p := a.part
 	if p.FitAt == 0 {
 		p.FitAt = len(p.Nodes)
 	}
-	if !firstFitNear(p.FitAt) {
+	if !firstFitNear(p.FitAt) && !sol.FewerUnmet {
 		return false // this solution will do
 	}
 	a.lead.relief.deferred = true
+	a.lead.relief.fewer = a.lead.relief.fewer || sol.FewerUnmet
 	a.forward()
 	return true
 }
@@ -144,7 +149,7 @@ func (a *Agent) reliefRequestLost() bool {
 // reliefDone ends a partition's growth for relief headroom: it solves
 // for destinations that fit, on fresh snapshots.
 func (a *Agent) reliefDone() {
-	a.lead.relief = reliefState{off: true}
+	a.lead.relief = reliefState{off: true, fewer: a.lead.relief.fewer}
 	a.broadcast(a.update()) // members answer with their snapshot
 	a.collect()
 }
@@ -168,13 +173,34 @@ func solveForRelief(p Problem, opt SolveOptions) Solution {
 		quick := opt
 		quick.Rand = nil
 		if sol := solveTiers(p, quick); sol.OK {
-			return sol
+			return fewerMoves(p, opt, sol)
 		}
 	}
 	p.ReliefHeadroom = 0
 	sol := solveTiers(p, opt)
 	sol.ReliefUnmet = sol.OK
 	return sol
+}
+
+// fewerMoves is solveForRelief's answer once room (a plan keeping the
+// relief headroom) is found: room, unless the problem asks for fewer
+// moves (Problem.FewerMoves, moves priced) and a plan that only fits
+// moves fewer servers: then that one, ReliefUnmet and FewerUnmet, so the
+// leader grows for a destination with room for fewer moves. Room found
+// for a small overload often lies in pieces: the quiet small servers the
+// priced search picks first fit the headroom where one busy server does
+// not, and each is a migration.
+func fewerMoves(p Problem, opt SolveOptions, room Solution) Solution {
+	if !p.FewerMoves || !p.costOn() || len(room.Moves) <= 1 {
+		return room
+	}
+	p.ReliefHeadroom = 0
+	plain := solveTiers(p, opt)
+	if !plain.OK || len(plain.Moves) >= len(room.Moves) {
+		return room
+	}
+	plain.ReliefUnmet, plain.FewerUnmet = true, true
+	return plain
 }
 
 // reliefCandidates reports whether a host of p is overloaded (servers

@@ -34,6 +34,12 @@ type Problem struct {
 	// an overload is relieved onto a host with room, not onto the next
 	// one to overload. 0: any destination that fits.
 	ReliefHeadroom float64 `json:",omitempty"`
+	// FewerMoves: with ReliefHeadroom and moves priced, a plan that keeps
+	// the headroom only with more moves than one that fits is passed
+	// over for that one, said so (Solution.FewerUnmet): the partition
+	// grows for room for the fewer moves (relief.go). The leader sets it
+	// while its partition may grow.
+	FewerMoves bool `json:",omitempty"`
 	// MoveCost and MoveCostPerSecond price the moves of relief and
 	// consolidation (movecost.go): each live migration costs MoveCost
 	// points plus MoveCostPerSecond per second it is predicted to take,
@@ -107,6 +113,9 @@ type Solution struct {
 	// ReliefUnmet: the problem asked for ReliefHeadroom and no solution
 	// kept it; this one only fits (a partition that may grow looks on).
 	ReliefUnmet bool `json:",omitempty"`
+	// FewerUnmet (with ReliefUnmet): a plan kept the headroom, but only
+	// with more moves than this one (Problem.FewerMoves).
+	FewerUnmet bool `json:",omitempty"`
 	// Unconverging counts the moves SolveOptions.Migrations predicts do
 	// not converge (chosen only when no solution avoids them), and
 	// MigrationTime sums its predicted durations (0 without a model).
