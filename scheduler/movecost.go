@@ -77,7 +77,7 @@ func overPoints(m *model, i int) float64 {
 
 // LastingUnit: an overload that has held longer than this counts as many
 // times over as it has held LastingUnits (lasting).
-const LastingUnit = time.Minute
+const LastingUnit = 20 * time.Second
 
 // lasting is how many times an overload that has held for d counts: 1
 // for a fresh one, d/LastingUnit past LastingUnit. An overload is expected
