@@ -60,20 +60,6 @@ func (s *search) serverCost(src int, sv *Server) float64 {
 	return s.actionCost(moveAction(sv, s.base.hosts[src].h.Name, ""))
 }
 
-// overPoints is how far host i of m is above its overload threshold, in
-// percent of its capacity (0 when it is not).
-func overPoints(m *model, i int) float64 {
-	h := &m.hosts[i]
-	pts := 0.0
-	if h.h.CPUs > 0 {
-		pts = max(pts, (h.use.CPU-h.lim.CPU)/h.h.CPUs*100)
-	}
-	if h.h.RAMMB > 0 {
-		pts = max(pts, (h.use.RAM-h.lim.RAM)/h.h.RAMMB*100)
-	}
-	return pts
-}
-
 // EmptiedHostGain is the gain, in points, of emptying an underloaded host.
 const EmptiedHostGain = 100
 
@@ -85,7 +71,7 @@ func (s *search) pays() {
 	}
 	gain := 0.0
 	for _, i := range s.over {
-		gain += overPoints(s.base, i)
+		gain += s.reliefGain(s.base, i) // persist.go
 	}
 	emptied := map[string]bool{}
 	for _, e := range s.ev0 {

@@ -1,0 +1,62 @@
+package scheduler
+
+// Persistent overloads (with a destination peak window, peak.go): relief
+// of an overload that comes and goes buys little. A host whose flapping
+// servers turn low goes back under its threshold by itself, often before
+// or soon after relief lands; the move then bought a few points for a
+// few seconds and leaves its destination to overload at the next swing.
+//
+// So, when the overloaded host's snapshot carries profiles, its gain
+// (movecost.go: points over its threshold now) is weighed by how much of
+// the window it spent over: the share of the window's ProfileSteps steps
+// at which the sum of its servers' profiles was above its CPU limit,
+// counting the current step. A host over at every step of the window
+// gains its points in full; one over at a single step, a sixteenth. An
+// overload by RAM (profiles are CPU) and a host without profiles (no
+// window, or its agent keeps none) count as persistent: weight 1. A
+// server whose profile is short (it arrived within the window) counts at
+// its highest known demand at its missing steps, so a recent arrival
+// makes the overload look persistent, never transient.
+
+import "github.com/dvms-project/dvms/scheduler/fit"
+
+// persistence is the share, in (0, 1], of the window at which host i of
+// s's problem was over its CPU limit (1 without profiles).
+func (s *search) persistence(i int) float64 {
+	h := &s.p.Hosts[i]
+	if h.ProfileStep <= 0 || len(h.Servers) == 0 {
+		return 1
+	}
+	lim := s.base.hosts[i].lim.CPU
+	prof := make([]float64, ProfileSteps)
+	for k := range h.Servers {
+		for j, c := range aligned(&h.Servers[k], h.ProfileEnd, h.ProfileEnd) {
+			prof[j] += c
+		}
+	}
+	over := 1 // the current step: the host is over now
+	for _, c := range prof[:ProfileSteps-1] {
+		if fit.Over(c, lim) {
+			over++
+		}
+	}
+	return float64(over) / ProfileSteps
+}
+
+// reliefGain is what relieving overloaded host i of m gains, in points:
+// its CPU points over weighed by the overload's persistence, or its RAM
+// points over, whichever is more.
+func (s *search) reliefGain(m *model, i int) float64 {
+	h := &m.hosts[i]
+	cpu, ram := 0.0, 0.0
+	if h.h.CPUs > 0 {
+		cpu = (h.use.CPU - h.lim.CPU) / h.h.CPUs * 100
+	}
+	if h.h.RAMMB > 0 {
+		ram = (h.use.RAM - h.lim.RAM) / h.h.RAMMB * 100
+	}
+	if cpu > max(0, ram) {
+		cpu *= s.persistence(i)
+	}
+	return max(0, cpu, ram)
+}
