@@ -36,9 +36,10 @@ func (s *search) persistence(i int) float64 {
 	}
 	over := 1 // the current step: the host is over now
 	for _, c := range prof[:ProfileSteps-1] {
-		if fit.Over(c, lim) {
-			over++
+		if !fit.Over(c, lim) {
+			break
 		}
+		over++
 	}
 	return float64(over) / ProfileSteps
 }
