@@ -6,6 +6,7 @@ package scheduler
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"time"
 )
@@ -104,6 +105,10 @@ func (a *Agent) end(o Outcome, c EndClass, reason string, solved []string) {
 	}
 	if retryNow {
 		a.retryAt = a.now
+		return
+	}
+	if c == EndNotWorth && os.Getenv("P30_NW") != "" {
+		a.retryAt = a.now.Add(a.cfg.RetryBackoff)
 		return
 	}
 	a.retryAt = a.now.Add(a.backoff)

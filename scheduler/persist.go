@@ -18,31 +18,52 @@ package scheduler
 // its highest known demand at its missing steps, so a recent arrival
 // makes the overload look persistent, never transient.
 
-import "github.com/dvms-project/dvms/scheduler/fit"
+import (
+	"os"
+	"strconv"
+
+	"github.com/dvms-project/dvms/scheduler/fit"
+)
 
 // persistence is the share, in (0, 1], of the window at which host i of
 // s's problem was over its CPU limit (1 without profiles).
 func (s *search) persistence(i int) float64 {
-	h := &s.p.Hosts[i]
-	if h.ProfileStep <= 0 || len(h.Servers) == 0 {
+	run, ok := overRun(&s.p.Hosts[i], s.base.hosts[i].lim.CPU)
+	if !ok {
 		return 1
 	}
-	lim := s.base.hosts[i].lim.CPU
+	return min(1, max(float64(run)/persistR, 1.0/ProfileSteps))
+}
+
+// overRun is how many steps after the current one host h is predicted
+// over lim: the run of steps over from the one a window before the next.
+func overRun(h *Host, lim float64) (int, bool) {
+	if h.ProfileStep <= 0 || len(h.Servers) == 0 {
+		return 0, false
+	}
 	prof := make([]float64, ProfileSteps)
 	for k := range h.Servers {
 		for j, c := range aligned(&h.Servers[k], h.ProfileEnd, h.ProfileEnd) {
 			prof[j] += c
 		}
 	}
-	over := 1 // the current step: the host is over now
+	run := 0
 	for _, c := range prof[:ProfileSteps-1] {
 		if !fit.Over(c, lim) {
 			break
 		}
-		over++
+		run++
 	}
-	return float64(over) / ProfileSteps
+	return run, true
 }
+
+var persistR = func() float64 {
+	v, _ := strconv.ParseFloat(os.Getenv("P30_R"), 64)
+	if v <= 0 {
+		return 1
+	}
+	return v
+}()
 
 // reliefGain is what relieving overloaded host i of m gains, in points:
 // its CPU points over weighed by the overload's persistence, or its RAM
