@@ -5,7 +5,6 @@ package scheduler
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"time"
 )
@@ -151,11 +150,6 @@ func (a *Agent) maybeStart() {
 	}
 	if k == NoEvent || c != "" {
 		return
-	}
-	if k == Overload && os.Getenv("P30_DET") != "" {
-		if run, ok := overRun(&a.host, a.cfg.Thresholds.Limit(&a.host).CPU); ok && run == 0 {
-			return
-		}
 	}
 	a.seq++
 	a.goneOn = 0

@@ -6,7 +6,6 @@ package scheduler
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"time"
 )
@@ -107,7 +106,9 @@ func (a *Agent) end(o Outcome, c EndClass, reason string, solved []string) {
 		a.retryAt = a.now
 		return
 	}
-	if c == EndNotWorth && os.Getenv("P30_NW") != "" {
+	if c == EndNotWorth {
+		// Refused for what it would gain now (persist.go): an overload
+		// that lasts is tried again after retry_backoff, not doubled.
 		a.retryAt = a.now.Add(a.cfg.RetryBackoff)
 		return
 	}

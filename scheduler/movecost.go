@@ -11,8 +11,10 @@ import (
 // Gain is in points: percent of a host's capacity. A plan that relieves
 // an overloaded host gains how far that host's demand is above its
 // overload threshold (CPU or RAM, whichever is further: a host at 91 %
-// CPU with an 85 % threshold is 6 points over); a plan that empties an
-// underloaded host gains 100 (the whole host freed).
+// CPU with an 85 % threshold is 6 points over), its CPU points weighed by
+// whether the overload is predicted to last (persist.go, with a
+// destination peak window); a plan that empties an underloaded host
+// gains 100 (the whole host freed).
 //
 // Cost is in the same points: each live migration costs MoveCost plus
 // MoveCostPerSecond for every second the migration is predicted to take

@@ -1,73 +1,60 @@
 package scheduler
 
-// Persistent overloads (with a destination peak window, peak.go): relief
-// of an overload that comes and goes buys little. A host whose flapping
-// servers turn low goes back under its threshold by itself, often before
-// or soon after relief lands; the move then bought a few points for a
-// few seconds and leaves its destination to overload at the next swing.
+// Overloads that end by themselves (with a destination peak window,
+// peak.go): relief of an overload about to end buys nothing. A host whose
+// flapping servers turn low goes back under its threshold by itself; a
+// move that lands as it does bought a few points for a few seconds, and
+// the server it moved may overload its destination at its next swing.
 //
-// So, when the overloaded host's snapshot carries profiles, its gain
-// (movecost.go: points over its threshold now) is weighed by how much of
-// the window it spent over: the share of the window's ProfileSteps steps
-// at which the sum of its servers' profiles was above its CPU limit,
-// counting the current step. A host over at every step of the window
-// gains its points in full; one over at a single step, a sixteenth. An
-// overload by RAM (profiles are CPU) and a host without profiles (no
-// window, or its agent keeps none) count as persistent: weight 1. A
-// server whose profile is short (it arrived within the window) counts at
-// its highest known demand at its missing steps, so a recent arrival
-// makes the overload look persistent, never transient.
+// So, when the overloaded host's snapshot carries profiles, relief
+// predicts how long the overload lasts from the window: demand that flaps
+// repeats with its period, and the window is best set to one period
+// (peak.go), so the host's demand at the step after the current one is
+// predicted by its profile's step one window before that (its oldest).
+// An overload predicted to be gone at the next step (the sum of the
+// host's servers' profiles was within its CPU limit at that step) gains
+// one step of the window's ProfileSteps: a sixteenth of its points over
+// (movecost.go); one predicted to last gains its points in full, as
+// before. An overload by RAM (profiles are CPU only) and a host without
+// profiles (no window) gain their points in full. A server whose profile
+// is short (it arrived within the window) counts at its highest known
+// demand at its missing steps: a recent arrival makes the overload look
+// lasting, never transient.
+//
+// A refused plan ends the event not_worth (movecost.go); the event is
+// raised again after retry_backoff, which a not_worth end does not
+// double (end.go): the refusal is about this moment of the overload,
+// and one that does last is relieved at the next try, not a minute later.
 
-import (
-	"os"
-	"strconv"
+import "github.com/dvms-project/dvms/scheduler/fit"
 
-	"github.com/dvms-project/dvms/scheduler/fit"
-)
-
-// persistence is the share, in (0, 1], of the window at which host i of
-// s's problem was over its CPU limit (1 without profiles).
+// persistence is the weight of host i's CPU points over in relief's gain:
+// 1/ProfileSteps when its overload is predicted to end at the next step,
+// else (or without profiles) 1.
 func (s *search) persistence(i int) float64 {
-	run, ok := overRun(&s.p.Hosts[i], s.base.hosts[i].lim.CPU)
-	if !ok {
+	if lasts(&s.p.Hosts[i], s.base.hosts[i].lim.CPU) {
 		return 1
 	}
-	return min(1, max(float64(run)/persistR, 1.0/ProfileSteps))
+	return 1.0 / ProfileSteps
 }
 
-// overRun is how many steps after the current one host h is predicted
-// over lim: the run of steps over from the one a window before the next.
-func overRun(h *Host, lim float64) (int, bool) {
+// lasts predicts whether host h stays over lim at the step after its
+// profiles' last: its servers' profiles summed at their oldest step, a
+// window before it. Without profiles, yes.
+func lasts(h *Host, lim float64) bool {
 	if h.ProfileStep <= 0 || len(h.Servers) == 0 {
-		return 0, false
+		return true
 	}
-	prof := make([]float64, ProfileSteps)
+	next := 0.0
 	for k := range h.Servers {
-		for j, c := range aligned(&h.Servers[k], h.ProfileEnd, h.ProfileEnd) {
-			prof[j] += c
-		}
+		next += aligned(&h.Servers[k], h.ProfileEnd, h.ProfileEnd)[0]
 	}
-	run := 0
-	for _, c := range prof[:ProfileSteps-1] {
-		if !fit.Over(c, lim) {
-			break
-		}
-		run++
-	}
-	return run, true
+	return fit.Over(next, lim)
 }
-
-var persistR = func() float64 {
-	v, _ := strconv.ParseFloat(os.Getenv("P30_R"), 64)
-	if v <= 0 {
-		return 1
-	}
-	return v
-}()
 
 // reliefGain is what relieving overloaded host i of m gains, in points:
-// its CPU points over weighed by the overload's persistence, or its RAM
-// points over, whichever is more.
+// its CPU points over weighed by persistence, or its RAM points over,
+// whichever is more.
 func (s *search) reliefGain(m *model, i int) float64 {
 	h := &m.hosts[i]
 	cpu, ram := 0.0, 0.0
