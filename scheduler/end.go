@@ -107,8 +107,10 @@ func (a *Agent) end(o Outcome, c EndClass, reason string, solved []string) {
 		return
 	}
 	if c == EndNotWorth {
-		// Refused for what it would gain now (persist.go): an overload
-		// that lasts is tried again after retry_backoff, not doubled.
+		// Refused for what its relief would gain now (movecost.go):
+		// tried again after retry_backoff, not doubled, so an overload
+		// that grows or lasts is relieved at the next try that pays,
+		// not up to max_retry_backoff later.
 		a.retryAt = a.now.Add(a.cfg.RetryBackoff)
 		return
 	}

@@ -11,10 +11,8 @@ import (
 // Gain is in points: percent of a host's capacity. A plan that relieves
 // an overloaded host gains how far that host's demand is above its
 // overload threshold (CPU or RAM, whichever is further: a host at 91 %
-// CPU with an 85 % threshold is 6 points over), its CPU points weighed by
-// whether the overload is predicted to last (persist.go, with a
-// destination peak window); a plan that empties an underloaded host
-// gains 100 (the whole host freed).
+// CPU with an 85 % threshold is 6 points over); a plan that empties an
+// underloaded host gains 100 (the whole host freed).
 //
 // Cost is in the same points: each live migration costs MoveCost plus
 // MoveCostPerSecond for every second the migration is predicted to take
@@ -25,8 +23,9 @@ import (
 //
 // The rule: a plan (of a problem without a Maintenance event) whose total
 // cost exceeds its total gain is refused (Solution.NotWorth); the event
-// ends Aborted, class not_worth, and is raised again after the usual
-// retry backoff if it still holds. With either cost set, the solver also
+// ends Aborted, class not_worth, and is raised again after
+// retry_backoff if it still holds (a not_worth end does not double the
+// backoff, end.go: the refusal judged the overload's moment). With either cost set, the solver also
 // ranks solutions by cost (after moves that do not converge and moves
 // across zones) instead of by bytes moved, and tries evicting the
 // servers with the most CPU per point of cost first: relief picks small,
@@ -62,6 +61,20 @@ func (s *search) serverCost(src int, sv *Server) float64 {
 	return s.actionCost(moveAction(sv, s.base.hosts[src].h.Name, ""))
 }
 
+// overPoints is how far host i of m is above its overload threshold, in
+// percent of its capacity (0 when it is not).
+func overPoints(m *model, i int) float64 {
+	h := &m.hosts[i]
+	pts := 0.0
+	if h.h.CPUs > 0 {
+		pts = max(pts, (h.use.CPU-h.lim.CPU)/h.h.CPUs*100)
+	}
+	if h.h.RAMMB > 0 {
+		pts = max(pts, (h.use.RAM-h.lim.RAM)/h.h.RAMMB*100)
+	}
+	return pts
+}
+
 // EmptiedHostGain is the gain, in points, of emptying an underloaded host.
 const EmptiedHostGain = 100
 
@@ -73,7 +86,7 @@ func (s *search) pays() {
 	}
 	gain := 0.0
 	for _, i := range s.over {
-		gain += s.reliefGain(s.base, i) // persist.go
+		gain += overPoints(s.base, i)
 	}
 	emptied := map[string]bool{}
 	for _, e := range s.ev0 {
