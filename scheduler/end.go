@@ -106,6 +106,14 @@ func (a *Agent) end(o Outcome, c EndClass, reason string, solved []string) {
 		a.retryAt = a.now
 		return
 	}
+	if c == EndNotWorth {
+		// Refused for what its relief would gain now (movecost.go):
+		// tried again after retry_backoff, not doubled, so an overload
+		// that grows or lasts is relieved at the next try that pays,
+		// not up to max_retry_backoff later.
+		a.retryAt = a.now.Add(a.cfg.RetryBackoff)
+		return
+	}
 	a.retryAt = a.now.Add(a.backoff)
 	a.backoff = min(2*a.backoff, a.cfg.MaxRetryBackoff)
 }

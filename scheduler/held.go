@@ -18,8 +18,8 @@ const (
 	// HoldExcluded: the operator excluded the host (dvms exclude).
 	HoldExcluded HoldClass = "excluded"
 	// HoldBackoff: the host's last event ended unsolved a moment ago; the
-	// agent waits (retry_backoff, doubling to max_retry_backoff) before
-	// raising it again.
+	// agent waits (retry_backoff, doubling to max_retry_backoff, but not
+	// after a not_worth end) before raising it again.
 	HoldBackoff HoldClass = "backoff"
 	// HoldWindowClosed: the event kind's time window ([scheduler]
 	// windows) is closed.

@@ -24,8 +24,9 @@ import (
 //
 // The rule: a plan (of a problem without a Maintenance event) whose total
 // cost exceeds its total gain is refused (Solution.NotWorth); the event
-// ends Aborted, class not_worth, and is raised again after the usual
-// retry backoff if it still holds. With either cost set, the solver also
+// ends Aborted, class not_worth, and is raised again after
+// retry_backoff if it still holds (a not_worth end does not double the
+// backoff, end.go: the refusal judged the overload's moment). With either cost set, the solver also
 // ranks solutions by cost (after moves that do not converge and moves
 // across zones) instead of by bytes moved, and tries evicting the
 // servers with the most CPU per point of cost first: relief picks small,

@@ -156,22 +156,8 @@ func TestCoolingOverloadEndsWithoutGrowing(t *testing.T) {
 // or stayed.
 func dissolvedBy(t *testing.T, sol Solution) Message {
 	t.Helper()
-	h1, h2 := newAgent(t, "h1"), newAgent(t, "h2")
-	h2.Observe(t0, hostWith("h2", 1))
-	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
-	h1.Step(only(t, h2.Ready(), MsgUpdate).Msg)
-	h2.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
-	rd := h2.Ready()
-	if len(rd.Solve) != 1 {
-		t.Fatalf("solve requests %+v", rd.Solve)
-	}
-	req := rd.Solve[0]
-	h2.SolveDone(req.PartID, req.Version, sol, Plan{}, nil)
-	rd = h2.Ready()
-	if len(sent(rd, MsgGrow)) != 0 || h2.Partition() != nil {
-		t.Fatalf("grew or kept the partition: %+v", rd.Messages)
-	}
-	return only(t, rd, MsgDissolve).Msg
+	_, d := leaderSolved(t, sol)
+	return d
 }
 
 // Graded choice, by demand now: when no destination fits at peaks, the
