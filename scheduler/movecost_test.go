@@ -86,11 +86,11 @@ func TestNotWorthEndsWithoutGrowing(t *testing.T) {
 }
 
 // An overload that lasts counts for more: its gain is multiplied by the
-// minutes it is expected to last, as long as it has held (Host.OverFor)
-// or, with profiles, as long as the window saw its host over its limit.
-// Here a move costs 28 points against 25 points over now: refused for a
-// fresh overload, paid for one that has held 2 minutes, and for one whose
-// window was over at 8 steps of 15 s.
+// LastingUnits (20 s) it is expected to last, as long as it has held
+// (Host.OverFor) or, with profiles, as long as the window saw its host
+// over its limit. Here a move costs 28 points against 25 points over now:
+// refused for an overload held 15 s, paid for one held 40 s, and for one
+// whose window was over at 8 steps of 5 s.
 func TestLastingOverloadPays(t *testing.T) {
 	solve := func(hosts []Host) Solution {
 		opt := DefaultSolveOptions()
@@ -99,17 +99,17 @@ func TestLastingOverloadPays(t *testing.T) {
 			MoveCost: 10, MoveCostPerSecond: 6}, opt)
 	}
 	hosts := costHosts()
-	hosts[0].OverFor = 30 * time.Second
+	hosts[0].OverFor = 15 * time.Second
 	if sol := solve(hosts); !sol.NotWorth || sol.Gain != 25 {
-		t.Fatalf("held 30 s: %+v, want refused for a gain of 25", sol)
+		t.Fatalf("held 15 s: %+v, want refused for a gain of 25", sol)
 	}
-	hosts[0].OverFor = 2 * time.Minute
+	hosts[0].OverFor = 40 * time.Second
 	if sol := solve(hosts); !sol.OK || sol.Gain != 50 || sol.Cost != 28 {
-		t.Fatalf("held 2 min: %+v, want the plan for a gain of 50", sol)
+		t.Fatalf("held 40 s: %+v, want the plan for a gain of 50", sol)
 	}
 	hosts = costHosts()
 	for i := range hosts {
-		hosts[i].ProfileStep, hosts[i].ProfileEnd = 15*time.Second, 100
+		hosts[i].ProfileStep, hosts[i].ProfileEnd = 5*time.Second, 100
 	}
 	swing := flat(0.5)
 	for j := ProfileSteps / 2; j < ProfileSteps; j++ {
@@ -118,7 +118,7 @@ func TestLastingOverloadPays(t *testing.T) {
 	hosts[0].Servers[0].Profile, hosts[0].Servers[0].PeakCPU = flat(2.5), 2.5
 	hosts[0].Servers[1].Profile, hosts[0].Servers[1].PeakCPU = swing, 2.5
 	if sol := solve(hosts); !sol.OK || sol.Gain != 50 {
-		t.Fatalf("over at 8 steps of 15 s: %+v, want the plan for a gain of 50", sol)
+		t.Fatalf("over at 8 steps of 5 s: %+v, want the plan for a gain of 50", sol)
 	}
 }
 
