@@ -109,6 +109,13 @@ func TestOtherOverloadsStayInTheirZone(t *testing.T) {
 // and the request it sent out for that.
 func reliefDeferred(t *testing.T) (h1, h2 *Agent, out Message) {
 	t.Helper()
+	return reliefDeferredFor(t, Solution{OK: true, ReliefUnmet: true})
+}
+
+// reliefDeferredFor is reliefDeferred, the solution passed over sol (its
+// Solved set here).
+func reliefDeferredFor(t *testing.T, sol Solution) (h1, h2 *Agent, out Message) {
+	t.Helper()
 	h1, h2 = newAgent(t, "h1"), newAgent(t, "h2")
 	h2.Observe(t0, hostWith("h2", 1))
 	h2.Step(only(t, overload(t, h1), MsgGrow).Msg)
@@ -120,7 +127,11 @@ func reliefDeferred(t *testing.T) (h1, h2 *Agent, out Message) {
 	}
 	req := rd.Solve[0]
 	plan := movePlan("h1-s", "h1", "h2")
-	h2.SolveDone(req.PartID, req.Version, Solution{OK: true, ReliefUnmet: true, Solved: []string{req.Problem.Events[0].ID}}, plan, nil)
+	if !req.Problem.FewerMoves {
+		t.Fatalf("a partition that may grow for relief headroom does not ask for fewer moves: %+v", req.Problem)
+	}
+	sol.Solved = []string{req.Problem.Events[0].ID}
+	h2.SolveDone(req.PartID, req.Version, sol, plan, nil)
 	rd = h2.Ready()
 	if len(rd.Execute) != 0 {
 		t.Fatalf("took a solution that only fits at 2 hosts: %+v", rd.Execute)
@@ -177,4 +188,61 @@ func TestReliefGivenUpWhenRequestLost(t *testing.T) {
 	h1, h2, out := reliefDeferred(t)
 	h2.Tick(t0.Add(h2.requestTimeout() + time.Millisecond))
 	reliefSolvesForAnyFit(t, h1, h2, out.Version+1)
+}
+
+// Room for fewer moves: the leader grew because room came only with more
+// moves (FewerUnmet); once its request comes back, it asks again for the
+// relief headroom, no longer for fewer moves (room with more moves beats
+// no room), and a solution that then only fits is taken, not grown for.
+func TestReliefForFewerMovesKeepsTheHeadroom(t *testing.T) {
+	h1, h2, out := reliefDeferredFor(t, Solution{OK: true, ReliefUnmet: true, FewerUnmet: true})
+	out.From = "h5"
+	h2.Step(out)
+	rd := h2.Ready()
+	var up Message
+	for _, e := range sent(rd, MsgUpdate) {
+		if e.To == "h1" {
+			up = e.Msg
+		}
+	}
+	h1.Step(up)
+	h2.Step(only(t, h1.Ready(), MsgSnapshot).Msg)
+	rd = h2.Ready()
+	if len(rd.Solve) != 1 || rd.Solve[0].Problem.ReliefHeadroom != h2.cfg.ReliefHeadroom || rd.Solve[0].Problem.FewerMoves {
+		t.Fatalf("solve requests %+v, want one with the relief headroom, not for fewer moves", rd.Solve)
+	}
+	req := rd.Solve[0]
+	h2.SolveDone(req.PartID, req.Version, Solution{OK: true, ReliefUnmet: true, Solved: []string{req.Problem.Events[0].ID}}, movePlan("h1-s", "h1", "h2"), nil)
+	if rd := h2.Ready(); len(rd.Execute) != 1 || len(sent(rd, MsgGrow)) != 0 {
+		t.Fatalf("grew again or did not execute: %+v", rd)
+	}
+}
+
+// The solver: a plan keeping the relief headroom with two moves (two
+// small servers fit dst's 60 %; big does not) gives way, when moves are
+// priced and the problem asks for fewer moves, to one that moves big
+// alone and only fits, said so; without FewerMoves, or without a cost,
+// the room wins.
+func TestSolveFewerMovesForRelief(t *testing.T) {
+	src := Host{Name: "src", CPUs: 4, RAMMB: 65536, AllocVCPUs: 16, AllocRAMMB: 65536, Servers: []Server{
+		{ID: "pinned", VCPUs: 2, RAMMB: 1024, CPU: 2.2, RAM: 100, Fixed: true, FixedReason: "pinned"},
+		{ID: "big", VCPUs: 2, RAMMB: 2048, CPU: 1.5, RAM: 100},
+		{ID: "small1", VCPUs: 1, RAMMB: 1024, CPU: 0.5, RAM: 100},
+		{ID: "small2", VCPUs: 1, RAMMB: 1024, CPU: 0.5, RAM: 100},
+	}}
+	dst := Host{Name: "dst", CPUs: 4, RAMMB: 65536, AllocVCPUs: 16, AllocRAMMB: 65536, Servers: []Server{{ID: "d", VCPUs: 2, RAMMB: 1024, CPU: 1.2, RAM: 100}}}
+	p := Problem{Events: []Event{{ID: "e", Kind: Overload, Host: "src"}}, Hosts: []Host{src, dst}, Thresholds: DefaultThresholds(),
+		ReliefHeadroom: 0.4, MoveCost: 1, FewerMoves: true}
+	sol := Solve(p, DefaultSolveOptions())
+	if !sol.OK || !sol.ReliefUnmet || !sol.FewerUnmet || len(sol.Moves) != 1 || sol.Moves[0].Server != "big" {
+		t.Fatalf("%+v, want big alone, ReliefUnmet and FewerUnmet", sol)
+	}
+	p.FewerMoves = false
+	if sol := Solve(p, DefaultSolveOptions()); !sol.OK || sol.ReliefUnmet || len(sol.Moves) != 2 {
+		t.Fatalf("without FewerMoves: %+v, want the two small servers, with room", sol)
+	}
+	p.FewerMoves, p.MoveCost = true, 0
+	if sol := Solve(p, DefaultSolveOptions()); !sol.OK || sol.ReliefUnmet || len(sol.Moves) != 2 {
+		t.Fatalf("moves not priced: %+v, want the two small servers, with room", sol)
+	}
 }
