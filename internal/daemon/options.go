@@ -165,12 +165,13 @@ var Options = []Option{
 	{section: "scheduler", name: "move_cost", kind: kindFloat, def: "0", bounds: ">= 0", unit: "points per move",
 		help: "Moves that pay for themselves: each live migration of relief or consolidation costs this many points, plus move_cost_per_second; " +
 			"a plan whose moves cost more than it gains is refused (drains always go). A point is 1 % of a host's capacity: relieving a host gains how far it is above " +
-			"its overload threshold (a host at 91 % CPU with cpu_overload 0.85 gains 6), emptying an underloaded host gains 100. 0 with move_cost_per_second 0: off.",
+			"its overload threshold (a host at 91 % CPU with cpu_overload 0.85 gains 6), times the 20-second spans its overload is expected to last (at least one: " +
+			"as long as it has been overloaded since a server last left it, or as long as its destination_peak_window profile was over), emptying an underloaded host gains 100. 0 with move_cost_per_second 0: off.",
 		field: func(c *Config) any { return &c.Agent.MoveCost }},
 	{section: "scheduler", name: "move_cost_per_second", kind: kindFloat, def: "0", bounds: ">= 0", unit: "points per second",
 		help: "With move_cost: what each second of a live migration costs, in points, for the time the migration model predicts " +
 			"(the server's RAM over its host pair's bandwidth less its dirty rate, learnt from recent migrations; migration_bandwidth before any). " +
-			"With either set, relief also prefers the cheapest moves (small, quiet servers).",
+			"With either set, relief also prefers the cheapest moves (small, quiet servers), and a partition grows for room for fewer moves (relief_headroom).",
 		field: func(c *Config) any { return &c.Agent.MoveCostPerSecond }},
 	{section: "scheduler", name: "oscillation_events", kind: kindInt, def: "3", bounds: ">= 2", unit: "events",
 		help: "Oscillation report (observed only, nothing decided on it): this many OVERLOAD events of one host ended solved within oscillation_window " +
@@ -217,7 +218,7 @@ var Options = []Option{
 			"makes about as many hops as there are nodes.",
 		field: func(c *Config) any { return &c.Agent.HopTimeout }},
 	{section: "scheduler", name: "retry_backoff", kind: kindSeconds, def: "5", bounds: "> 0",
-		help:  "An event its partition did not solve is raised again after this backoff, doubling up to max_retry_backoff.",
+		help:  "An event its partition did not solve is raised again after this backoff, doubling up to max_retry_backoff (not after a plan refused as not worth its moves: move_cost).",
 		field: func(c *Config) any { return &c.Agent.RetryBackoff }},
 	{section: "scheduler", name: "max_retry_backoff", kind: kindSeconds, def: "60", bounds: "> 0",
 		help:  "See retry_backoff; at least retry_backoff.",
