@@ -12,8 +12,9 @@ import (
 // Gain is in points: percent of a host's capacity. A plan that relieves
 // an overloaded host gains how far that host's demand is above its
 // overload threshold (CPU or RAM, whichever is further: a host at 91 %
-// CPU with an 85 % threshold is 6 points over); a plan that empties an
-// underloaded host gains 100 (the whole host freed).
+// CPU with an 85 % threshold is 6 points over) times the LastingUnits
+// the overload is expected to last (at least one: lasting, overFor); a
+// plan that empties an underloaded host gains 100 (the whole host freed).
 //
 // Cost is in the same points: each live migration costs MoveCost plus
 // MoveCostPerSecond for every second the migration is predicted to take
@@ -26,11 +27,13 @@ import (
 // cost exceeds its total gain is refused (Solution.NotWorth); the event
 // ends Aborted, class not_worth, and is raised again after
 // retry_backoff if it still holds (a not_worth end does not double the
-// backoff, end.go: the refusal judged the overload's moment). With either cost set, the solver also
-// ranks solutions by cost (after moves that do not converge and moves
-// across zones) instead of by bytes moved, and tries evicting the
-// servers with the most CPU per point of cost first: relief picks small,
-// quiet servers before big or busy ones.
+// backoff, end.go: the refusal judged the overload's moment). With
+// either cost set, the solver also ranks solutions by cost (after moves
+// that do not converge and moves across zones) instead of by bytes
+// moved, and tries evicting the servers with the most CPU per point of
+// cost first: relief picks small, quiet servers before big or busy ones;
+// and a partition that may grow for relief headroom grows for room for
+// fewer moves (relief.go: fewerMoves).
 
 // FallbackMigrationMBps is the bandwidth the move cost assumes without a
 // migration model (migest's default before any observation).
@@ -76,16 +79,19 @@ func overPoints(m *model, i int) float64 {
 	return pts
 }
 
-// LastingUnit: an overload that has held longer than this counts as many
-// times over as it has held LastingUnits (lasting).
+// LastingUnit: a point of cost weighs a point of overload for this long.
+// An overload expected to last longer counts as many times over as it
+// lasts LastingUnits (lasting).
 const LastingUnit = 20 * time.Second
 
-// lasting is how many times an overload that has held for d counts: 1
-// for a fresh one, d/LastingUnit past LastingUnit. An overload is expected
-// to last about as long again as it has (the longer it has held, the less
-// it is a swing about to turn); one that a plan did not pay for is raised
-// again after the retry backoff and, while it holds, pays at last: a
-// move cost never leaves a host overloaded for good.
+// lasting is how many times an overload expected to last d counts: 1
+// up to LastingUnit, d/LastingUnit past it. An overload is expected to
+// last about as long again as it has held (the longer it has held, the
+// less it is a swing about to turn), and a swing that came within the
+// peak window to come again. One that a plan did not pay for is raised
+// again after the retry backoff and, while it holds or keeps coming
+// back, its gain grows until it pays: a move cost never leaves a host
+// overloaded for good.
 func lasting(d time.Duration) float64 { return max(1, float64(d)/float64(LastingUnit)) }
 
 // overFor is how long host i is expected to stay overloaded: as long as
