@@ -259,6 +259,11 @@ func (m *Message) validate() error {
 	if m.Type == MsgSnapshot && m.Host.Name != m.From {
 		return fmt.Errorf("snapshot of %q sent by %q", m.Host.Name, m.From)
 	}
+	// How long it has been overloaded is the host's own word, as its
+	// demand is: it only makes relief of that host pay sooner.
+	if m.Host != nil && m.Host.OverFor < 0 {
+		return fmt.Errorf("snapshot of %q overloaded for %v", m.Host.Name, m.Host.OverFor)
+	}
 	for _, p := range []*Partition{m.Part, m.Other} {
 		if p == nil {
 			continue

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Issue 10: messages are checked against who sent them and against the
@@ -38,18 +39,19 @@ func TestDecodeRejectsForgedShapes(t *testing.T) {
 	unnamed.Server = ""
 	noStep.Step = 0
 	for name, m := range map[string]Message{
-		"event without a kind":      {Type: MsgGrow, From: "h1", PartID: "p", Part: noKind},
-		"snapshot of another host":  {Type: MsgSnapshot, From: "h2", PartID: "p", Host: &Host{Name: "h1", Draining: true}},
-		"event of another host":     {Type: MsgGrow, From: "h2", PartID: "p", Part: otherEvent},
-		"repeated node":             {Type: MsgGrow, From: "h1", PartID: "p", Part: trustPart("h1", "h2", "h2")},
-		"empty node":                {Type: MsgGrow, From: "h1", PartID: "p", Part: trustPart("h1", "")},
-		"more than MaxNodes":        {Type: MsgGrow, From: "n0", PartID: "p", Part: trustPart(many...)},
-		"avoids more than MaxAvoid": {Type: MsgGrow, From: "h1", PartID: "p", Part: avoidsMany},
-		"profile of 17 steps":       carried(long),
-		"negative demand":           carried(negative),
-		"profile of no server":      carried(unnamed),
-		"profile without a step":    carried(noStep),
-		"profile on a snapshot":     {Type: MsgSnapshot, From: "h1", PartID: "p", Host: &Host{Name: "h1"}, Carried: []Carried{good}},
+		"event without a kind":       {Type: MsgGrow, From: "h1", PartID: "p", Part: noKind},
+		"snapshot of another host":   {Type: MsgSnapshot, From: "h2", PartID: "p", Host: &Host{Name: "h1", Draining: true}},
+		"overloaded for less than 0": {Type: MsgSnapshot, From: "h1", PartID: "p", Host: &Host{Name: "h1", OverFor: -time.Second}},
+		"event of another host":      {Type: MsgGrow, From: "h2", PartID: "p", Part: otherEvent},
+		"repeated node":              {Type: MsgGrow, From: "h1", PartID: "p", Part: trustPart("h1", "h2", "h2")},
+		"empty node":                 {Type: MsgGrow, From: "h1", PartID: "p", Part: trustPart("h1", "")},
+		"more than MaxNodes":         {Type: MsgGrow, From: "n0", PartID: "p", Part: trustPart(many...)},
+		"avoids more than MaxAvoid":  {Type: MsgGrow, From: "h1", PartID: "p", Part: avoidsMany},
+		"profile of 17 steps":        carried(long),
+		"negative demand":            carried(negative),
+		"profile of no server":       carried(unnamed),
+		"profile without a step":     carried(noStep),
+		"profile on a snapshot":      {Type: MsgSnapshot, From: "h1", PartID: "p", Host: &Host{Name: "h1"}, Carried: []Carried{good}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			data, err := Encode(m)
