@@ -92,7 +92,12 @@ type Report struct {
 		// host's own measurement no longer shows it, a drain lifted:
 		// scheduler.Vanished). Counted in Aborted and in WithSolution as
 		// every aborted event is; SolvedPctExclVanished leaves them out.
-		AbortedVanished   int `json:"aborted_vanished"`
+		AbortedVanished int `json:"aborted_vanished"`
+		// AbortedRefused: the aborted events a plan was refused for by the
+		// operator's policy, not for want of one: not worth its moves
+		// (move_cost) or only cooling servers could move (server_cooldown).
+		// Counted in Aborted, left out of WithSolution and never checked.
+		AbortedRefused    int `json:"aborted_refused"`
 		AbortedChecked    int `json:"aborted_checked"`
 		AbortedWithGlobal int `json:"aborted_with_global_solution"`
 		// WithSolution estimates the events that had a solution: solved,
@@ -300,7 +305,7 @@ func (r *Report) withSolution() {
 	if e.AbortedChecked > 0 {
 		share = float64(e.AbortedWithGlobal) / float64(e.AbortedChecked)
 	}
-	e.WithSolution = round(float64(e.Solved+e.Failed+e.UnsolvableWithGlobal) + float64(e.Aborted)*share)
+	e.WithSolution = round(float64(e.Solved+e.Failed+e.UnsolvableWithGlobal) + float64(e.Aborted-e.AbortedRefused)*share)
 	e.SolvedPct = pct(e.Solved, e.WithSolution)
 	e.SolvedPctExclVanished = pct(e.Solved, e.WithSolution-float64(e.AbortedVanished)*share)
 }
@@ -427,6 +432,9 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  solved      %.1f %% of the %.0f events that had a solution (aborted ones estimated from the checked)\n", r.Events.SolvedPct, r.Events.WithSolution)
 	if r.Events.AbortedVanished > 0 {
 		fmt.Fprintf(w, "              %.1f %% without the %d aborted events whose condition vanished by itself before anything moved\n", r.Events.SolvedPctExclVanished, r.Events.AbortedVanished)
+	}
+	if r.Events.AbortedRefused > 0 {
+		fmt.Fprintf(w, "              not counting the %d aborted events the move cost or the server cooldown refused a plan for\n", r.Events.AbortedRefused)
 	}
 	if r.Events.Replans > 0 {
 		fmt.Fprintf(w, "  re-plans    %d after skipped actions; %d events solved after one\n", r.Events.Replans, r.Events.SolvedAfterReplan)

@@ -90,3 +90,16 @@ func TestChartTitleSolveTime(t *testing.T) {
 		t.Fatalf("a run's solve time is missing from the title: %s", s)
 	}
 }
+
+// Events the move cost or the cooldown refused a plan for are the
+// operator's policy, not a miss: they do not count among the events that
+// had a solution (aborted ones, in the checked share).
+func TestWithSolutionLeavesPolicyRefusalsOut(t *testing.T) {
+	r := Report{}
+	e := &r.Events
+	e.Solved, e.Aborted, e.AbortedRefused, e.AbortedChecked, e.AbortedWithGlobal = 90, 20, 10, 10, 5
+	r.withSolution()
+	if e.WithSolution != 95 || e.SolvedPct != pct(90, 95) {
+		t.Fatalf("with a solution %v (%.1f %% solved), want 90 + (20 - 10 refused) x 5/10 = 95", e.WithSolution, e.SolvedPct)
+	}
+}

@@ -288,6 +288,9 @@ type stats struct {
 	// vanished: aborted events whose condition went away by itself
 	// before anything moved (scheduler.EndVanished).
 	vanished int
+	// policyRefused: aborted events the move cost or the server
+	// cooldown refused (scheduler.EndNotWorth, EndCooling).
+	policyRefused int
 }
 
 // executed counts a plan's actions by outcome and reason class.
@@ -468,7 +471,11 @@ func (s *stats) record(host string, r scheduler.Record) {
 			if class == scheduler.EndVanished {
 				s.vanished++
 			}
-			if len(s.aborted) < maxAbortedPending {
+			refused := class == scheduler.EndNotWorth || class == scheduler.EndCooling
+			if refused {
+				s.policyRefused++ // the operator's policy, not a protocol's miss: not checked
+			}
+			if !refused && len(s.aborted) < maxAbortedPending {
 				s.aborted = append(s.aborted, r)
 			}
 		}
@@ -1075,6 +1082,7 @@ func (st *stats) fill(rep *Report) {
 	rep.Events.AbortedBy = st.abortedBy
 	rep.Events.EndedBy = st.endedBy
 	rep.Events.AbortedVanished = st.vanished
+	rep.Events.AbortedRefused = st.policyRefused
 	rep.Events.Replans, rep.Events.SolvedAfterReplan = st.replans, st.solvedAfterReplan
 	rep.Events.Actions = st.actions
 	rep.Events.InFlight = len(st.inFlight)
