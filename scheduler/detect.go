@@ -44,8 +44,9 @@ type arrival struct {
 // settle marks the servers that arrived on the host less than the
 // consolidation cooldown ago (Settling) and those dvms moved here less
 // than the server cooldown ago (Cooling), and reports whether one is
-// settling and whether one left since the last sample. Servers present at the agent's first sample count as
-// settled and cool (an agent restarted forgets the moves before).
+// settling and whether one left since the last sample. Servers present
+// at the agent's first sample count as settled and cool (an agent
+// restarted forgets the moves before).
 //
 // A server that arrives while a plan runs or has just run on a
 // partition this agent is in counts as moved by dvms: plans move servers

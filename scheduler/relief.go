@@ -29,6 +29,15 @@ package scheduler
 // (reliefRequestBack, the tour not counted) or is lost
 // (reliefRequestLost). A merge, a tour, a re-plan or a member in another
 // zone also end it, through mayGrowForRelief.
+//
+// Fewer moves before more room (moves priced: Problem.FewerMoves while
+// the partition may grow): a plan that keeps the headroom only with more
+// moves than one that merely fits is passed over like one that only fits
+// (fewerMoves: Solution.FewerUnmet), and the partition grows for room for
+// the fewer moves (relief.fewer), even past a far first fit. When its
+// growth ends it asks for the headroom once more and takes the plan with
+// room, however many moves it has, else what fits; it does not grow again
+// (relief.off).
 
 import "github.com/dvms-project/dvms/scheduler/fit"
 
@@ -57,8 +66,8 @@ const reliefFirstFit = 3
 func firstFitNear(fitAt int) bool { return fitAt <= reliefFirstFit }
 
 // reliefHeadroom is the relief headroom the leader's next solve asks for:
-// Config.ReliefHeadroom while the partition may grow for it, else 0 (any
-// destination that fits).
+// Config.ReliefHeadroom while the partition may grow for it or once it
+// grew for fewer moves, else 0 (any destination that fits).
 func (a *Agent) reliefHeadroom() float64 {
 	if a.mayGrowForRelief() || a.lead.relief.fewer {
 		return a.cfg.ReliefHeadroom // growing may still find a host with room
