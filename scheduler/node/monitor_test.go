@@ -158,7 +158,10 @@ func TestIdleAgentCostsNovaLittle(t *testing.T) {
 	if perMinute > 2 {
 		t.Errorf("an idle agent costs %.2f Nova requests a minute, want <= 2", perMinute)
 	}
-	if float64(samples.Load()) < 30*minutes { // ~60 a minute, some ticks coalesce on a loaded machine
+	// ~60 a minute; at 600 x, ticks coalesce on a loaded machine (403 in
+	// 30 min were seen beside a functional cloud and a -race unit tier):
+	// 10 a minute is still ten times the servers listing's rate.
+	if float64(samples.Load()) < 10*minutes {
 		t.Errorf("%d samples in %.1f min: the local source is not sampled every second", samples.Load(), minutes)
 	}
 	if h, ok := r.LastSample(); !ok || len(h.Servers) != 4 || h.UsedVCPUs != 4 {
